@@ -1,0 +1,190 @@
+/*
+ * jepa.h — the C API of the jepa engine: JEPA image and video encoders on ggml, loaded from GGUF.
+ *
+ * Usage:
+ *     jepa_model_params mp = jepa_model_default_params();
+ *     jepa_model * model = jepa_model_load("vit.gguf", &mp);          // NULL on error
+ *     if (!model) { fprintf(stderr, "%s\n", jepa_error_text()); ... }
+ *
+ *     jepa_context_params cp = jepa_context_default_params();
+ *     cp.n_threads = 4;
+ *     jepa_context * ctx = jepa_context_new(model, &cp);
+ *
+ *     // pixels: float32 [B, C, T, H, W], C-contiguous (T = 1 for images)
+ *     int64_t n_tok = jepa_model_n_tokens(model, T, H, W);             // CLS + registers + patches
+ *     float * out = malloc(sizeof(float) * B * n_tok * info.embed_dim);
+ *     jepa_status st = jepa_encode(ctx, pixels, B, C, T, H, W, out, B * n_tok * info.embed_dim);
+ *
+ *     jepa_context_free(ctx);
+ *     jepa_model_free(model);
+ *
+ * Thread contract:
+ *   - A model is immutable after jepa_model_load returns; any number of threads may share it
+ *     and create contexts from it. Free it only after every context made from it is freed.
+ *   - A context is used by one thread at a time. Different contexts run in parallel.
+ *   - jepa_error_text() is thread-local: it returns the message of the last failed call made
+ *     by the calling thread.
+ *
+ * Errors: every call returns a jepa_status (or NULL / a negative count) and never aborts the
+ * process on bad input or a bad file. NULL arguments are reported as JEPA_ERR_INVALID_ARG.
+ */
+#ifndef JEPA_H
+#define JEPA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(JEPA_SHARED)
+#  define JEPA_API __declspec(dllexport)
+#else
+#  define JEPA_API __attribute__((visibility("default")))
+#endif
+
+/* ---- status and errors ------------------------------------------------------------------- */
+
+typedef enum jepa_status {
+    JEPA_OK               = 0,
+    JEPA_ERR_INVALID_ARG  = 1, /* a NULL pointer, a wrong shape, a value out of range      */
+    JEPA_ERR_BAD_FILE     = 2, /* the GGUF file is missing, truncated, forged or invalid   */
+    JEPA_ERR_UNSUPPORTED  = 3, /* valid, but something this build cannot run (e.g. CUDA)  */
+    JEPA_ERR_RESOURCE     = 4, /* out of memory, or over a configured limit                */
+    JEPA_ERR_BACKEND      = 5  /* the compute backend failed                               */
+} jepa_status;
+
+/* The message of the calling thread's last failed call ("" when none). Valid until the
+ * thread's next jepa call. */
+JEPA_API const char * jepa_error_text(void);
+/* The status of the calling thread's last failed call (JEPA_OK when none). */
+JEPA_API jepa_status jepa_error_status(void);
+/* Clear the calling thread's error. */
+JEPA_API void jepa_error_clear(void);
+
+/* The library version, "MAJOR.MINOR.PATCH". */
+JEPA_API const char * jepa_version(void);
+/* The ggml version and commit this library was built with. */
+JEPA_API const char * jepa_ggml_version(void);
+/* 1 when built with the CUDA backend. */
+JEPA_API int jepa_has_cuda(void);
+
+/* ---- model ---------------------------------------------------------------------------------- */
+
+typedef struct jepa_model jepa_model;
+
+typedef enum jepa_device {
+    JEPA_DEVICE_CPU  = 0,
+    JEPA_DEVICE_CUDA = 1
+} jepa_device;
+
+typedef struct jepa_model_params {
+    jepa_device device;       /* where the weights live and graphs run            */
+    int         device_index; /* CUDA device ordinal (ignored on the CPU)         */
+} jepa_model_params;
+
+JEPA_API jepa_model_params jepa_model_default_params(void);
+
+/* Load a GGUF file. NULL on error (see jepa_error_text). */
+JEPA_API jepa_model * jepa_model_load(const char * path, const jepa_model_params * params);
+JEPA_API void jepa_model_free(jepa_model * model);
+
+typedef enum jepa_pos_type {
+    JEPA_POS_NONE     = 0,
+    JEPA_POS_LEARNED  = 1,
+    JEPA_POS_SINCOS2D = 2,
+    JEPA_POS_SINCOS3D = 3,
+    JEPA_POS_ROPE3D   = 4
+} jepa_pos_type;
+
+typedef enum jepa_resize_mode {
+    JEPA_RESIZE_SHORTEST_EDGE = 0, /* resize the short side to resize_short, centre-crop `crop` */
+    JEPA_RESIZE_SQUASH        = 1  /* resize both sides to crop (aspect not kept)               */
+} jepa_resize_mode;
+
+typedef enum jepa_resample {
+    JEPA_RESAMPLE_BILINEAR = 0,
+    JEPA_RESAMPLE_BICUBIC  = 1
+} jepa_resample;
+
+/* What a model is. Strings point into the model and live as long as it. */
+typedef struct jepa_model_info {
+    const char * name;          /* general.name                                        */
+    const char * family;        /* jepa.family: hfvit, ijepa, levjepa, vjepa2, ...     */
+    const char * modality;      /* image, video, image+video                           */
+    const char * backend;       /* "CPU", "CUDA0", ...                                 */
+    int     file_type;          /* general.file_type (0 f32, 1 f16, ...)               */
+    int64_t n_params;           /* number of weight elements                           */
+    int64_t n_bytes;            /* bytes of weights on the backend                     */
+
+    /* encoder */
+    int   embed_dim;
+    int   n_layer;
+    int   n_head;
+    int   ffn_dim;
+    int   patch_size;
+    int   tubelet_size;         /* 1 for image models                                  */
+    int   img_size;             /* native square input size                            */
+    int   n_frames;             /* native clip length (1 for image models)             */
+    int   in_chans;
+    int   has_cls;
+    int   n_registers;
+    jepa_pos_type pos_type;
+    float ln_eps;
+
+    /* what else the file holds */
+    int   has_head;
+    int   has_predictor;
+    int   n_labels;
+
+    /* preprocessing recipe (jepa.pre.*) */
+    float mean[3];
+    float std[3];
+    float rescale;              /* 1/255 by default                                    */
+    int   resize_short;         /* shortest_edge mode: target of the short side        */
+    int   crop;                 /* output square size                                  */
+    jepa_resize_mode resize_mode;
+    jepa_resample    resample;
+} jepa_model_info;
+
+JEPA_API jepa_status jepa_model_get_info(const jepa_model * model, jepa_model_info * out);
+/* Label i of the classifier head, or NULL when out of range. */
+JEPA_API const char * jepa_model_label(const jepa_model * model, int i);
+/* Tokens the encoder returns for one item of T frames at H x W (CLS + registers + patches),
+ * or -1 with an error when the shape is not valid for the model. */
+JEPA_API int64_t jepa_model_n_tokens(const jepa_model * model, int T, int H, int W);
+
+/* ---- context ---------------------------------------------------------------------------- */
+
+typedef struct jepa_context jepa_context;
+
+typedef struct jepa_context_params {
+    int     n_threads;        /* CPU threads per graph; <= 0: all cores                      */
+    int     max_batch;        /* items per graph; bigger calls are split (default 32)        */
+    int     flash_attn;       /* -1 auto (where faster), 0 off, 1 on                         */
+    int64_t max_graph_bytes;  /* compute-buffer cap: a call needing more is split or refused
+                                 (0: no cap)                                                 */
+} jepa_context_params;
+
+JEPA_API jepa_context_params jepa_context_default_params(void);
+
+JEPA_API jepa_context * jepa_context_new(const jepa_model * model, const jepa_context_params * params);
+JEPA_API void jepa_context_free(jepa_context * ctx);
+JEPA_API jepa_status jepa_context_get_params(const jepa_context * ctx, jepa_context_params * out);
+JEPA_API jepa_status jepa_context_set_threads(jepa_context * ctx, int n_threads);
+JEPA_API jepa_status jepa_context_set_max_batch(jepa_context * ctx, int max_batch);
+
+/* Encode B items. pixels: float32 [B, C, T, H, W], C-contiguous, already normalised.
+ * out: float32 [B, n_tokens, embed_dim] (n_tokens = jepa_model_n_tokens(model, T, H, W)),
+ * the final-norm tokens; out_len is its length in floats and must be at least that.
+ * On the CPU the rows of an item do not depend on what else is in the batch (bit for bit). */
+JEPA_API jepa_status jepa_encode(jepa_context * ctx, const float * pixels,
+                                 int B, int C, int T, int H, int W,
+                                 float * out, size_t out_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* JEPA_H */
