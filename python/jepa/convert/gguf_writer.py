@@ -1,0 +1,127 @@
+"""Thin helpers over the `gguf` package: write one jepa GGUF file (schema v1) atomically.
+
+Every tensor is checked against the names and shapes the hparams imply before anything is written,
+so a converter bug fails here with the tensor's name rather than in the engine's loader."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+from .schema import (
+    FTYPES,
+    SCHEMA_VERSION,
+    Encoder,
+    Meta,
+    Preprocess,
+    expected_shapes,
+    may_be_half,
+    pos_rows_allowed,
+)
+
+ARCH = "jepa"
+
+
+def _add_keys(w: gguf.GGUFWriter, meta: Meta, enc: Encoder, pre: Preprocess, ftype: str) -> None:
+    # general.architecture is written by GGUFWriter itself (arch=ARCH).
+    w.add_string("general.name", meta.name)
+    for key, val in (
+        ("general.license", meta.license),
+        ("general.source_url", meta.source_url),
+        ("general.description", meta.description),
+    ):
+        if val:
+            w.add_string(key, val)
+    w.add_uint32("general.file_type", FTYPES[ftype])
+    w.add_uint32("jepa.schema_version", SCHEMA_VERSION)
+    w.add_string("jepa.family", meta.family)
+    w.add_string("jepa.modality", meta.modality)
+
+    for key in ("embed_dim", "n_layer", "n_head", "ffn_dim", "patch_size", "tubelet_size", "img_size",
+                "n_frames", "in_chans", "n_registers"):
+        w.add_uint32(f"jepa.enc.{key}", int(getattr(enc, key)))
+    w.add_float32("jepa.enc.ln_eps", float(enc.ln_eps))
+    w.add_string("jepa.enc.act", enc.act)
+    w.add_string("jepa.enc.pos_type", enc.pos_type)
+    for key in ("cls_token", "qkv_fused", "layer_scale"):
+        w.add_bool(f"jepa.enc.{key}", bool(getattr(enc, key)))
+
+    f32 = gguf.GGUFValueType.FLOAT32
+    w.add_key_value("jepa.pre.mean", [float(v) for v in pre.mean], gguf.GGUFValueType.ARRAY, f32)
+    w.add_key_value("jepa.pre.std", [float(v) for v in pre.std], gguf.GGUFValueType.ARRAY, f32)
+    w.add_float32("jepa.pre.rescale", float(pre.rescale))
+    w.add_uint32("jepa.pre.resize_short", int(pre.resize_short))
+    w.add_uint32("jepa.pre.crop", int(pre.crop))
+    w.add_string("jepa.pre.resample", pre.resample)
+    w.add_string("jepa.pre.resize_mode", pre.resize_mode)
+
+    w.add_string("jepa.head.kind", "none")
+
+
+def _checked(
+    enc: Encoder, tensors: Iterable[tuple[str, np.ndarray]], ftype: str
+) -> list[tuple[str, np.ndarray]]:
+    """Validate names and shapes against the hparams and apply the dtype rule."""
+    expected = expected_shapes(enc)
+    out: list[tuple[str, np.ndarray]] = []
+    seen: set[str] = set()
+    for name, arr in tensors:
+        if name in seen:
+            raise ValueError(f"{name}: written twice")
+        seen.add(name)
+        shape = tuple(arr.shape)
+        if name == "enc.pos_embed":
+            rows = pos_rows_allowed(enc)
+            if len(shape) != 2 or shape[0] not in rows or shape[1] != enc.embed_dim:
+                raise ValueError(f"{name}: got {list(shape)}, expected [{' or '.join(map(str, rows))}, "
+                                 f"{enc.embed_dim}]")
+        elif name not in expected:
+            raise ValueError(f"{name}: not a tensor of this encoder (hparams: {enc})")
+        elif shape != expected[name][0]:
+            raise ValueError(f"{name}: got {list(shape)}, expected {list(expected[name][0])}")
+        half = ftype == "f16" and may_be_half(name)
+        out.append((name, np.ascontiguousarray(arr, dtype=np.float16 if half else np.float32)))
+    missing = [n for n, (_, req) in expected.items() if req and n not in seen]
+    if "enc.pos_embed" not in seen:
+        missing.insert(0, "enc.pos_embed")
+    if missing:
+        raise ValueError(f"missing tensor(s): {', '.join(missing)}")
+    return out
+
+
+def write_gguf(
+    path: str | os.PathLike[str],
+    meta: Meta,
+    enc: Encoder,
+    pre: Preprocess,
+    tensors: Iterable[tuple[str, np.ndarray]],
+    ftype: str = "f32",
+) -> str:
+    """Write the file at `path` (via a temp file and a rename: readers never see half a file)."""
+    if ftype not in FTYPES:
+        raise ValueError(f"unsupported ftype={ftype}")
+    checked = _checked(enc, tensors, ftype)
+    dest = Path(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    os.close(fd)
+    try:
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a model file is meant to be shared
+        w = gguf.GGUFWriter(tmp, ARCH)
+        _add_keys(w, meta, enc, pre, ftype)
+        for name, arr in checked:
+            w.add_tensor(name, arr)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return str(dest)
