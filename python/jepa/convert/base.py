@@ -1,0 +1,126 @@
+"""The converter interface and its registry (one small class per source layout, llama.cpp style)."""
+
+from __future__ import annotations
+
+import json
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .gguf_writer import write_gguf
+from .schema import Encoder, Meta, Preprocess
+from .source import TensorSource
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the command line may add to or override in a checkpoint's own metadata."""
+
+    name: str | None = None
+    n_head: int | None = None
+    license: str | None = None
+    source_url: str | None = None
+    description: str | None = None
+
+
+class Converter(ABC):
+    """One source layout. Subclasses say which family they write, how to recognise their checkpoint,
+    and map its hparams and tensors; checkpoint quirks live only in the subclass."""
+
+    family: ClassVar[str]
+
+    def __init__(self, src: Path, options: Options | None = None) -> None:
+        self.src = src
+        self.options = options or Options()
+        self.source = self.open_source()
+
+    @classmethod
+    @abstractmethod
+    def detect(cls, src: Path) -> bool:
+        """Whether `src` looks like this converter's layout (for --family auto)."""
+
+    @abstractmethod
+    def open_source(self) -> TensorSource: ...
+
+    @abstractmethod
+    def hparams(self) -> Encoder: ...
+
+    @abstractmethod
+    def preprocess(self) -> Preprocess: ...
+
+    @abstractmethod
+    def tensors(self) -> Iterator[tuple[str, np.ndarray]]:
+        """(GGUF name, array in the GGUF's numpy shape) for every encoder tensor."""
+
+    def meta(self) -> Meta:
+        o = self.options
+        return Meta(
+            family=self.family,
+            name=o.name or self.default_name(),
+            description=o.description or "",
+            license=o.license or readme_license(self.src) or "",
+            source_url=o.source_url or "",
+        )
+
+    def default_name(self) -> str:
+        return (self.src if self.src.is_dir() else self.src.parent).resolve().name
+
+    def checked_tensors(self) -> Iterator[tuple[str, np.ndarray]]:
+        """tensors(), then an error naming every source tensor nothing mapped."""
+        yield from self.tensors()
+        left = self.source.unused()
+        if left:
+            raise ValueError(f"unmapped source tensor(s): {', '.join(left)}")
+
+    def convert(self, out: str | Path, ftype: str = "f32") -> str:
+        return write_gguf(out, self.meta(), self.hparams(), self.preprocess(), self.checked_tensors(), ftype)
+
+
+REGISTRY: dict[str, type[Converter]] = {}
+
+
+def register(cls: type[Converter]) -> type[Converter]:
+    if cls.family in REGISTRY:
+        raise RuntimeError(f"two converters for family {cls.family}")
+    REGISTRY[cls.family] = cls
+    return cls
+
+
+def pick(src: Path, family: str = "auto") -> type[Converter]:
+    if family != "auto":
+        try:
+            return REGISTRY[family]
+        except KeyError:
+            raise ValueError(f"unsupported family={family} (known: {', '.join(sorted(REGISTRY))})") from None
+    found = [c for c in REGISTRY.values() if c.detect(src)]
+    if len(found) != 1:
+        what = "no converter" if not found else f"several converters ({', '.join(c.family for c in found)})"
+        raise ValueError(f"{src}: {what} recognise this checkpoint; pass --family")
+    return found[0]
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def beside(src: Path, name: str) -> Path:
+    """A file that ships next to the weights (src is the checkpoint directory or a weights file)."""
+    return (src if src.is_dir() else src.parent) / name
+
+
+def readme_license(src: Path) -> str | None:
+    """`license:` from a model card's YAML front matter, as the HF Hub writes it."""
+    readme = beside(src, "README.md")
+    if not readme.is_file():
+        return None
+    text = readme.read_text(errors="replace")
+    if not text.startswith("---"):
+        return None
+    front = text[3:].split("\n---", 1)[0]
+    m = re.search(r"^license:\s*(\S.*?)\s*$", front, re.MULTILINE)
+    return m.group(1).strip("'\"") if m else None

@@ -1,0 +1,55 @@
+"""The `jepa-convert` command: a checkpoint, or the demo model, to a GGUF file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import FAMILIES, convert
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="jepa-convert",
+        description="Convert a JEPA vision checkpoint (HF ViTModel / IJepaModel safetensors, or a "
+        "timm-layout ViT such as LeJEPA) to a jepa GGUF file.",
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--src", type=Path,
+                     help="checkpoint directory (config.json + safetensors) or a .safetensors file")
+    src.add_argument("--demo", action="store_true", help="write the tiny random-weight demo model instead")
+    p.add_argument("--out", type=Path, required=True, help="GGUF file to write")
+    p.add_argument("--family", choices=FAMILIES, default="auto", help="source family (default: detect)")
+    p.add_argument("--ftype", choices=("f32", "f16"), default="f32",
+                   help="f16 stores attention and FFN matrices in half precision; all else stays f32")
+    p.add_argument("--name", help="general.name (default: the checkpoint directory's name)")
+    p.add_argument("--n-head", type=int, help="attention heads, for timm checkpoints without a config.json")
+    p.add_argument("--license", help="general.license (default: the model card's license, if any)")
+    p.add_argument("--source-url", help="general.source_url")
+    p.add_argument("--description", help="general.description")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the demo model")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.demo:
+            from ..demo import write_demo_model
+
+            out = write_demo_model(args.out, seed=args.seed, ftype=args.ftype)
+        else:
+            out = convert(
+                args.src, args.out, family=args.family, ftype=args.ftype, name=args.name, n_head=args.n_head,
+                license=args.license, source_url=args.source_url, description=args.description,
+            )
+    except (ValueError, OSError) as exc:
+        print(f"jepa-convert: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {out} ({Path(out).stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""HF transformers ViTModel ("vit", family hfvit) and IJepaModel ("ijepa", family ijepa) checkpoints:
+config.json + safetensors exactly as save_pretrained writes them.
+
+transformers 5 names the modules `layers.{i}.attention.q_proj` in memory but still saves the legacy
+names (`encoder.layer.{i}.attention.attention.query`); both are read. Task models prefix the
+backbone with `vit.` / `ijepa.`. Deliberately left out: the pooler (`pooler.dense.*`, tanh(Linear)
+of the CLS token, not part of the token encoder) and `embeddings.mask_token` (masked-image training
+only). Anything else unmapped, such as a classifier, is an error."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .base import Converter, beside, read_json, register
+from .preprocess import load_recipe
+from .schema import HF_VIT_RECIPE, Encoder, Preprocess
+from .source import TensorSource, safetensors_files
+
+_ACTS = {"gelu": "gelu_erf", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh"}
+
+# GGUF block tensor -> its source module, legacy (as saved) then transformers 5 in-memory names.
+_BLOCK: dict[str, tuple[str, ...]] = {
+    "ln1": ("encoder.layer.{i}.layernorm_before", "layers.{i}.layernorm_before"),
+    "attn_q": ("encoder.layer.{i}.attention.attention.query", "layers.{i}.attention.q_proj"),
+    "attn_k": ("encoder.layer.{i}.attention.attention.key", "layers.{i}.attention.k_proj"),
+    "attn_v": ("encoder.layer.{i}.attention.attention.value", "layers.{i}.attention.v_proj"),
+    "attn_out": ("encoder.layer.{i}.attention.output.dense", "layers.{i}.attention.o_proj"),
+    "ln2": ("encoder.layer.{i}.layernorm_after", "layers.{i}.layernorm_after"),
+    "ffn_up": ("encoder.layer.{i}.intermediate.dense", "layers.{i}.mlp.fc1"),
+    "ffn_down": ("encoder.layer.{i}.output.dense", "layers.{i}.mlp.fc2"),
+}
+_SKIPPED = ("pooler.dense.weight", "pooler.dense.bias", "embeddings.mask_token")
+
+
+def _square(field: str, v: Any) -> int:
+    if isinstance(v, (list, tuple)):
+        if len(v) != 2 or v[0] != v[1]:
+            raise ValueError(f"unsupported {field}={v}")
+        v = v[0]
+    return int(v)
+
+
+@register
+class HFViTModel(Converter):
+    """transformers.ViTModel: CLS token with a position slot, LayerNorm eps 1e-12 by default."""
+
+    family = "hfvit"
+    model_type = "vit"
+    has_cls = True
+
+    @classmethod
+    def detect(cls, src: Path) -> bool:
+        cfg = read_json(beside(src, "config.json"))
+        return cfg is not None and cfg.get("model_type") == cls.model_type
+
+    def open_source(self) -> TensorSource:
+        cfg = read_json(beside(self.src, "config.json"))
+        if cfg is None:
+            raise ValueError(f"{self.src}: no config.json (an HF checkpoint directory is expected)")
+        if cfg.get("model_type") != self.model_type:
+            raise ValueError(f"unsupported model_type={cfg.get('model_type')} for family {self.family}")
+        self.config = cfg
+        return TensorSource(safetensors_files(self.src), prefixes=(f"{self.model_type}.",))
+
+    def hparams(self) -> Encoder:
+        c = self.config
+        act = c.get("hidden_act", "gelu")
+        if act not in _ACTS:
+            raise ValueError(f"unsupported hidden_act={act}")
+        return Encoder(
+            embed_dim=int(c["hidden_size"]),
+            n_layer=int(c["num_hidden_layers"]),
+            n_head=int(c["num_attention_heads"]),
+            ffn_dim=int(c["intermediate_size"]),
+            patch_size=_square("patch_size", c.get("patch_size", 16)),
+            img_size=_square("image_size", c.get("image_size", 224)),
+            in_chans=int(c.get("num_channels", 3)),
+            ln_eps=float(c.get("layer_norm_eps", 1e-12)),
+            act=_ACTS[act],
+            cls_token=self.has_cls,
+        )
+
+    def preprocess(self) -> Preprocess:
+        return load_recipe(self.src, HF_VIT_RECIPE)
+
+    def _linear(self, dst: str, src: str, bias: bool = True) -> Iterator[tuple[str, np.ndarray]]:
+        yield f"{dst}.weight", self.source.take(f"{src}.weight")
+        if bias:
+            yield f"{dst}.bias", self.source.take(f"{src}.bias")
+
+    def _module(self, candidates: tuple[str, ...], i: int) -> str:
+        names = [c.format(i=i) for c in candidates]
+        for n in names:
+            if self.source.has(f"{n}.weight"):
+                return n
+        raise ValueError(f"missing source tensor {names[0]}.weight")
+
+    def tensors(self) -> Iterator[tuple[str, np.ndarray]]:
+        enc, src = self.hparams(), self.source
+        qkv_bias = bool(self.config.get("qkv_bias", True))
+        w = src.take("embeddings.patch_embeddings.projection.weight")
+        yield "enc.patch_embed.weight", w.reshape(w.shape[0], -1)  # [D, C, P, P] -> [D, C*P*P]
+        yield "enc.patch_embed.bias", src.take("embeddings.patch_embeddings.projection.bias")
+        if self.has_cls:
+            yield "enc.cls_token", src.take("embeddings.cls_token").reshape(-1)
+        pos = src.take("embeddings.position_embeddings")
+        yield "enc.pos_embed", pos.reshape(-1, pos.shape[-1])
+        for i in range(enc.n_layer):
+            for dst, cands in _BLOCK.items():
+                bias = qkv_bias or dst not in ("attn_q", "attn_k", "attn_v")
+                yield from self._linear(f"enc.blk.{i}.{dst}", self._module(cands, i), bias)
+        yield from self._linear("enc.norm", "layernorm")
+        for name in _SKIPPED:
+            if src.has(name):
+                src.skip(name)
+
+
+@register
+class HFIJepaModel(HFViTModel):
+    """transformers.IJepaModel: no CLS token; positions (fixed sincos upstream) stored as a table."""
+
+    family = "ijepa"
+    model_type = "ijepa"
+    has_cls = False

@@ -1,0 +1,91 @@
+"""Reading a checkpoint's tensors: safetensors through its numpy API (no torch), with bookkeeping so
+a converter can prove it used every source tensor exactly once."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+from safetensors import safe_open
+
+
+def safetensors_files(src: Path) -> list[Path]:
+    """The weight files of a checkpoint: a .safetensors file, or a directory holding one file or a
+    sharded set listed by model.safetensors.index.json."""
+    if src.is_file():
+        return [src]
+    index = src / "model.safetensors.index.json"
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        return [src / s for s in shards]
+    files = sorted(src.glob("*.safetensors"))
+    if len(files) != 1:
+        found = ", ".join(f.name for f in files) or "none"
+        raise ValueError(f"{src}: expected one .safetensors file (or an index), found {found}")
+    return files
+
+
+def _read_bf16(path: Path, key: str) -> np.ndarray:
+    # numpy has no bfloat16: read the raw bytes and widen (bf16 is the top half of an f32).
+    with path.open("rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        info = json.loads(f.read(n))[key]
+        start, end = info["data_offsets"]
+        f.seek(8 + n + start)
+        raw = np.frombuffer(f.read(end - start), dtype="<u2")
+    return (raw.astype(np.uint32) << 16).view(np.float32).reshape(info["shape"])
+
+
+class TensorSource:
+    """Source tensors by name, with an optional model prefix (e.g. "vit.", "backbone.") stripped.
+
+    take() marks a tensor used; skip() marks one deliberately left out; unused() lists the rest."""
+
+    def __init__(self, files: list[Path], prefixes: tuple[str, ...] = ()) -> None:
+        self._where: dict[str, tuple[Path, str]] = {}
+        for path in files:
+            with safe_open(str(path), framework="np") as f:
+                for key in f.keys():  # noqa: SIM118 - safe_open is not a Mapping
+                    name = next((key[len(p):] for p in prefixes if key.startswith(p)), key)
+                    if name in self._where:
+                        raise ValueError(f"source tensor {key!r} clashes with {self._where[name][1]!r}")
+                    self._where[name] = (path, key)
+        self._used: set[str] = set()
+
+    def names(self) -> list[str]:
+        return sorted(self._where)
+
+    def has(self, name: str) -> bool:
+        return name in self._where
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        path, key = self._loc(name)
+        with safe_open(str(path), framework="np") as f:
+            return tuple(f.get_slice(key).get_shape())
+
+    def take(self, name: str) -> np.ndarray:
+        """The tensor as float32 (f16/bf16/f64 sources are widened or narrowed exactly once here)."""
+        path, key = self._loc(name)
+        self._used.add(name)
+        with safe_open(str(path), framework="np") as f:
+            if f.get_slice(key).get_dtype() == "BF16":
+                return _read_bf16(path, key)
+            return np.asarray(f.get_tensor(key), dtype=np.float32)
+
+    def take_optional(self, name: str) -> np.ndarray | None:
+        return self.take(name) if self.has(name) else None
+
+    def skip(self, name: str) -> None:
+        self._loc(name)
+        self._used.add(name)
+
+    def unused(self) -> list[str]:
+        return [self._where[n][1] for n in sorted(set(self._where) - self._used)]
+
+    def _loc(self, name: str) -> tuple[Path, str]:
+        try:
+            return self._where[name]
+        except KeyError:
+            raise ValueError(f"missing source tensor {name!r}") from None

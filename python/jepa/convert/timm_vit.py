@@ -1,0 +1,136 @@
+"""timm-layout ViT safetensors (family levjepa: the LeJEPA ViT-S/16 release).
+
+Keys may carry a `backbone.` prefix. Hyperparameters come from tensor shapes, except the head count,
+which shapes cannot tell: config.json's num_heads (top level or model_args) if present, else
+--n-head, else the standard timm size for the width (ViT-Ti 192 -> 3, S 384 -> 6, B 768 -> 12,
+L 1024 -> 16, H 1280 -> 16). LayerNorm eps is timm's 1e-6; GELU is exact (erf).
+
+Positions: a table of 1 + patches rows holds a CLS slot (timm's default); a table of exactly the
+patch count (timm's no_embed_class) gives CLS and registers no position. A classifier (`head.*`,
+`fc_norm.*`) is not the encoder and is refused rather than silently dropped."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+from safetensors import safe_open
+
+from .base import Converter, beside, read_json, register
+from .preprocess import load_recipe
+from .schema import IMAGENET_RECIPE, Encoder, Preprocess
+from .source import TensorSource, safetensors_files
+
+PREFIXES = ("backbone.",)
+_HEADS_BY_WIDTH = {192: 3, 384: 6, 768: 12, 1024: 16, 1280: 16}
+_BLOCK = {"ln1": "norm1", "attn_qkv": "attn.qkv", "attn_out": "attn.proj", "ln2": "norm2",
+          "ffn_up": "mlp.fc1", "ffn_down": "mlp.fc2"}
+
+
+def _is_square(n: int) -> bool:
+    return n > 0 and math.isqrt(n) ** 2 == n
+
+
+@register
+class TimmViT(Converter):
+    family = "levjepa"
+
+    @classmethod
+    def detect(cls, src: Path) -> bool:
+        try:
+            files = safetensors_files(src)
+        except (ValueError, OSError):
+            return False
+        keys: set[str] = set()
+        for path in files:
+            with safe_open(str(path), framework="np") as f:
+                keys.update(f.keys())
+        return any(p + "blocks.0.attn.qkv.weight" in keys for p in ("", *PREFIXES))
+
+    def open_source(self) -> TensorSource:
+        src = TensorSource(safetensors_files(self.src), prefixes=PREFIXES)
+        heads = [n for n in src.names() if n.split(".")[0] in ("head", "fc_norm")]
+        if heads:
+            raise ValueError(f"unsupported head={heads[0]} (a classifier head is not the encoder; "
+                             "export the backbone alone)")
+        return src
+
+    def _n_head(self, d: int) -> int:
+        cfg = read_json(beside(self.src, "config.json")) or {}
+        found = [int(c[k]) for c in (cfg, cfg.get("model_args") or {})
+                 for k in ("num_heads", "n_head", "num_attention_heads") if k in c]
+        flag = self.options.n_head
+        if found:
+            if flag and flag != found[0]:
+                raise ValueError(f"unsupported n_head={flag}: config.json says {found[0]}")
+            return found[0]
+        if flag:
+            return flag
+        if d in _HEADS_BY_WIDTH:
+            return _HEADS_BY_WIDTH[d]
+        raise ValueError(f"unsupported embed_dim={d} without a head count: pass --n-head")
+
+    def hparams(self) -> Encoder:
+        s = self.source
+        d, c, p, p2 = s.shape("patch_embed.proj.weight")
+        if p != p2:
+            raise ValueError(f"unsupported patch_size={[p, p2]}")
+        n_layer = 0
+        while s.has(f"blocks.{n_layer}.norm1.weight"):
+            n_layer += 1
+        n_reg = s.shape("reg_token")[1] if s.has("reg_token") else 0
+        has_cls = s.has("cls_token")
+        pos = s.shape("pos_embed")
+        if len(pos) != 3:
+            raise ValueError(f"unsupported pos_embed shape={list(pos)}")
+        rows = pos[1]
+        if has_cls and not n_reg and _is_square(rows - 1):
+            n_patch = rows - 1  # a CLS slot first, then the patch grid
+        elif _is_square(rows):
+            n_patch = rows
+        else:
+            raise ValueError(f"unsupported pos_embed rows={rows} (cls={has_cls}, registers={n_reg})")
+        return Encoder(
+            embed_dim=d,
+            n_layer=n_layer,
+            n_head=self._n_head(d),
+            ffn_dim=s.shape("blocks.0.mlp.fc1.weight")[0],
+            patch_size=p,
+            img_size=math.isqrt(n_patch) * p,
+            in_chans=c,
+            n_registers=n_reg,
+            ln_eps=1e-6,
+            act="gelu_erf",
+            cls_token=has_cls,
+            qkv_fused=True,
+            layer_scale=s.has("blocks.0.ls1.gamma"),
+        )
+
+    def preprocess(self) -> Preprocess:
+        return load_recipe(self.src, IMAGENET_RECIPE)
+
+    def tensors(self) -> Iterator[tuple[str, np.ndarray]]:
+        enc, s = self.hparams(), self.source
+        w = s.take("patch_embed.proj.weight")
+        yield "enc.patch_embed.weight", w.reshape(w.shape[0], -1)  # [D, C, P, P] -> [D, C*P*P]
+        if s.has("patch_embed.proj.bias"):
+            yield "enc.patch_embed.bias", s.take("patch_embed.proj.bias")
+        if enc.cls_token:
+            yield "enc.cls_token", s.take("cls_token").reshape(-1)
+        if enc.n_registers:
+            yield "enc.reg_tokens", s.take("reg_token").reshape(enc.n_registers, enc.embed_dim)
+        yield "enc.pos_embed", s.take("pos_embed").reshape(-1, enc.embed_dim)
+        for i in range(enc.n_layer):
+            for dst, src in _BLOCK.items():
+                yield f"enc.blk.{i}.{dst}.weight", s.take(f"blocks.{i}.{src}.weight")
+                bias = s.take_optional(f"blocks.{i}.{src}.bias")
+                if bias is not None:
+                    yield f"enc.blk.{i}.{dst}.bias", bias
+            if enc.layer_scale:
+                yield f"enc.blk.{i}.ls1.weight", s.take(f"blocks.{i}.ls1.gamma")
+                yield f"enc.blk.{i}.ls2.weight", s.take(f"blocks.{i}.ls2.gamma")
+        yield "enc.norm.weight", s.take("norm.weight")
+        if s.has("norm.bias"):
+            yield "enc.norm.bias", s.take("norm.bias")
