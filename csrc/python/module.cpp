@@ -1,0 +1,26 @@
+// jepa._engine: a thin 1:1 wrapper of the C API. One file per concern.
+#include "py_common.h"
+
+#include <string>
+
+namespace jepa_py {
+
+void raise_status(jepa_status status, const char * fallback) {
+    std::string msg = jepa_error_text();
+    if (msg.empty()) msg = fallback ? fallback : "jepa engine error";
+    py::object errors = py::module_::import("jepa.errors");
+    py::object exc = errors.attr("error_for_status")(int(status), msg);
+    PyErr_SetObject(reinterpret_cast<PyObject *>(Py_TYPE(exc.ptr())), exc.ptr());
+    throw py::error_already_set();
+}
+
+}  // namespace jepa_py
+
+PYBIND11_MODULE(_engine, m) {
+    m.doc() = "jepa engine (native). Use the jepa package, not this module.";
+    m.def("version", &jepa_version);
+    m.def("ggml_version", &jepa_ggml_version);
+    m.def("has_cuda", [] { return jepa_has_cuda() != 0; });
+    jepa_py::register_model(m);
+    jepa_py::register_context(m);
+}

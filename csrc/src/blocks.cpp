@@ -1,0 +1,95 @@
+#include "blocks.h"
+
+#include <cmath>
+
+namespace jepa {
+
+ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, const NormW & n, float eps) {
+    x = ggml_norm(ctx, x, eps);
+    if (n.w) x = ggml_mul(ctx, x, n.w);
+    if (n.b) x = ggml_add(ctx, x, n.b);
+    return x;
+}
+
+ggml_tensor * build_linear(ggml_context * ctx, ggml_tensor * x, const LinearW & l) {
+    x = ggml_mul_mat(ctx, l.w, x);
+    if (l.b) x = ggml_add(ctx, x, l.b);
+    return x;
+}
+
+ggml_tensor * build_act(ggml_context * ctx, ggml_tensor * x, Act act) {
+    switch (act) {
+        case Act::GeluErf:
+            // Exact erf GELU: ggml_gelu is the tanh form through an f16 table (off by ~4e-3).
+            return ggml_gelu_erf(ctx, x);
+        case Act::GeluTanh: {
+            // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in f32 with no table.
+            const float c = std::sqrt(2.0f / float(M_PI));
+            ggml_tensor * x3 = ggml_mul(ctx, ggml_sqr(ctx, x), x);
+            ggml_tensor * inner = ggml_scale(ctx, ggml_add(ctx, x, ggml_scale(ctx, x3, 0.044715f)), c);
+            ggml_tensor * t = ggml_scale_bias(ctx, ggml_tanh(ctx, inner), 0.5f, 0.5f);
+            return ggml_mul(ctx, x, t);
+        }
+        case Act::Silu:
+            return ggml_silu(ctx, x);
+    }
+    return x;
+}
+
+ggml_tensor * build_mlp(ggml_context * ctx, ggml_tensor * x, const LinearW & up, const LinearW & down, Act act) {
+    return build_linear(ctx, build_act(ctx, build_linear(ctx, x, up), act), down);
+}
+
+Qkv build_qkv(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, int n_head) {
+    const int64_t D = x->ne[0], N = x->ne[1], B = x->ne[2];
+    const int64_t hd = D / n_head;
+    if (b.qkv.w) {
+        // One fused projection; q, k, v are strided views into its rows.
+        ggml_tensor * qkv = build_linear(ctx, x, b.qkv);
+        const size_t es = ggml_element_size(qkv);
+        auto view = [&](int i) {
+            return ggml_view_4d(ctx, qkv, hd, n_head, N, B, hd * es, qkv->nb[1], qkv->nb[2], size_t(i) * D * es);
+        };
+        return {view(0), view(1), view(2)};
+    }
+    auto split = [&](const LinearW & l) { return ggml_reshape_4d(ctx, build_linear(ctx, x, l), hd, n_head, N, B); };
+    return {split(b.q), split(b.k), split(b.v)};
+}
+
+ggml_tensor * build_attn(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, const AttnOptions & o) {
+    const int64_t hd = q->ne[0], H = q->ne[1], Nq = q->ne[2], B = q->ne[3];
+    // [hd, H, N, B] -> [hd, N, H, B]
+    q = ggml_permute(ctx, q, 0, 2, 1, 3);
+    k = ggml_permute(ctx, k, 0, 2, 1, 3);
+    if (o.flash) {
+        v = ggml_permute(ctx, v, 0, 2, 1, 3);
+        ggml_tensor * out = ggml_flash_attn_ext(ctx, q, k, v, o.mask, o.scale, 0.0f, 0.0f);
+        return ggml_reshape_3d(ctx, out, hd * H, Nq, B);  // result is [hd, H, Nq, B]
+    }
+    ggml_tensor * kq = ggml_mul_mat(ctx, k, q);                      // [Nk, Nq, H, B]
+    kq = ggml_soft_max_ext(ctx, kq, o.mask, o.scale, 0.0f);
+    ggml_tensor * vt = ggml_cont(ctx, ggml_permute(ctx, v, 1, 2, 0, 3));  // [Nk, hd, H, B]
+    ggml_tensor * kqv = ggml_mul_mat(ctx, vt, kq);                   // [hd, Nq, H, B]
+    kqv = ggml_cont(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3));        // [hd, H, Nq, B]
+    return ggml_reshape_3d(ctx, kqv, hd * H, Nq, B);
+}
+
+ggml_tensor * build_vit_block(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, const EncoderHparams & hp,
+                              const AttnOptions & attn, int layer) {
+    ggml_tensor * h = build_norm(ctx, x, b.ln1, hp.ln_eps);
+    const Qkv qkv = build_qkv(ctx, h, b, hp.n_head);
+    h = build_attn(ctx, qkv.q, qkv.k, qkv.v, attn);
+    h = build_linear(ctx, h, b.attn_out);
+    if (b.ls1) h = ggml_mul(ctx, h, b.ls1);
+    x = ggml_add(ctx, x, h);
+    ggml_format_name(x, "blk.%d.attn_res", layer);
+
+    h = build_norm(ctx, x, b.ln2, hp.ln_eps);
+    h = build_mlp(ctx, h, b.ffn_up, b.ffn_down, hp.act);
+    if (b.ls2) h = ggml_mul(ctx, h, b.ls2);
+    x = ggml_add(ctx, x, h);
+    ggml_format_name(x, "blk.%d.out", layer);
+    return x;
+}
+
+}  // namespace jepa

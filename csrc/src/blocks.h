@@ -1,0 +1,39 @@
+// Shared graph blocks: every encoder, predictor and head is assembled from these.
+#pragma once
+
+#include "hparams.h"
+#include "model.h"
+
+#include "ggml.h"
+
+namespace jepa {
+
+struct AttnOptions {
+    int n_head = 1;
+    float scale = 1.0f;
+    bool flash = false;            // ggml_flash_attn_ext instead of matmul + softmax + matmul
+    ggml_tensor * mask = nullptr;  // additive [n_kv, n_q] mask (f32, or f16 for flash), or NULL
+};
+
+ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, const NormW & n, float eps);
+ggml_tensor * build_linear(ggml_context * ctx, ggml_tensor * x, const LinearW & l);
+ggml_tensor * build_act(ggml_context * ctx, ggml_tensor * x, Act act);
+ggml_tensor * build_mlp(ggml_context * ctx, ggml_tensor * x, const LinearW & up, const LinearW & down, Act act);
+
+// Scaled dot-product attention over heads. q, k, v: [head_dim, n_head, n_tok, B] (views are fine);
+// returns [head_dim * n_head, n_q, B], heads concatenated as PyTorch does.
+ggml_tensor * build_attn(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, const AttnOptions & o);
+
+// Split x [D, N, B] projections into per-head 4-D views [head_dim, n_head, N, B].
+struct Qkv {
+    ggml_tensor * q;
+    ggml_tensor * k;
+    ggml_tensor * v;
+};
+Qkv build_qkv(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, int n_head);
+
+// A pre-norm ViT block: x + ls1 * attn(ln1(x)); then x + ls2 * mlp(ln2(x)).
+ggml_tensor * build_vit_block(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, const EncoderHparams & hp,
+                              const AttnOptions & attn, int layer);
+
+}  // namespace jepa

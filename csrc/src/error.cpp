@@ -1,0 +1,93 @@
+#include "error.h"
+
+#include "ggml.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+namespace jepa {
+
+namespace {
+thread_local jepa_status t_status = JEPA_OK;
+thread_local std::string t_message;
+thread_local std::string t_ggml_log;
+
+std::string vformat(const char * fmt, va_list ap) {
+    va_list ap2;
+    va_copy(ap2, ap);
+    const int n = std::vsnprintf(nullptr, 0, fmt, ap2);
+    va_end(ap2);
+    if (n <= 0) return std::string();
+    std::vector<char> buf(size_t(n) + 1);
+    std::vsnprintf(buf.data(), buf.size(), fmt, ap);
+    return std::string(buf.data(), size_t(n));
+}
+
+thread_local bool t_ggml_last_was_error = false;
+
+void ggml_logger(enum ggml_log_level level, const char * text, void *) {
+    // Keep the last error line (and its continuations): it says why ggml refused a file.
+    if (level == GGML_LOG_LEVEL_ERROR) {
+        t_ggml_log = text;
+        t_ggml_last_was_error = true;
+    } else if (level == GGML_LOG_LEVEL_CONT && t_ggml_last_was_error) {
+        t_ggml_log += text;
+    } else {
+        t_ggml_last_was_error = false;
+    }
+    while (!t_ggml_log.empty() && (t_ggml_log.back() == '\n' || t_ggml_log.back() == ' ')) t_ggml_log.pop_back();
+    // JEPA_LOG=1 shows everything ggml says, for debugging.
+    static const bool verbose = [] { const char * v = std::getenv("JEPA_LOG"); return v && *v && *v != '0'; }();
+    if (verbose) std::fputs(text, stderr);
+}
+}  // namespace
+
+std::string format(const char * fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::string s = vformat(fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+void fail(jepa_status status, const char * fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::string s = vformat(fmt, ap);
+    va_end(ap);
+    throw Error(status, s);
+}
+
+void set_error(jepa_status status, const std::string & msg) {
+    t_status = status;
+    t_message = msg;
+}
+
+void clear_error() {
+    t_status = JEPA_OK;
+    t_message.clear();
+    t_ggml_log.clear();
+}
+
+std::string take_ggml_log() {
+    std::string s;
+    s.swap(t_ggml_log);
+    return s;
+}
+
+void install_ggml_logger() {
+    static std::once_flag once;
+    std::call_once(once, [] { ggml_log_set(ggml_logger, nullptr); });
+}
+
+}  // namespace jepa
+
+extern "C" {
+
+const char * jepa_error_text(void) { return jepa::t_message.c_str(); }
+jepa_status jepa_error_status(void) { return jepa::t_status; }
+void jepa_error_clear(void) { jepa::clear_error(); }
+
+}

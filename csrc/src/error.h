@@ -1,0 +1,52 @@
+// Errors inside the engine: thrown as jepa::Error, caught at the C API boundary and turned into
+// a status plus the calling thread's message. Nothing here ever reaches a caller as an exception.
+#pragma once
+
+#include "jepa.h"
+
+#include <cstdarg>
+#include <stdexcept>
+#include <string>
+
+namespace jepa {
+
+class Error : public std::runtime_error {
+public:
+    Error(jepa_status status, const std::string & msg) : std::runtime_error(msg), status_(status) {}
+    jepa_status status() const { return status_; }
+
+private:
+    jepa_status status_;
+};
+
+// printf-style message formatting.
+std::string format(const char * fmt, ...) __attribute__((format(printf, 1, 2)));
+
+[[noreturn]] void fail(jepa_status status, const char * fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// The calling thread's error slot (what jepa_error_text returns).
+void set_error(jepa_status status, const std::string & msg);
+void clear_error();
+
+// The last error line ggml logged on this thread (ggml reports GGUF parse failures this way).
+std::string take_ggml_log();
+// Route ggml's log into the thread-local slot above instead of stderr (once per process).
+void install_ggml_logger();
+
+}  // namespace jepa
+
+// Run `body` (returning jepa_status) with every exception turned into a status and message.
+#define JEPA_GUARD(body)                                                        \
+    try {                                                                       \
+        jepa::clear_error();                                                    \
+        body                                                                    \
+    } catch (const jepa::Error & e) {                                           \
+        jepa::set_error(e.status(), e.what());                                  \
+        return e.status();                                                      \
+    } catch (const std::bad_alloc &) {                                          \
+        jepa::set_error(JEPA_ERR_RESOURCE, "out of memory");                    \
+        return JEPA_ERR_RESOURCE;                                               \
+    } catch (const std::exception & e) {                                        \
+        jepa::set_error(JEPA_ERR_BACKEND, std::string("internal error: ") + e.what()); \
+        return JEPA_ERR_BACKEND;                                                \
+    }

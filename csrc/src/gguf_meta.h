@@ -1,0 +1,34 @@
+// Typed, validated reads of GGUF metadata keys. Every failure names the key.
+#pragma once
+
+#include "gguf.h"
+
+#include <string>
+#include <vector>
+
+namespace jepa {
+
+class GgufMeta {
+public:
+    explicit GgufMeta(const gguf_context * ctx) : ctx_(ctx) {}
+
+    bool has(const char * key) const;
+    // Integers accept any GGUF integer type whose value fits; out of [lo, hi] is an error.
+    int64_t get_int(const char * key, int64_t lo, int64_t hi) const;
+    int64_t get_int(const char * key, int64_t lo, int64_t hi, int64_t fallback) const;
+    float get_f32(const char * key) const;
+    float get_f32(const char * key, float fallback) const;
+    bool get_bool(const char * key, bool fallback) const;
+    std::string get_str(const char * key) const;
+    std::string get_str(const char * key, const std::string & fallback) const;
+    // A string that must be one of `choices`; returns its index.
+    int get_enum(const char * key, const std::vector<std::string> & choices, int fallback) const;
+    std::vector<float> get_f32_array(const char * key, size_t n) const;
+    std::vector<std::string> get_str_array(const char * key, size_t max_n) const;
+
+private:
+    int64_t find(const char * key) const;
+    const gguf_context * ctx_;
+};
+
+}  // namespace jepa

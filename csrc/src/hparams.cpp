@@ -1,0 +1,105 @@
+#include "hparams.h"
+
+#include "error.h"
+#include "gguf_meta.h"
+
+namespace jepa {
+
+namespace {
+
+const std::vector<std::string> kFamilies = {"ijepa", "vjepa", "vjepa2", "vjepa2_1", "levjepa", "hfvit", "lewm"};
+// Families whose graphs this build runs; the others are refused with a clear message.
+const std::vector<std::string> kSupportedFamilies = {"ijepa", "levjepa", "hfvit"};
+
+EncoderHparams parse_encoder(const GgufMeta & m) {
+    EncoderHparams e;
+    e.embed_dim = int(m.get_int("jepa.enc.embed_dim", 1, 16384));
+    e.n_layer = int(m.get_int("jepa.enc.n_layer", 1, 256));
+    e.n_head = int(m.get_int("jepa.enc.n_head", 1, 256));
+    e.ffn_dim = int(m.get_int("jepa.enc.ffn_dim", 1, 65536));
+    e.patch_size = int(m.get_int("jepa.enc.patch_size", 1, 64));
+    e.tubelet_size = int(m.get_int("jepa.enc.tubelet_size", 1, 8, 1));
+    e.img_size = int(m.get_int("jepa.enc.img_size", 1, 8192));
+    e.n_frames = int(m.get_int("jepa.enc.n_frames", 1, 1024, 1));
+    e.in_chans = int(m.get_int("jepa.enc.in_chans", 1, 16, 3));
+    e.n_registers = int(m.get_int("jepa.enc.n_registers", 0, 64, 0));
+    e.cls_token = m.get_bool("jepa.enc.cls_token", false);
+    e.qkv_fused = m.get_bool("jepa.enc.qkv_fused", false);
+    e.layer_scale = m.get_bool("jepa.enc.layer_scale", false);
+    e.ln_eps = m.get_f32("jepa.enc.ln_eps", 1e-6f);
+    e.act = Act(m.get_enum("jepa.enc.act", {"gelu_erf", "gelu_tanh", "silu"}, 0));
+    const int pos = m.get_enum("jepa.enc.pos_type", {"none", "learned", "sincos2d", "sincos3d", "rope3d"}, 1);
+    e.pos_type = jepa_pos_type(pos);
+
+    if (e.embed_dim % e.n_head != 0) {
+        fail(JEPA_ERR_BAD_FILE, "jepa.enc.embed_dim %d is not a multiple of jepa.enc.n_head %d", e.embed_dim, e.n_head);
+    }
+    if (e.img_size % e.patch_size != 0) {
+        fail(JEPA_ERR_BAD_FILE, "jepa.enc.img_size %d is not a multiple of jepa.enc.patch_size %d", e.img_size,
+             e.patch_size);
+    }
+    if (!(e.ln_eps > 0.0f && e.ln_eps < 1.0f)) fail(JEPA_ERR_BAD_FILE, "jepa.enc.ln_eps %g out of range (0, 1)", e.ln_eps);
+    if (e.pos_type == JEPA_POS_ROPE3D) {
+        fail(JEPA_ERR_UNSUPPORTED, "jepa.enc.pos_type rope3d (V-JEPA 2) is not supported by this build yet");
+    }
+    if (e.act == Act::Silu) fail(JEPA_ERR_UNSUPPORTED, "jepa.enc.act silu is not supported for encoders");
+    return e;
+}
+
+PreprocessHparams parse_preprocess(const GgufMeta & m, const EncoderHparams & e) {
+    PreprocessHparams p;
+    if (m.has("jepa.pre.mean")) {
+        const auto v = m.get_f32_array("jepa.pre.mean", 3);
+        for (int i = 0; i < 3; ++i) p.mean[i] = v[i];
+    }
+    if (m.has("jepa.pre.std")) {
+        const auto v = m.get_f32_array("jepa.pre.std", 3);
+        for (int i = 0; i < 3; ++i) {
+            if (!(v[i] > 0.0f)) fail(JEPA_ERR_BAD_FILE, "metadata key jepa.pre.std: values must be > 0");
+            p.std[i] = v[i];
+        }
+    }
+    p.rescale = m.get_f32("jepa.pre.rescale", 1.0f / 255.0f);
+    p.crop = int(m.get_int("jepa.pre.crop", 1, 8192, e.img_size));
+    p.resize_short = int(m.get_int("jepa.pre.resize_short", 1, 16384, p.crop));
+    p.resize_mode = jepa_resize_mode(m.get_enum("jepa.pre.resize_mode", {"shortest_edge", "squash"}, 0));
+    p.resample = jepa_resample(m.get_enum("jepa.pre.resample", {"bilinear", "bicubic"}, 0));
+    return p;
+}
+
+}  // namespace
+
+ModelHparams parse_hparams(const gguf_context * ctx) {
+    const GgufMeta m(ctx);
+    ModelHparams h;
+    const std::string arch = m.get_str("general.architecture");
+    if (arch != "jepa") fail(JEPA_ERR_BAD_FILE, "general.architecture is \"%s\", expected \"jepa\"", arch.c_str());
+    const int64_t version = m.get_int("jepa.schema_version", 0, INT32_MAX);
+    if (version != 1) {
+        fail(JEPA_ERR_UNSUPPORTED, "jepa.schema_version %lld is not supported (this build reads version 1)",
+             (long long) version);
+    }
+    h.name = m.get_str("general.name", "");
+    h.family = kFamilies[size_t(m.get_enum("jepa.family", kFamilies, 0))];
+    bool supported = false;
+    for (const auto & f : kSupportedFamilies) supported = supported || f == h.family;
+    if (!supported) {
+        fail(JEPA_ERR_UNSUPPORTED, "jepa.family \"%s\" is not supported by this build yet", h.family.c_str());
+    }
+    h.modality = m.get_str("jepa.modality", "image");
+    h.file_type = int(m.get_int("general.file_type", 0, 1024, 0));
+    h.enc = parse_encoder(m);
+    h.pre = parse_preprocess(m, h.enc);
+    h.head_kind = m.get_str("jepa.head.kind", "none");
+    if (h.head_kind != "none") {
+        fail(JEPA_ERR_UNSUPPORTED, "jepa.head.kind \"%s\" is not supported by this build yet", h.head_kind.c_str());
+    }
+    if (m.has("jepa.pred.kind")) {
+        h.pred_kind = m.get_str("jepa.pred.kind");
+        fail(JEPA_ERR_UNSUPPORTED, "jepa.pred.kind \"%s\" is not supported by this build yet", h.pred_kind.c_str());
+    }
+    if (m.has("jepa.head.labels")) h.labels = m.get_str_array("jepa.head.labels", 100000);
+    return h;
+}
+
+}  // namespace jepa

@@ -1,0 +1,216 @@
+// The C API: argument checks, then the engine, with every exception turned into a status.
+#include "jepa.h"
+
+#include "context.h"
+#include "error.h"
+#include "model.h"
+#include "vit.h"
+
+#include "ggml.h"
+
+#include <cstring>
+#include <string>
+
+namespace {
+
+jepa::Model * as_model(jepa_model * m) { return reinterpret_cast<jepa::Model *>(m); }
+const jepa::Model * as_model(const jepa_model * m) { return reinterpret_cast<const jepa::Model *>(m); }
+jepa::Context * as_ctx(jepa_context * c) { return reinterpret_cast<jepa::Context *>(c); }
+const jepa::Context * as_ctx(const jepa_context * c) { return reinterpret_cast<const jepa::Context *>(c); }
+
+jepa_status invalid(const char * what) {
+    jepa::set_error(JEPA_ERR_INVALID_ARG, what);
+    return JEPA_ERR_INVALID_ARG;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char * jepa_version(void) { return JEPA_VERSION; }
+
+const char * jepa_ggml_version(void) {
+    static const std::string v = std::string(ggml_version()) + " (" JEPA_GGML_UPSTREAM ")";
+    return v.c_str();
+}
+
+int jepa_has_cuda(void) {
+#ifdef JEPA_USE_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+jepa_model_params jepa_model_default_params(void) {
+    jepa_model_params p;
+    p.device = JEPA_DEVICE_CPU;
+    p.device_index = 0;
+    return p;
+}
+
+jepa_model * jepa_model_load(const char * path, const jepa_model_params * params) {
+    jepa::clear_error();
+    try {
+        const jepa_model_params p = params ? *params : jepa_model_default_params();
+        return reinterpret_cast<jepa_model *>(jepa::load_model(path, p));
+    } catch (const jepa::Error & e) {
+        jepa::set_error(e.status(), e.what());
+    } catch (const std::bad_alloc &) {
+        jepa::set_error(JEPA_ERR_RESOURCE, "out of memory while loading the model");
+    } catch (const std::exception & e) {
+        jepa::set_error(JEPA_ERR_BAD_FILE, std::string("cannot load the model: ") + e.what());
+    }
+    return nullptr;
+}
+
+void jepa_model_free(jepa_model * model) { delete as_model(model); }
+
+jepa_status jepa_model_get_info(const jepa_model * model, jepa_model_info * out) {
+    if (!model || !out) return invalid("jepa_model_get_info: model and out must not be NULL");
+    JEPA_GUARD({
+        const jepa::Model & m = *as_model(model);
+        const jepa::EncoderHparams & e = m.hp.enc;
+        const jepa::PreprocessHparams & p = m.hp.pre;
+        jepa_model_info i;
+        std::memset(&i, 0, sizeof(i));
+        i.name = m.hp.name.c_str();
+        i.family = m.hp.family.c_str();
+        i.modality = m.hp.modality.c_str();
+        i.backend = m.backend_name.c_str();
+        i.file_type = m.hp.file_type;
+        i.n_params = m.n_params;
+        i.n_bytes = m.n_bytes;
+        i.embed_dim = e.embed_dim;
+        i.n_layer = e.n_layer;
+        i.n_head = e.n_head;
+        i.ffn_dim = e.ffn_dim;
+        i.patch_size = e.patch_size;
+        i.tubelet_size = e.tubelet_size;
+        i.img_size = e.img_size;
+        i.n_frames = e.n_frames;
+        i.in_chans = e.in_chans;
+        i.has_cls = e.cls_token ? 1 : 0;
+        i.n_registers = e.n_registers;
+        i.pos_type = e.pos_type;
+        i.ln_eps = e.ln_eps;
+        i.has_head = m.hp.head_kind != "none" ? 1 : 0;
+        i.has_predictor = m.hp.pred_kind.empty() ? 0 : 1;
+        i.n_labels = int(m.hp.labels.size());
+        for (int c = 0; c < 3; ++c) {
+            i.mean[c] = p.mean[c];
+            i.std[c] = p.std[c];
+        }
+        i.rescale = p.rescale;
+        i.resize_short = p.resize_short;
+        i.crop = p.crop;
+        i.resize_mode = p.resize_mode;
+        i.resample = p.resample;
+        *out = i;
+        return JEPA_OK;
+    })
+}
+
+const char * jepa_model_label(const jepa_model * model, int i) {
+    if (!model) {
+        invalid("jepa_model_label: model must not be NULL");
+        return nullptr;
+    }
+    const auto & labels = as_model(model)->hp.labels;
+    if (i < 0 || size_t(i) >= labels.size()) {
+        invalid("jepa_model_label: index out of range");
+        return nullptr;
+    }
+    return labels[size_t(i)].c_str();
+}
+
+int64_t jepa_model_n_tokens(const jepa_model * model, int T, int H, int W) {
+    if (!model) {
+        invalid("jepa_model_n_tokens: model must not be NULL");
+        return -1;
+    }
+    jepa::clear_error();
+    try {
+        const jepa::Model & m = *as_model(model);
+        return jepa::encoder_n_tokens(m, m.hp.enc.in_chans, T, H, W);
+    } catch (const jepa::Error & e) {
+        jepa::set_error(e.status(), e.what());
+    }
+    return -1;
+}
+
+jepa_context_params jepa_context_default_params(void) {
+    jepa_context_params p;
+    p.n_threads = 0;
+    p.max_batch = 32;
+    p.flash_attn = -1;
+    p.max_graph_bytes = 0;
+    return p;
+}
+
+jepa_context * jepa_context_new(const jepa_model * model, const jepa_context_params * params) {
+    jepa::clear_error();
+    if (!model) {
+        invalid("jepa_context_new: model must not be NULL");
+        return nullptr;
+    }
+    try {
+        const jepa_context_params p = params ? *params : jepa_context_default_params();
+        return reinterpret_cast<jepa_context *>(new jepa::Context(*as_model(model), p));
+    } catch (const jepa::Error & e) {
+        jepa::set_error(e.status(), e.what());
+    } catch (const std::bad_alloc &) {
+        jepa::set_error(JEPA_ERR_RESOURCE, "out of memory while creating a context");
+    } catch (const std::exception & e) {
+        jepa::set_error(JEPA_ERR_BACKEND, std::string("internal error: ") + e.what());
+    }
+    return nullptr;
+}
+
+void jepa_context_free(jepa_context * ctx) { delete as_ctx(ctx); }
+
+jepa_status jepa_context_get_params(const jepa_context * ctx, jepa_context_params * out) {
+    if (!ctx || !out) return invalid("jepa_context_get_params: ctx and out must not be NULL");
+    jepa::clear_error();
+    *out = as_ctx(ctx)->params();
+    return JEPA_OK;
+}
+
+jepa_status jepa_context_set_threads(jepa_context * ctx, int n_threads) {
+    if (!ctx) return invalid("jepa_context_set_threads: ctx must not be NULL");
+    JEPA_GUARD({
+        as_ctx(ctx)->set_threads(n_threads);
+        return JEPA_OK;
+    })
+}
+
+jepa_status jepa_context_set_max_batch(jepa_context * ctx, int max_batch) {
+    if (!ctx) return invalid("jepa_context_set_max_batch: ctx must not be NULL");
+    JEPA_GUARD({
+        as_ctx(ctx)->set_max_batch(max_batch);
+        return JEPA_OK;
+    })
+}
+
+jepa_status jepa_encode(jepa_context * ctx, const float * pixels, int B, int C, int T, int H, int W, float * out,
+                        size_t out_len) {
+    if (!ctx) return invalid("jepa_encode: ctx must not be NULL");
+    JEPA_GUARD({
+        jepa::InputShape s;
+        s.B = B;
+        s.C = C;
+        s.T = T;
+        s.H = H;
+        s.W = W;
+        if (B < 1 || C < 1 || T < 1 || H < 1 || W < 1) {
+            jepa::fail(JEPA_ERR_INVALID_ARG, "jepa_encode: bad shape [%d, %d, %d, %d, %d]", B, C, T, H, W);
+        }
+        if (H > 16384 || W > 16384 || T > 4096) {
+            jepa::fail(JEPA_ERR_INVALID_ARG, "jepa_encode: input [%d, %d, %d, %d, %d] is too large", B, C, T, H, W);
+        }
+        as_ctx(ctx)->encode(pixels, s, out, out_len);
+        return JEPA_OK;
+    })
+}
+
+}  // extern "C"

@@ -1,0 +1,175 @@
+#include "model.h"
+
+#include "error.h"
+#include "gguf.h"
+#include "tensor_table.h"
+
+#include "ggml-alloc.h"
+#include "ggml-cpu.h"
+#ifdef JEPA_USE_CUDA
+#include "ggml-cuda.h"
+#endif
+
+#include <cstdio>
+#include <memory>
+#include <sys/stat.h>
+
+namespace jepa {
+
+Model::~Model() {
+    if (buf_w) ggml_backend_buffer_free(buf_w);
+    if (ctx_w) ggml_free(ctx_w);
+}
+
+ggml_backend_buffer_type_t Model::buffer_type() const {
+#ifdef JEPA_USE_CUDA
+    if (device == JEPA_DEVICE_CUDA) return ggml_backend_cuda_buffer_type(device_index);
+#endif
+    return ggml_backend_cpu_buffer_type();
+}
+
+ggml_backend_t Model::new_backend() const {
+#ifdef JEPA_USE_CUDA
+    if (device == JEPA_DEVICE_CUDA) {
+        ggml_backend_t be = ggml_backend_cuda_init(device_index);
+        if (!be) fail(JEPA_ERR_BACKEND, "cannot start CUDA device %d", device_index);
+        return be;
+    }
+#endif
+    ggml_backend_t be = ggml_backend_cpu_init();
+    if (!be) fail(JEPA_ERR_BACKEND, "cannot start the CPU backend");
+    return be;
+}
+
+namespace {
+
+struct GgufDeleter {
+    void operator()(gguf_context * g) const { gguf_free(g); }
+};
+
+struct FileCloser {
+    void operator()(FILE * f) const { std::fclose(f); }
+};
+
+void declare_encoder(TensorTable & t, const EncoderHparams & e, EncoderW & w) {
+    const int64_t D = e.embed_dim, F = e.ffn_dim, K = e.patch_dim();
+    w.patch_embed.w = t.require("enc.patch_embed.weight", {K, D}, TensorKind::Embedding);
+    w.patch_embed.b = t.optional("enc.patch_embed.bias", {D});
+    if (e.cls_token) w.cls = t.require("enc.cls_token", {D});
+    if (e.n_registers > 0) w.reg = t.require("enc.reg_tokens", {D, e.n_registers});
+    if (e.pos_type != JEPA_POS_NONE && e.pos_type != JEPA_POS_ROPE3D) {
+        // Rows: the patches of the native grid, optionally preceded by the CLS slot or all prefix tokens.
+        const int64_t n_patch = int64_t(e.n_frames / e.tubelet_size) * e.grid() * e.grid();
+        std::vector<int64_t> allowed = {n_patch};
+        if (e.cls_token) allowed.push_back(n_patch + 1);
+        if (e.n_prefix() > 1) allowed.push_back(n_patch + e.n_prefix());
+        w.pos = t.require_rows("enc.pos_embed", D, allowed);
+    }
+    w.blocks.resize(size_t(e.n_layer));
+    for (int i = 0; i < e.n_layer; ++i) {
+        VitBlockW & b = w.blocks[size_t(i)];
+        const std::string p = "enc.blk." + std::to_string(i) + ".";
+        b.ln1 = {t.require(p + "ln1.weight", {D}), t.require(p + "ln1.bias", {D})};
+        b.ln2 = {t.require(p + "ln2.weight", {D}), t.require(p + "ln2.bias", {D})};
+        if (e.qkv_fused) {
+            b.qkv = t.linear(p + "attn_qkv", D, 3 * D);
+        } else {
+            b.q = t.linear(p + "attn_q", D, D);
+            b.k = t.linear(p + "attn_k", D, D);
+            b.v = t.linear(p + "attn_v", D, D);
+        }
+        b.attn_out = t.linear(p + "attn_out", D, D);
+        b.ffn_up = t.linear(p + "ffn_up", D, F);
+        b.ffn_down = t.linear(p + "ffn_down", F, D);
+        if (e.layer_scale) {
+            b.ls1 = t.require(p + "ls1.weight", {D});
+            b.ls2 = t.require(p + "ls2.weight", {D});
+        }
+    }
+    w.norm = {t.require("enc.norm.weight", {D}), t.require("enc.norm.bias", {D})};
+}
+
+void read_weights(const char * path, const gguf_context * g, ggml_context * ctx_w) {
+    std::unique_ptr<FILE, FileCloser> f(std::fopen(path, "rb"));
+    if (!f) fail(JEPA_ERR_BAD_FILE, "cannot open %s", path);
+    struct stat st {};
+    if (fstat(fileno(f.get()), &st) != 0) fail(JEPA_ERR_BAD_FILE, "cannot stat %s", path);
+    const uint64_t file_size = uint64_t(st.st_size);
+    const uint64_t data_offset = gguf_get_data_offset(g);
+
+    std::vector<uint8_t> staging;
+    for (ggml_tensor * t = ggml_get_first_tensor(ctx_w); t; t = ggml_get_next_tensor(ctx_w, t)) {
+        const int64_t id = gguf_find_tensor(g, ggml_get_name(t));
+        const uint64_t off = data_offset + gguf_get_tensor_offset(g, id);
+        const uint64_t size = ggml_nbytes(t);
+        if (off > file_size || size > file_size - off) {
+            fail(JEPA_ERR_BAD_FILE, "%s: tensor data [%llu, +%llu) lies past the end of the file (%llu bytes): truncated?",
+                 ggml_get_name(t), (unsigned long long) off, (unsigned long long) size, (unsigned long long) file_size);
+        }
+        if (ggml_backend_buffer_is_host(t->buffer)) {
+            if (fseeko(f.get(), off_t(off), SEEK_SET) != 0 || std::fread(t->data, 1, size, f.get()) != size) {
+                fail(JEPA_ERR_BAD_FILE, "%s: cannot read tensor data", ggml_get_name(t));
+            }
+        } else {
+            staging.resize(size);
+            if (fseeko(f.get(), off_t(off), SEEK_SET) != 0 || std::fread(staging.data(), 1, size, f.get()) != size) {
+                fail(JEPA_ERR_BAD_FILE, "%s: cannot read tensor data", ggml_get_name(t));
+            }
+            ggml_backend_tensor_set(t, staging.data(), 0, size);
+        }
+    }
+}
+
+}  // namespace
+
+Model * load_model(const char * path, const jepa_model_params & params) {
+    install_ggml_logger();
+    if (!path) fail(JEPA_ERR_INVALID_ARG, "model path is NULL");
+    struct stat st {};
+    if (stat(path, &st) != 0) fail(JEPA_ERR_BAD_FILE, "cannot open %s: no such file", path);
+    if (!S_ISREG(st.st_mode)) fail(JEPA_ERR_BAD_FILE, "%s is not a regular file", path);
+    if (params.device == JEPA_DEVICE_CUDA) {
+#ifndef JEPA_USE_CUDA
+        fail(JEPA_ERR_UNSUPPORTED, "this build has no CUDA backend (rebuild with -DJEPA_CUDA=ON)");
+#else
+        if (params.device_index < 0 || params.device_index >= ggml_backend_cuda_get_device_count()) {
+            fail(JEPA_ERR_INVALID_ARG, "CUDA device %d does not exist (%d found)", params.device_index,
+                 ggml_backend_cuda_get_device_count());
+        }
+#endif
+    } else if (params.device != JEPA_DEVICE_CPU) {
+        fail(JEPA_ERR_INVALID_ARG, "unknown device %d", int(params.device));
+    }
+
+    auto model = std::make_unique<Model>();
+    model->device = params.device;
+    model->device_index = params.device_index;
+
+    ggml_context * meta = nullptr;
+    gguf_init_params gp{/*no_alloc =*/ true, /*ctx =*/ &meta};
+    std::unique_ptr<gguf_context, GgufDeleter> g(gguf_init_from_file(path, gp));
+    if (!g) {
+        const std::string why = take_ggml_log();
+        fail(JEPA_ERR_BAD_FILE, "%s is not a valid GGUF file%s%s", path, why.empty() ? "" : ": ", why.c_str());
+    }
+    model->ctx_w = meta;  // owned by the model from here on
+    model->hp = parse_hparams(g.get());
+
+    TensorTable table(g.get(), meta);
+    declare_encoder(table, model->hp.enc, model->enc);
+    table.check_all_used();
+    model->n_params = table.n_elements();
+
+    model->buf_w = ggml_backend_alloc_ctx_tensors_from_buft(meta, model->buffer_type());
+    if (!model->buf_w) fail(JEPA_ERR_RESOURCE, "cannot allocate %lld bytes for the weights", (long long) table.n_bytes());
+    ggml_backend_buffer_set_usage(model->buf_w, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    model->n_bytes = int64_t(ggml_backend_buffer_get_size(model->buf_w));
+    read_weights(path, g.get(), meta);
+
+    ggml_backend_t be = model->new_backend();
+    model->backend_name = ggml_backend_name(be);
+    ggml_backend_free(be);
+    return model.release();
+}
+
+}  // namespace jepa

@@ -1,0 +1,124 @@
+#include "vit.h"
+
+#include "blocks.h"
+#include "error.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace jepa {
+
+PatchGrid encoder_grid(const Model & m, int C, int T, int H, int W) {
+    const EncoderHparams & e = m.hp.enc;
+    if (C != e.in_chans) fail(JEPA_ERR_INVALID_ARG, "expected %d channels, got %d", e.in_chans, C);
+    if (T < 1 || H < 1 || W < 1) fail(JEPA_ERR_INVALID_ARG, "bad input size T=%d H=%d W=%d", T, H, W);
+    if (e.tubelet_size == 1 && e.n_frames == 1 && T != 1) {
+        fail(JEPA_ERR_INVALID_ARG, "this is an image model: expected T = 1 frame, got %d", T);
+    }
+    if (T % e.tubelet_size != 0) {
+        fail(JEPA_ERR_INVALID_ARG, "frame count %d is not a multiple of the tubelet size %d", T, e.tubelet_size);
+    }
+    if (H % e.patch_size != 0 || W % e.patch_size != 0) {
+        fail(JEPA_ERR_INVALID_ARG, "input %dx%d is not a multiple of the patch size %d", H, W, e.patch_size);
+    }
+    PatchGrid g{T / e.tubelet_size, H / e.patch_size, W / e.patch_size};
+    if (m.enc.pos && ggml_nelements(m.enc.pos) > 0) {
+        // A stored position table only covers the native grid.
+        const int native = e.grid();
+        const int native_t = e.n_frames / e.tubelet_size;
+        if (g.h != native || g.w != native || g.t != native_t) {
+            fail(JEPA_ERR_UNSUPPORTED,
+                 "input %dx%dx%d (grid %dx%dx%d) differs from the model's position table (grid %dx%dx%d, %dx%d px); "
+                 "resize the input to the model size",
+                 T, H, W, g.t, g.h, g.w, native_t, native, native, e.img_size, e.img_size);
+        }
+    }
+    return g;
+}
+
+int64_t encoder_n_tokens(const Model & m, int C, int T, int H, int W) {
+    return encoder_grid(m, C, T, H, W).n() + m.hp.enc.n_prefix();
+}
+
+void patchify(const float * pixels, const InputShape & s, int tubelet, int patch, float * out) {
+    const int gt = s.T / tubelet, gh = s.H / patch, gw = s.W / patch;
+    const size_t plane = size_t(s.H) * s.W;
+    float * dst = out;
+    for (int b = 0; b < s.B; ++b) {
+        const float * item = pixels + size_t(b) * s.C * s.T * plane;
+        for (int it = 0; it < gt; ++it) {
+            for (int iy = 0; iy < gh; ++iy) {
+                for (int ix = 0; ix < gw; ++ix) {
+                    for (int c = 0; c < s.C; ++c) {
+                        for (int t = 0; t < tubelet; ++t) {
+                            const float * frame = item + (size_t(c) * s.T + size_t(it * tubelet + t)) * plane;
+                            for (int y = 0; y < patch; ++y) {
+                                const float * row = frame + size_t(iy * patch + y) * s.W + size_t(ix) * patch;
+                                std::memcpy(dst, row, sizeof(float) * size_t(patch));
+                                dst += patch;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+EncoderGraph build_encoder_graph(ggml_context * ctx, const Model & m, const InputShape & s, bool flash) {
+    const EncoderHparams & e = m.hp.enc;
+    const EncoderW & w = m.enc;
+    const PatchGrid g = encoder_grid(m, s.C, s.T, s.H, s.W);
+    const int64_t D = e.embed_dim, Np = g.n(), B = s.B;
+    const int64_t n_prefix = e.n_prefix();
+
+    EncoderGraph eg;
+    eg.graph = ggml_new_graph_custom(ctx, 16384, false);
+    eg.patches = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, e.patch_dim(), Np, B);
+    ggml_set_name(eg.patches, "patches");
+    ggml_set_input(eg.patches);
+
+    ggml_tensor * x = build_linear(ctx, eg.patches, w.patch_embed);  // [D, Np, B]
+    ggml_set_name(x, "patch_embed");
+
+    const int64_t n_pos = w.pos ? w.pos->ne[1] : 0;
+    const size_t row = w.pos ? w.pos->nb[1] : 0;
+    ggml_tensor * cls = w.cls ? ggml_reshape_3d(ctx, w.cls, D, 1, 1) : nullptr;
+    if (n_pos == Np) {
+        x = ggml_add(ctx, x, w.pos);
+    } else if (n_pos == Np + 1 && cls) {
+        // The CLS slot has its own row; registers (if any) carry no position.
+        x = ggml_add(ctx, x, ggml_view_2d(ctx, w.pos, D, Np, row, row));
+        cls = ggml_add(ctx, cls, ggml_view_3d(ctx, w.pos, D, 1, 1, row, row, 0));
+    }
+
+    if (n_prefix > 0) {
+        ggml_tensor * prefix = nullptr;
+        if (cls) prefix = ggml_repeat_4d(ctx, cls, D, 1, B, 1);
+        if (w.reg) {
+            ggml_tensor * reg = ggml_repeat_4d(ctx, ggml_reshape_3d(ctx, w.reg, D, e.n_registers, 1), D, e.n_registers, B, 1);
+            prefix = prefix ? ggml_concat(ctx, prefix, reg, 1) : reg;
+        }
+        x = ggml_concat(ctx, prefix, x, 1);  // [D, n_prefix + Np, B]
+    }
+    if (n_pos == Np + n_prefix && n_prefix > 1) {
+        x = ggml_add(ctx, x, w.pos);
+    }
+    ggml_set_name(x, "embed");
+
+    AttnOptions attn;
+    attn.n_head = e.n_head;
+    attn.scale = 1.0f / std::sqrt(float(e.head_dim()));
+    attn.flash = flash;
+    for (int il = 0; il < e.n_layer; ++il) {
+        x = build_vit_block(ctx, x, w.blocks[size_t(il)], e, attn, il);
+    }
+    x = build_norm(ctx, x, w.norm, e.ln_eps);
+    ggml_set_name(x, "enc.out");
+    ggml_set_output(x);
+    eg.out = x;
+    ggml_build_forward_expand(eg.graph, x);
+    return eg;
+}
+
+}  // namespace jepa

@@ -1,0 +1,35 @@
+// The ViT encoder graph: patch embedding (one matmul over host-patchified pixels), positions,
+// CLS and register tokens, pre-norm blocks, final LayerNorm. A pure function of (hparams, shape).
+#pragma once
+
+#include "model.h"
+
+#include <vector>
+
+namespace jepa {
+
+struct InputShape {
+    int B = 1, C = 3, T = 1, H = 0, W = 0;
+};
+
+struct EncoderGraph {
+    ggml_cgraph * graph = nullptr;
+    ggml_tensor * patches = nullptr;  // input  [C*t*P*P, n_patch, B]
+    ggml_tensor * out = nullptr;      // output [D, n_tok, B]
+};
+
+// Patch-grid of one item: (T / tubelet) x (H / P) x (W / P). Throws for a shape the model cannot take.
+struct PatchGrid {
+    int t = 1, h = 0, w = 0;
+    int64_t n() const { return int64_t(t) * h * w; }
+};
+PatchGrid encoder_grid(const Model & m, int C, int T, int H, int W);
+int64_t encoder_n_tokens(const Model & m, int C, int T, int H, int W);
+
+EncoderGraph build_encoder_graph(ggml_context * ctx, const Model & m, const InputShape & s, bool flash);
+
+// pixels [B, C, T, H, W] -> patches [B, n_patch, C*t*P*P] with tokens T-major, then H, then W and each
+// patch flattened in C, t, y, x order (the Conv3d / Conv2d weight layout).
+void patchify(const float * pixels, const InputShape & s, int tubelet, int patch, float * out);
+
+}  // namespace jepa

@@ -1,0 +1,40 @@
+"""jepa: JEPA vision, video and world models on a ggml engine, from GGUF files."""
+
+from __future__ import annotations
+
+from .errors import (
+    BackendError,
+    InvalidInputError,
+    JepaError,
+    ModelFileError,
+    ResourceLimitError,
+    UnsupportedError,
+)
+
+try:
+    from . import _engine
+except ImportError as exc:  # pragma: no cover - only without a build
+    raise ImportError(
+        "jepa's native extension (jepa._engine) is not built. Build it with `pip install .` "
+        "(or `make install` in a checkout)."
+    ) from exc
+
+from .model import Context, Model
+from .pooling import POOL_MODES, default_pool, pool
+
+__version__: str = _engine.version()
+
+__all__ = [
+    "POOL_MODES",
+    "BackendError",
+    "Context",
+    "InvalidInputError",
+    "JepaError",
+    "Model",
+    "ModelFileError",
+    "ResourceLimitError",
+    "UnsupportedError",
+    "__version__",
+    "default_pool",
+    "pool",
+]

@@ -1,0 +1,1 @@
+"""jepa_server: the HTTP serving shell over the jepa engine."""
