@@ -29,8 +29,10 @@ extern "C" {
 
 const char * jepa_version(void) { return JEPA_VERSION; }
 
+// ggml_commit() reports the enclosing git tree (ours), so name the vendored upstream here
+// (keep in step with csrc/third_party/ggml/VENDORED.md).
 const char * jepa_ggml_version(void) {
-    static const std::string v = std::string(ggml_version()) + " (" JEPA_GGML_UPSTREAM ")";
+    static const std::string v = std::string(ggml_version()) + " (llama.cpp 0c1e57098bba, llama-cpp-python 0.3.36)";
     return v.c_str();
 }
 
