@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from jepa import demo
+from jepa.convert.cli import main
 
 
 def test_same_seed_same_bytes_other_seed_differs(tmp_path: Path) -> None:
@@ -77,3 +78,10 @@ def test_engine_encodes_demo(tmp_path: Path) -> None:
     assert np.isfinite(tok).all()
     assert tok.std(axis=1).mean() > 1e-3  # tokens differ from one another
     assert not np.allclose(tok[0], tok[1])  # and depend on the input
+
+
+def test_cli_demo(gguf_contents, tmp_path: Path) -> None:
+    out = tmp_path / "demo.gguf"
+    assert main(["--demo", "--out", str(out), "--ftype", "f16", "--seed", "5"]) == 0
+    same = demo.write_demo_model(tmp_path / "same.gguf", seed=5, ftype="f16")
+    assert out.read_bytes() == Path(same).read_bytes()

@@ -97,7 +97,7 @@ class HFViTModel(Converter):
         for n in names:
             if self.source.has(f"{n}.weight"):
                 return n
-        raise ValueError(f"missing source tensor {names[0]}.weight")
+        raise ValueError(f"missing source tensor '{names[0]}.weight'")
 
     def tensors(self) -> Iterator[tuple[str, np.ndarray]]:
         enc, src = self.hparams(), self.source
