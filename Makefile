@@ -29,7 +29,7 @@ test: install
 	$(MAKE) native-test py-test lint
 
 native-test:
-	ctest --test-dir $(BUILD) --output-on-failure
+	$(BIN)/ctest --test-dir $(BUILD) --output-on-failure
 
 py-test:
 	$(BIN)/python -m pytest -q
