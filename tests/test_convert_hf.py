@@ -7,10 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from jepa.convert import convert
-from jepa.convert.cli import main
 from safetensors import safe_open
 from safetensors.numpy import save_file
+
+from jepa.convert import convert
+from jepa.convert.cli import main
 
 pytestmark = pytest.mark.transformers
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from jepa.convert.preprocess import recipe_from_processor
 from jepa.convert.schema import HF_VIT_RECIPE, IMAGENET_RECIPE
 

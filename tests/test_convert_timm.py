@@ -7,9 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from jepa.convert import convert
 from safetensors import safe_open
 from safetensors.numpy import save_file
+
+from jepa.convert import convert
 
 pytestmark = pytest.mark.transformers
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from jepa.convert.gguf_writer import write_gguf
 from jepa.convert.schema import HF_VIT_RECIPE, Encoder, Meta, expected_shapes, may_be_half
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from jepa import demo
 from jepa.convert.cli import main
 
