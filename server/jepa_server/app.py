@@ -1,0 +1,122 @@
+"""create_app(settings) -> web.Application: the middleware, the routes, the resources' lifetimes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from aiohttp import web
+
+import jepa
+
+from .admission import Admission
+from .errors import ApiError, from_http, from_jepa
+from .handlers import ROUTES
+from .keys import ADMISSION, METRICS, RUNTIME, SETTINGS
+from .metrics import Metrics
+from .runtime import Runtime
+from .security import LocalFiles, check_api_key
+from .settings import Settings
+
+log = logging.getLogger("jepa_server")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def create_app(settings: Settings, *, model: jepa.Model | None = None) -> web.Application:
+    """The server as an aiohttp app. With `model`, serve that already loaded model (tests share
+    one); otherwise the settings' model is loaded in the background once the app starts.
+
+    Raises ValueError when --files-root is not a directory."""
+    files = LocalFiles(settings.allow_local_files, settings.files_root)
+    metrics = Metrics()
+    app = web.Application(middlewares=[edge_middleware], client_max_size=settings.max_body_bytes)
+    app[SETTINGS] = settings
+    app[METRICS] = metrics
+    app[RUNTIME] = Runtime(settings, metrics, files, model)
+    app.add_routes(ROUTES)
+    app.cleanup_ctx.append(_admission_ctx)
+    app.cleanup_ctx.append(_engine_ctx)
+    return app
+
+
+async def _admission_ctx(app: web.Application) -> AsyncIterator[None]:
+    # An asyncio.Semaphore belongs to the running loop, so it is made here, not in create_app.
+    s = app[SETTINGS]
+    app[ADMISSION] = Admission(s.max_concurrent_requests, s.queue_timeout_s)
+    yield
+
+
+async def _engine_ctx(app: web.Application) -> AsyncIterator[None]:
+    runtime = app[RUNTIME]
+    loading = asyncio.create_task(runtime.load(), name="jepa-load")
+    yield
+    loading.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await loading
+    await runtime.close()
+
+
+async def wait_ready(app: web.Application) -> None:
+    """Wait until the model is loaded and warm; raise what stopped it if it failed."""
+    runtime = app[RUNTIME]
+    await runtime.ready.wait()
+    if runtime.error is not None:
+        raise runtime.error
+
+
+@web.middleware
+async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Limits and auth before the handler; every refusal in the OpenAI envelope; timing headers
+    and metrics on every answer."""
+    started = time.perf_counter()
+    metrics = request.app[METRICS]
+    metrics.in_flight.inc()
+    try:
+        response = await _answer(request, handler)
+    finally:
+        metrics.in_flight.dec()
+    total = time.perf_counter() - started
+    # Handlers that computed set the first two; every other answer spent no time there.
+    response.headers.setdefault("x-queue-time", "0.000")
+    response.headers.setdefault("x-inference-time", "0.000")
+    response.headers["x-total-time"] = f"{total * 1000:.3f}"
+    resource = request.match_info.route.resource
+    endpoint = resource.canonical if resource is not None else "unmatched"
+    metrics.requests.labels(endpoint, str(response.status)).inc()
+    metrics.request_seconds.labels(endpoint).observe(total)
+    return response
+
+
+async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
+    settings = request.app[SETTINGS]
+    try:
+        # Refuse an announced oversize body before any handler runs (a chunked one is caught by
+        # client_max_size when read).
+        if request.content_length is not None and request.content_length > settings.max_body_bytes:
+            raise ApiError(
+                413,
+                f"the request body is {request.content_length} bytes; this server takes at most "
+                f"{settings.max_body_bytes} (--max-body-mb {settings.max_body_mb:g})",
+            )
+        check_api_key(settings.api_key, request.path, request.headers.get("Authorization"))
+        return await handler(request)
+    except ApiError as exc:
+        if exc.status >= 500:
+            log.warning("%s %s -> %d: %s", request.method, request.path, exc.status, exc.message)
+        return exc.response()
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return from_http(exc).response()
+    except jepa.JepaError as exc:
+        log.warning("%s %s: %s: %s", request.method, request.path, type(exc).__name__, exc)
+        return from_jepa(exc).response()
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("%s %s failed", request.method, request.path)
+        return ApiError(500, "internal server error").response()

@@ -1,0 +1,325 @@
+"""The endpoints and the one route table."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from typing import Any
+
+import numpy as np
+from aiohttp import web
+
+import jepa
+
+from .admission import Admission
+from .errors import ApiError, bad_request
+from .inputs import (
+    Item,
+    Limits,
+    check_keys,
+    numeric_array,
+    opt_bool,
+    opt_int,
+    opt_number,
+    opt_str,
+    parse_body,
+    parse_item,
+    parse_items,
+)
+from .keys import ADMISSION, METRICS, RUNTIME, SETTINGS
+from .metrics import CONTENT_TYPE
+from .pipeline import Embedded
+from .runtime import Engine
+
+
+def _engine(request: web.Request) -> Engine:
+    return request.app[RUNTIME].require()
+
+
+def _limits(request: web.Request) -> Limits:
+    s = request.app[SETTINGS]
+    return Limits(s.max_items, s.max_frames)
+
+
+def _admission(request: web.Request) -> Admission:
+    return request.app[ADMISSION]
+
+
+async def _body(request: web.Request, allowed: set[str]) -> dict[str, Any]:
+    body = parse_body(await request.read())
+    check_keys(body, allowed)
+    return body
+
+
+def _check_model(engine: Engine, body: dict[str, Any]) -> None:
+    name = body.get("model")
+    if name is None:
+        return
+    if not isinstance(name, str) or not engine.accepts(name):
+        raise ApiError(
+            404,
+            f"the model {json.dumps(name)[:80]} is not served here; this server serves {engine.model_id!r}",
+            param="model",
+            code="model_not_found",
+            type="invalid_request_error",
+        )
+
+
+def _dimensions(engine: Engine, body: dict[str, Any], key: str = "dimensions") -> int | None:
+    dims = opt_int(body, key, 1)
+    if dims is not None and dims > engine.model.embed_dim:
+        raise bad_request(
+            f"'{key}' is {dims}, larger than the model's width {engine.model.embed_dim}", param=key
+        )
+    return dims
+
+
+def truncate(v: np.ndarray, dims: int | None, normalize: bool) -> np.ndarray:
+    """Keep the first `dims` values (of each row), then scale to unit length when asked."""
+    if dims is not None:
+        v = v[..., :dims]
+        normalize = True  # a truncated embedding is only meaningful re-normalised
+    if normalize:
+        norm = np.linalg.norm(v, axis=-1, keepdims=True)
+        v = v / np.maximum(norm, np.float32(1e-12))
+    return np.ascontiguousarray(v, dtype=np.float32)
+
+
+def _encode(v: np.ndarray, fmt: str) -> Any:
+    if fmt == "base64":
+        # little-endian float32: the same bits as the float form
+        return base64.b64encode(v.astype("<f4", copy=False).tobytes()).decode("ascii")
+    return v.tolist()  # float32 -> Python float is exact, and JSON round-trips it
+
+
+async def _json(payload: Any, timing: Embedded | None = None) -> web.Response:
+    # Large answers (token grids) serialise off the event loop.
+    text = await asyncio.to_thread(json.dumps, payload, separators=(",", ":"), allow_nan=False)
+    resp = web.Response(text=text, content_type="application/json")
+    if timing is not None:
+        resp.headers["x-queue-time"] = f"{timing.queue_s * 1000:.3f}"
+        resp.headers["x-inference-time"] = f"{timing.inference_s * 1000:.3f}"
+    return resp
+
+
+# -- embeddings -----------------------------------------------------------------------------------
+
+
+async def embeddings(request: web.Request) -> web.StreamResponse:
+    """POST /v1/embeddings, OpenAI-shaped."""
+    engine = _engine(request)
+    body = await _body(request, {"model", "input", "encoding_format", "dimensions", "user", "pool"})
+    _check_model(engine, body)
+    fmt = opt_str(body, "encoding_format", ("float", "base64")) or "float"
+    dims = _dimensions(engine, body)
+    pool = engine.pipeline.check_pool(opt_str(body, "pool"))
+    items = parse_items(body.get("input"), engine.pipeline.files.resolve, _limits(request))
+    result = await _embed(request, engine, items, pool)
+    data = []
+    for i, v in enumerate(result.vectors):
+        v = truncate(v, dims, normalize=False)
+        entry = {"object": "embedding", "index": i, "embedding": _encode(v, fmt), "dim": int(v.shape[-1])}
+        if v.ndim == 2:
+            entry["shape"] = list(v.shape)
+        data.append(entry)
+    usage = {"prompt_tokens": result.tokens, "total_tokens": result.tokens}
+    return await _json({"object": "list", "data": data, "model": engine.model_id, "usage": usage}, result)
+
+
+async def embed_tei(request: web.Request) -> web.StreamResponse:
+    """POST /embed, TEI-style: bare vectors."""
+    engine = _engine(request)
+    body = await _body(request, {"inputs", "pool", "normalize", "dimensions", "model"})
+    _check_model(engine, body)
+    dims = _dimensions(engine, body)
+    normalize = opt_bool(body, "normalize", False)
+    pool = engine.pipeline.check_pool(opt_str(body, "pool"))
+    items = parse_items(body.get("inputs"), engine.pipeline.files.resolve, _limits(request), name="inputs")
+    result = await _embed(request, engine, items, pool)
+    return await _json([truncate(v, dims, normalize).tolist() for v in result.vectors], result)
+
+
+async def _embed(request: web.Request, engine: Engine, items: list[Item], pool: str) -> Embedded:
+    async with _admission(request).slot():
+        return await engine.pipeline.embed(items, pool)
+
+
+# -- heads and world models ------------------------------------------------------------------------
+# Both parse and validate the whole request first (so a malformed one is refused the same way on
+# any model), then check the model can do it. The models with a classifier head or an action
+# predictor arrive with later issues; they will run here through the dispatcher, a classification
+# as a batched op beside encode_op, a rollout or a plan whole on one worker (Dispatcher.run_whole).
+
+_PLAN_INTS = {"samples": 1, "topk": 1, "cem_steps": 1, "horizon": 1, "seed": 0}
+_PLAN_NUMBERS = {"maxnorm": 0.0}
+
+
+async def classify(request: web.Request) -> web.StreamResponse:
+    """POST /classify: labels, probabilities and logits of a model with a classifier head."""
+    engine = _engine(request)
+    body = await _body(request, {"input", "inputs", "top_k", "model"})
+    _check_model(engine, body)
+    opt_int(body, "top_k", 1)
+    key = "inputs" if "inputs" in body else "input"
+    parse_items(body.get(key), engine.pipeline.files.resolve, _limits(request), name=key)
+    if not engine.model.info["has_head"]:
+        raise bad_request(
+            f"model {engine.model_id!r} has no classifier head: /classify needs a model converted "
+            "with one (a video classifier); use /v1/embeddings for embeddings",
+            code="no_classifier_head",
+        )
+    raise _not_yet("classification")
+
+
+async def rollout(request: web.Request) -> web.StreamResponse:
+    """POST /rollout: energies of action sequences (or a plan) under a world model."""
+    engine = _engine(request)
+    body = await _body(request, {"context", "actions", "goal", "state", "return_latents", "plan", "model"})
+    _check_model(engine, body)
+    limits, resolve = _limits(request), engine.pipeline.files.resolve
+    context = body.get("context")
+    if context is None:
+        raise bad_request("'context' is required: the frames the rollout starts from", param="context")
+    parse_item({"frames": context} if isinstance(context, list) else context, "context", resolve, limits)
+    plan = _plan(body.get("plan"))
+    if body.get("actions") is not None:
+        numeric_array(body["actions"], "actions", (2, 3), "[K][H][dim] (K candidate sequences) or [H][dim]")
+    elif plan is None:
+        raise bad_request("'actions' is required unless a 'plan' is given", param="actions")
+    if body.get("goal") is not None:
+        parse_item(body["goal"], "goal", resolve, limits)
+    elif plan is not None:
+        raise bad_request("a 'plan' needs a 'goal' to plan towards", param="goal")
+    if body.get("state") is not None:
+        numeric_array(body["state"], "state", (1, 2), "[dim] or [T][dim]")
+    opt_bool(body, "return_latents", False)
+    if not engine.model.info["has_predictor"]:
+        raise bad_request(
+            f"model {engine.model_id!r} is not a world model: /rollout needs an action-conditioned "
+            "predictor (V-JEPA 2-AC, LeWM)",
+            code="not_a_world_model",
+        )
+    raise _not_yet("rollout")
+
+
+def _plan(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise bad_request("'plan' must be an object", param="plan")
+    check_keys(value, {*_PLAN_INTS, *_PLAN_NUMBERS, "gripper_clamp"}, "plan")
+    out: dict[str, Any] = {}
+    for key, lo in _PLAN_INTS.items():
+        if (v := opt_int(value, key, lo)) is not None:
+            out[key] = v
+    for key, above in _PLAN_NUMBERS.items():
+        if (f := opt_number(value, key, above)) is not None:
+            out[key] = f
+    if "gripper_clamp" in value:
+        out["gripper_clamp"] = opt_bool(value, "gripper_clamp")
+    if "topk" in out and "samples" in out and out["topk"] > out["samples"]:
+        raise bad_request("'plan.topk' must not exceed 'plan.samples'", param="plan.topk")
+    return out
+
+
+def _not_yet(what: str) -> ApiError:
+    return ApiError(501, f"this server cannot run {what} yet", code="not_implemented", type="server_error")
+
+
+# -- reading the server -----------------------------------------------------------------------------
+
+
+async def health(request: web.Request) -> web.StreamResponse:
+    """GET /health: 200 when loaded and warm, 503 before (or after a failed load)."""
+    rt = request.app[RUNTIME]
+    engine = rt.engine
+    if engine is None:
+        status = "loading" if rt.error is None else "failed"
+        return web.json_response({"status": status}, status=503)
+    s = request.app[SETTINGS]
+    return web.json_response(
+        {
+            "status": "ok",
+            "model": engine.model_id,
+            "file": engine.file_name,
+            "family": engine.model.info["family"],
+            "backend": engine.model.info["backend"],
+            "device": s.device,
+            "pool": {"default": jepa.default_pool(engine.model), "modes": list(jepa.POOL_MODES)},
+            "queue_depth": engine.dispatcher.depth,
+        }
+    )
+
+
+async def models(request: web.Request) -> web.StreamResponse:
+    """GET /v1/models, OpenAI-shaped."""
+    engine = _engine(request)
+    info = engine.model.info
+    entry = {
+        "id": engine.model_id,
+        "object": "model",
+        "created": engine.loaded_at,
+        "owned_by": "jepa",
+        "name": info["name"],
+        "family": info["family"],
+        "modality": info["modality"],
+        "embed_dim": info["embed_dim"],
+    }
+    return web.json_response({"object": "list", "data": [entry]})
+
+
+async def info(request: web.Request) -> web.StreamResponse:
+    """GET /info: the model, the limits and live counters."""
+    engine = _engine(request)
+    s = request.app[SETTINGS]
+    admission = request.app[ADMISSION]
+    return web.json_response(
+        {
+            "version": jepa.__version__,
+            "model": {
+                "id": engine.model_id,
+                "file": engine.file_name,
+                "dtype": engine.dtype,
+                **engine.model.info,
+            },
+            "limits": {
+                "max_items": s.max_items,
+                "max_frames": s.max_frames,
+                "max_body_mb": s.max_body_mb,
+                "max_batch": s.max_batch,
+                "max_wait_ms": s.max_wait_ms,
+                "max_concurrent_requests": s.max_concurrent_requests,
+                "queue_timeout_s": s.queue_timeout_s,
+                "workers": s.workers,
+                "threads": s.graph_threads,
+                "local_files": s.local_files,
+                "files_root": s.files_root is not None,  # whether, never where
+                "auth": s.api_key is not None,
+            },
+            "live": {
+                "requests_admitted": admission.in_use,
+                "queue_depth": engine.dispatcher.depth,
+                "busy_workers": engine.dispatcher.busy,
+                "graphs": engine.dispatcher.groups,
+            },
+        }
+    )
+
+
+async def metrics(request: web.Request) -> web.StreamResponse:
+    """GET /metrics: Prometheus text."""
+    body = await asyncio.to_thread(request.app[METRICS].render)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+
+ROUTES = [
+    web.post("/v1/embeddings", embeddings),
+    web.post("/embed", embed_tei),
+    web.post("/classify", classify),
+    web.post("/rollout", rollout),
+    web.get("/health", health),
+    web.get("/v1/models", models),
+    web.get("/info", info),
+    web.get("/metrics", metrics),
+]

@@ -1,0 +1,246 @@
+"""JSON at the edge: request bodies parsed into small dataclasses and numpy arrays.
+
+Nothing here touches aiohttp or the engine; every refusal is an ApiError naming its `param`.
+
+An input item is one of
+  {"b64": "<image file bytes>"}                      an image (a data: URL prefix is accepted)
+  {"frames": [frame, ...]}                           one clip; a frame is {"b64"}, {"path"} or a path
+  {"video": {"b64": ...} | {"path": ...} | "path", "frames": N}   a video file, N frames sampled
+  {"path": "..."} or a bare string                   a server-local file (only with local files on)
+The server fetches nothing: {"url": ...} is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import bad_request
+
+Source = bytes | str  # decoded file bytes, or a resolved server-local path
+_DATA_URL = re.compile(r"^data:[^,]{0,200};base64,", re.IGNORECASE)
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+ITEM_FORMS = '{"b64": ...}, {"frames": [...]}, {"video": {"b64": ...}, "frames": N} or a local path'
+
+
+@dataclass(frozen=True)
+class Item:
+    """One input, decoded: what jepa.media.prepare reads, and how."""
+
+    source: Source | list[Source]  # a list is one clip's frames
+    param: str  # where it sat in the request, for error messages
+    as_video: bool | None = None
+    frames: int | None = None
+    local: bool = False  # read from a server-local path
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_items: int
+    max_frames: int
+
+
+# resolve(path, param) -> the canonical path to read, or an ApiError
+Resolver = Callable[[str, str], str]
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """The request body as a JSON object, or a 400."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise bad_request(f"the body is not valid JSON: {exc}", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise bad_request(f"the body must be a JSON object, got {_kind(body)}", code="invalid_json")
+    return body
+
+
+def check_keys(body: Mapping[str, Any], allowed: set[str], where: str = "") -> None:
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise bad_request(
+            f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}"
+            f"{' in ' + where if where else ''}; expected some of {', '.join(sorted(allowed))}",
+            param=f"{where}.{unknown[0]}" if where else unknown[0],
+            code="unknown_field",
+        )
+
+
+def parse_items(value: Any, resolve: Resolver, limits: Limits, name: str = "input") -> list[Item]:
+    """One item or a list of items."""
+    if value is None:
+        raise bad_request(f"'{name}' is required", param=name, code="missing_field")
+    if isinstance(value, list):
+        if not value:
+            raise bad_request(f"'{name}' is an empty list", param=name)
+        if len(value) > limits.max_items:
+            raise bad_request(
+                f"too many items: {len(value)} (this server takes at most {limits.max_items}, --max-items)",
+                param=name,
+                code="too_many_items",
+            )
+        return [parse_item(v, f"{name}[{i}]", resolve, limits) for i, v in enumerate(value)]
+    return [parse_item(value, name, resolve, limits)]
+
+
+def parse_item(value: Any, param: str, resolve: Resolver, limits: Limits) -> Item:
+    if isinstance(value, str):
+        return Item(_path(value, param, resolve), param, local=True)
+    if not isinstance(value, dict):
+        raise bad_request(f"an item is {ITEM_FORMS}; got {_kind(value)}", param=param, code="invalid_item")
+    if "url" in value:
+        raise bad_request(
+            'the server fetches nothing: send the file\'s bytes as {"b64": ...}',
+            param=f"{param}.url",
+            code="url",
+        )
+    if "video" in value:
+        check_keys(value, {"video", "frames"}, param)
+        frames = _opt_int(value.get("frames"), f"{param}.frames", 1, limits.max_frames, "--max-frames")
+        return Item(_file(value["video"], f"{param}.video", resolve), param, as_video=True, frames=frames)
+    if "frames" in value:
+        check_keys(value, {"frames"}, param)
+        frames = value["frames"]
+        if not isinstance(frames, list) or not frames:
+            raise bad_request("'frames' must be a non-empty list of frames", param=f"{param}.frames")
+        if len(frames) > limits.max_frames:
+            raise bad_request(
+                f"too many frames: {len(frames)} (at most {limits.max_frames}, --max-frames)",
+                param=f"{param}.frames",
+                code="too_many_frames",
+            )
+        sources = [_file(f, f"{param}.frames[{i}]", resolve) for i, f in enumerate(frames)]
+        return Item(sources, param, local=any(isinstance(s, str) for s in sources))
+    if "b64" in value or "path" in value:
+        source = _file(value, param, resolve)
+        return Item(source, param, local=isinstance(source, str))
+    raise bad_request(
+        f"an item is {ITEM_FORMS}; got an object with {sorted(value)}", param=param, code="invalid_item"
+    )
+
+
+def _file(value: Any, param: str, resolve: Resolver) -> Source:
+    """A file given as {"b64": ...}, {"path": ...} or a path string."""
+    if isinstance(value, str):
+        return _path(value, param, resolve)
+    if isinstance(value, dict):
+        if "url" in value:
+            raise bad_request(
+                'the server fetches nothing: send the file\'s bytes as {"b64": ...}',
+                param=f"{param}.url",
+                code="url",
+            )
+        if "b64" in value:
+            check_keys(value, {"b64"}, param)
+            return decode_b64(value["b64"], f"{param}.b64")
+        if "path" in value:
+            check_keys(value, {"path"}, param)
+            if not isinstance(value["path"], str):
+                raise bad_request("'path' must be a string", param=f"{param}.path")
+            return _path(value["path"], f"{param}.path", resolve)
+    raise bad_request(
+        f'expected {{"b64": ...}} or a path; got {_kind(value)}', param=param, code="invalid_item"
+    )
+
+
+def _path(value: str, param: str, resolve: Resolver) -> str:
+    if _SCHEME.match(value):
+        raise bad_request(
+            'the server fetches nothing: send the file\'s bytes as {"b64": ...}', param=param, code="url"
+        )
+    return resolve(value, param)
+
+
+def decode_b64(value: Any, param: str) -> bytes:
+    if not isinstance(value, str):
+        raise bad_request(f"'b64' must be a string, got {_kind(value)}", param=param)
+    text = _DATA_URL.sub("", value, count=1)
+    try:
+        data = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        # Wrapped lines (MIME style) are fine; anything else, or a truncated string, is not.
+        try:
+            data = base64.b64decode("".join(text.split()), validate=True)
+        except (binascii.Error, ValueError):
+            raise bad_request(
+                "'b64' is not valid base64 (truncated?)", param=param, code="invalid_base64"
+            ) from None
+    if not data:
+        raise bad_request("'b64' is empty", param=param)
+    return data
+
+
+# -- scalar parameters --------------------------------------------------------------------------
+
+
+def opt_str(body: Mapping[str, Any], key: str, choices: tuple[str, ...] | None = None) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or (choices is not None and value not in choices):
+        want = f"one of {', '.join(choices)}" if choices else "a string"
+        raise bad_request(f"'{key}' must be {want}, got {json.dumps(value)[:80]}", param=key)
+    return value
+
+
+def opt_bool(body: Mapping[str, Any], key: str, default: bool = False) -> bool:
+    value = body.get(key, default)
+    if not isinstance(value, bool):
+        raise bad_request(f"'{key}' must be true or false", param=key)
+    return value
+
+
+def _opt_int(value: Any, param: str, lo: int, hi: int | None = None, flag: str | None = None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise bad_request(f"'{param}' must be an integer, got {_kind(value)}", param=param)
+    if value < lo or (hi is not None and value > hi):
+        limit = f" (this server takes at most {hi}{', ' + flag if flag else ''})" if hi is not None else ""
+        raise bad_request(f"'{param}' must be at least {lo}{limit}, got {value}", param=param)
+    return value
+
+
+def opt_int(body: Mapping[str, Any], key: str, lo: int, hi: int | None = None) -> int | None:
+    return _opt_int(body.get(key), key, lo, hi)
+
+
+def opt_number(body: Mapping[str, Any], key: str, lo: float | None = None) -> float | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise bad_request(f"'{key}' must be a number", param=key)
+    if lo is not None and value <= lo:
+        raise bad_request(f"'{key}' must be more than {lo}", param=key)
+    return float(value)
+
+
+def numeric_array(value: Any, param: str, ndims: tuple[int, ...], shapes: str) -> np.ndarray:
+    """A rectangular, finite array of numbers of one of the given ranks, as float32. `shapes`
+    describes the accepted shapes for the refusal ("[K][H][dim] or [H][dim]")."""
+    try:
+        arr = np.asarray(value)
+    except ValueError:  # ragged
+        arr = np.asarray(None)
+    numeric = arr.dtype.kind in "iuf"
+    if not numeric or arr.ndim not in ndims or arr.size == 0:
+        got = f"shape {list(arr.shape)}" if numeric else "not a rectangular array of numbers"
+        raise bad_request(f"'{param}' must be {shapes}; got {got}", param=param, code="invalid_shape")
+    out = arr.astype(np.float32)
+    if not np.isfinite(out).all():
+        raise bad_request(f"'{param}' holds a non-finite number", param=param)
+    return out
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number" if isinstance(value, int | float) else type(value).__name__)

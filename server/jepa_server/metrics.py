@@ -1,0 +1,57 @@
+"""Prometheus metrics, one registry per application (so two apps in one process never collide)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from .settings import MAX_BATCH_CAP
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "jepa_requests",
+            "Requests answered, by endpoint and HTTP status.",
+            ["endpoint", "status"],
+            registry=r,
+        )
+        self.items = Counter("jepa_items", "Items (images, clips, videos) encoded.", registry=r)
+        self.request_seconds = Histogram(
+            "jepa_request_duration_seconds",
+            "Time from a request's arrival to its answer.",
+            ["endpoint"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.queue_seconds = Histogram(
+            "jepa_queue_seconds",
+            "Time an item waited between preprocessing and the start of its graph.",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.inference_seconds = Histogram(
+            "jepa_inference_seconds",
+            "Time one graph (one batch) took on a worker.",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        # One bucket per size: the histogram is the exact distribution of formed graphs.
+        self.batch_size = Histogram(
+            "jepa_batch_size",
+            "Items per formed graph.",
+            buckets=tuple(range(1, MAX_BATCH_CAP + 1)),
+            registry=r,
+        )
+        self.queue_depth = Gauge("jepa_queue_depth", "Items waiting for a worker.", registry=r)
+        self.in_flight = Gauge("jepa_requests_in_flight", "Requests being answered.", registry=r)
+        self.workers = Gauge("jepa_workers", "Worker threads, by state.", ["state"], registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,109 @@
+"""From parsed items to results: preprocessing in a thread pool, then grouped work on the workers.
+
+It calls the same functions as jepa-embed (jepa.media.prepare, jepa.embed.encode_prepared), so a
+vector the server returns is the vector jepa-embed writes for the same input, bit for bit."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+import jepa
+import jepa.embed
+import jepa.media
+
+from .dispatcher import Dispatcher, timing_of
+from .errors import ApiError, from_jepa
+from .inputs import Item
+from .security import LocalFiles
+
+log = logging.getLogger("jepa_server")
+
+
+def encode_op(ctx: jepa.Context, inputs: list[np.ndarray], pool: str) -> list[np.ndarray]:
+    """The worker-side operation of an embedding group."""
+    return jepa.embed.encode_prepared(ctx, inputs, pool)
+
+
+@dataclass(frozen=True)
+class Embedded:
+    vectors: list[np.ndarray]  # [D] per item, or [N, D] with pool "none"
+    tokens: int  # patch tokens encoded, for `usage`
+    queue_s: float
+    inference_s: float
+
+
+class Pipeline:
+    def __init__(
+        self, model: jepa.Model, dispatcher: Dispatcher, files: LocalFiles, prep_threads: int, max_frames: int
+    ) -> None:
+        self.model = model
+        self.dispatcher = dispatcher
+        self.files = files
+        self.max_frames = max_frames
+        self._prep = ThreadPoolExecutor(prep_threads, thread_name_prefix="jepa-prep")
+
+    def close(self) -> None:
+        self._prep.shutdown(wait=True, cancel_futures=True)
+
+    def check_pool(self, pool: str | None) -> str:
+        """The pool mode to use, or a 400 naming `pool`. The library's own pool() decides what is
+        valid for this model, so a mode it learns is served without a change here."""
+        mode = pool or jepa.default_pool(self.model)
+        probe = np.zeros((1, self.model.n_prefix + 1, self.model.embed_dim), np.float32)
+        try:
+            jepa.pool(probe, mode, self.model)
+        except jepa.JepaError as exc:
+            raise from_jepa(exc, "pool") from None
+        return mode
+
+    async def prepare(self, items: list[Item]) -> list[np.ndarray]:
+        """Decode and preprocess every item off the event loop: float32 [C, T, H, W] each."""
+        loop = asyncio.get_running_loop()
+        jobs = [loop.run_in_executor(self._prep, self._prepare_one, item) for item in items]
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return results  # type: ignore[return-value]
+
+    def _prepare_one(self, item: Item) -> np.ndarray:
+        try:
+            x = jepa.media.prepare(item.source, self.model, as_video=item.as_video, frames=item.frames)
+        except jepa.ResourceLimitError as exc:
+            raise from_jepa(exc, item.param) from None
+        except (jepa.JepaError, ValueError, OSError, EOFError) as exc:
+            # Decoders raise more than JepaError (Pillow, PyAV); all of it is the input's fault.
+            if item.local:
+                raise self.files.refusal(item.param, str(exc)) from None
+            message = exc.message if isinstance(exc, jepa.JepaError) else f"cannot decode the input: {exc}"
+            raise ApiError(400, f"{item.param}: {message}", param=item.param, code="invalid_input") from None
+        if x.ndim == 4 and x.shape[1] > self.max_frames:
+            raise ApiError(
+                400,
+                f"{item.param}: {x.shape[1]} frames (at most {self.max_frames}, --max-frames)",
+                param=item.param,
+                code="too_many_frames",
+            )
+        return x
+
+    def patch_tokens(self, inputs: list[np.ndarray]) -> int:
+        """Patch tokens the inputs encode to (CLS and registers not counted)."""
+        n = 0
+        for x in inputs:
+            _, t, h, w = x.shape
+            n += self.model.n_tokens(t, h, w) - self.model.n_prefix
+        return n
+
+    async def embed(self, items: list[Item], pool: str) -> Embedded:
+        inputs = await self.prepare(items)
+        try:
+            done = await self.dispatcher.run_batched(encode_op, pool, inputs)
+        except jepa.JepaError as exc:
+            raise from_jepa(exc, "input", computing=True) from None
+        queue_s, inference_s = timing_of(done)
+        return Embedded([d.value for d in done], self.patch_tokens(inputs), queue_s, inference_s)

@@ -1,0 +1,83 @@
+"""Who may call, and which server-local files a request may name."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+from pathlib import Path
+
+from .errors import ApiError
+
+log = logging.getLogger("jepa_server")
+
+# Endpoints a probe or a scraper reads without a key.
+OPEN_PATHS = frozenset({"/health", "/metrics"})
+
+# Under --files-root every refusal reads the same, so a caller cannot map the server's disk by
+# asking (does not exist / outside / not a file / not an image all look alike).
+FILE_REFUSAL = "the path is not a readable image or video under the server's files root"
+
+
+def check_api_key(expected: str | None, path: str, authorization: str | None) -> None:
+    """Raise 401 unless the request carries `Bearer <expected>` (or no key is configured)."""
+    if expected is None or path in OPEN_PATHS:
+        return
+    scheme, _, token = (authorization or "").partition(" ")
+    # compare_digest on bytes: constant time whatever the first differing byte.
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        token.strip().encode("utf-8", "surrogateescape"), expected.encode("utf-8")
+    ):
+        raise ApiError(
+            401,
+            "missing or invalid API key: send `Authorization: Bearer <key>`",
+            code="invalid_api_key",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+
+class LocalFiles:
+    """Whether and where server-local paths may be read.
+
+    With a root, a path resolves against the root (never the working directory), is
+    canonicalised with symlinks followed, and is served only when the canonical path lies inside
+    the canonical root (so `..`, absolute paths elsewhere, symlinks out and a sibling directory
+    whose name starts with the root's are all refused)."""
+
+    def __init__(self, allowed: bool, root: str | None) -> None:
+        self.allowed = allowed or root is not None
+        self.root: Path | None = None
+        if root is not None:
+            real = Path(os.path.realpath(root))
+            if not real.is_dir():
+                raise ValueError(f"--files-root {root!r} is not a directory")
+            self.root = real
+
+    def resolve(self, path: str, param: str) -> str:
+        """The canonical path to read, or a 400. Existence and type are checked by the reader."""
+        if not self.allowed:
+            raise ApiError(
+                400,
+                "server-local paths are off on this server (start it with --allow-local-files or "
+                '--files-root); send the file\'s bytes as {"b64": ...}',
+                param=param,
+                code="local_files_disabled",
+            )
+        if not path or "\x00" in path:
+            raise self.refusal(param, "an empty path or a NUL byte")
+        if self.root is None:
+            return os.path.realpath(path)
+        # Joining an absolute path yields that path: it is then checked like any other.
+        real = Path(os.path.realpath(self.root / path))
+        if real != self.root and self.root not in real.parents:
+            raise self.refusal(param, f"{path!r} resolves to {str(real)!r}, outside the root")
+        if not real.is_file():
+            raise self.refusal(param, f"{path!r} is not a regular file")
+        return str(real)
+
+    def refusal(self, param: str, reason: str) -> ApiError:
+        """The refusal for a local path: under a root, one sentence whatever the reason."""
+        if self.root is None:
+            return ApiError(400, f"cannot read the local file: {reason}", param=param, code="invalid_path")
+        log.debug("refused a local path (%s): %s", param, reason)
+        return ApiError(400, FILE_REFUSAL, param=param, code="invalid_path")

@@ -1,0 +1,340 @@
+"""Server settings, declared once.
+
+Every setting is a field of `Settings` with its flag, help and default in the field's metadata.
+Values come from, highest first: command-line flags, JEPA_<NAME> environment variables, a TOML
+file (--config), the declared default. Flags default to "unset" so they never override an
+environment or file value by accident. The table in docs/serving.md is rendered from this
+declaration (`python -m jepa_server.settings docs/serving.md`) and a test checks it is current.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import tomllib
+import types
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union, get_args, get_origin, get_type_hints
+
+MAX_BATCH_CAP = 32  # the engine's graph cap; --max-batch above it is refused
+ENV_PREFIX = "JEPA_"
+CONFIG_HELP = "A TOML file of settings named as the fields (`max_batch = 16`); unknown names are refused."
+
+
+def _opt(
+    *flags: str,
+    help: str,
+    default: Any = None,
+    env: bool = True,
+    metavar: str | None = None,
+    secret: bool = False,
+) -> Any:
+    """A field with its command-line flags and help; `env` lets JEPA_<NAME> set it."""
+    meta = {"flags": flags, "help": help, "env": env, "metavar": metavar}
+    return field(default=default, repr=not secret, metadata=meta)
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+class SettingsError(ValueError):
+    """A setting is unknown, of the wrong type, or out of range."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    # -- the model
+    model: str | None = _opt("-m", "--model", metavar="PATH", help="GGUF model file to serve.")
+    demo: bool = _opt(
+        "--demo", default=False, help="Serve the built-in tiny random-weights demo model (no -m needed)."
+    )
+    model_id: str | None = _opt(
+        "--model-id",
+        help="Name the model is served as (the `model` field). Default: the file's base name without .gguf.",
+    )
+    gpu: int | None = _opt(
+        "--gpu", metavar="N", help="Run on CUDA device N (`--gpu` alone: 0). Needs a CUDA build."
+    )
+    # -- the network
+    host: str = _opt(
+        "--host", default="127.0.0.1", help="Address to bind. Anything but loopback prints a warning."
+    )
+    port: int = _opt("--port", default=8080, help="Port to bind; 0 picks a free one and prints it.")
+    api_key: str | None = _opt(
+        "--api-key",
+        metavar="KEY",
+        secret=True,
+        help="Require `Authorization: Bearer KEY` on every endpoint but /health and /metrics.",
+    )
+    # -- compute
+    workers: int = _opt("--workers", default=1, help="Worker threads; each owns one engine context.")
+    threads: int = _opt(
+        "-t", "--threads", default=0, help="CPU threads per graph; 0: cores divided by workers."
+    )
+    max_batch: int = _opt("--max-batch", default=8, help=f"Most items in one graph (1..{MAX_BATCH_CAP}).")
+    max_wait_ms: float = _opt(
+        "--max-wait-ms",
+        default=5.0,
+        help="How long a partial batch waits for more items, only while nothing else waits; 0 never waits.",
+    )
+    prep_threads: int = _opt(
+        "--prep-threads", default=0, help="Threads decoding and preprocessing inputs; 0: min(4, cores)."
+    )
+    # -- limits
+    max_items: int = _opt("--max-items", default=64, help="Most items in one request.")
+    max_frames: int = _opt("--max-frames", default=128, help="Most frames in one clip or video item.")
+    max_body_mb: float = _opt("--max-body-mb", default=32.0, help="Largest request body, in MiB (413 above).")
+    max_concurrent_requests: int = _opt(
+        "--max-concurrent-requests", default=64, help="Requests computing or queued at once."
+    )
+    queue_timeout_s: float = _opt(
+        "--queue-timeout-s",
+        default=30.0,
+        help="How long a request waits for a slot before it answers 503 with Retry-After.",
+    )
+    # -- local files
+    allow_local_files: bool = _opt(
+        "--allow-local-files", default=False, help="Accept server-local paths as inputs (off by default)."
+    )
+    files_root: str | None = _opt(
+        "--files-root",
+        metavar="DIR",
+        help="Serve local paths only inside DIR, resolved against it (implies --allow-local-files).",
+    )
+    # -- logging
+    verbose: int = _opt(
+        "-v",
+        "--verbose",
+        default=0,
+        help="More logging: -v debug (the real reasons of refusals), -vv the access log too.",
+    )
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        checks = [
+            (self.port < 0 or self.port > 65535, "port must be in 0..65535"),
+            (self.workers < 1, "workers must be at least 1"),
+            (self.threads < 0, "threads must be 0 (auto) or more"),
+            (not 1 <= self.max_batch <= MAX_BATCH_CAP, f"max_batch must be in 1..{MAX_BATCH_CAP}"),
+            (self.max_wait_ms < 0, "max_wait_ms must be 0 or more"),
+            (self.prep_threads < 0, "prep_threads must be 0 (auto) or more"),
+            (self.max_items < 1, "max_items must be at least 1"),
+            (self.max_frames < 1, "max_frames must be at least 1"),
+            (self.max_body_mb <= 0, "max_body_mb must be positive"),
+            (self.max_concurrent_requests < 1, "max_concurrent_requests must be at least 1"),
+            (self.queue_timeout_s < 0, "queue_timeout_s must be 0 or more"),
+            (self.gpu is not None and self.gpu < 0, "gpu must be a device number, 0 or more"),
+            (self.verbose < 0, "verbose must be 0 or more"),
+            (self.api_key == "", "api_key must not be empty"),
+        ]
+        for bad, message in checks:
+            if bad:
+                raise SettingsError(message)
+
+    # -- derived values
+    @property
+    def local_files(self) -> bool:
+        return self.allow_local_files or self.files_root is not None
+
+    @property
+    def graph_threads(self) -> int:
+        return self.threads or max(1, _cpu_count() // self.workers)
+
+    @property
+    def decode_threads(self) -> int:
+        return self.prep_threads or min(4, _cpu_count())
+
+    @property
+    def device(self) -> str:
+        return "cpu" if self.gpu is None else f"cuda:{self.gpu}"
+
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_body_mb * 1024 * 1024)
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], source: str = "settings") -> Settings:
+        """Build from a mapping of setting names (a config file); unknown names are refused."""
+        return cls(**_coerce_all(values, source))
+
+
+def _fields() -> list[dataclasses.Field[Any]]:
+    return list(dataclasses.fields(Settings))
+
+
+_HINTS: dict[str, Any] = {}
+
+
+def _hint(name: str) -> Any:
+    if not _HINTS:
+        _HINTS.update(get_type_hints(Settings))
+    return _HINTS[name]
+
+
+def _base_type(name: str) -> type:
+    """int for `int | None`, and so on."""
+    hint = _hint(name)
+    if get_origin(hint) in (Union, types.UnionType):
+        return next(a for a in get_args(hint) if a is not type(None))
+    return hint  # type: ignore[no-any-return]
+
+
+def _optional(name: str) -> bool:
+    return type(None) in get_args(_hint(name))
+
+
+def _check_types(s: Settings) -> None:
+    for f in _fields():
+        value = getattr(s, f.name)
+        if value is None and _optional(f.name):
+            continue
+        want = _base_type(f.name)
+        ok = isinstance(value, want) and not (want is not bool and isinstance(value, bool))
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            ok = True
+        if not ok:
+            raise SettingsError(f"{f.name} must be {want.__name__}, got {value!r}")
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    """A value from a file or the environment, as the field's type."""
+    want = _base_type(name)
+    if not isinstance(value, str) or want is str:
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        return value  # a wrong type is named by __post_init__
+    text = value.strip()
+    if want is bool:
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise SettingsError(f"{source}: {name} must be true or false, got {value!r}")
+    try:
+        return want(text)
+    except ValueError:
+        raise SettingsError(f"{source}: {name} must be {want.__name__}, got {value!r}") from None
+
+
+def _coerce_all(values: Mapping[str, Any], source: str) -> dict[str, Any]:
+    names = {f.name for f in _fields()}
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        name = key.replace("-", "_")
+        if name not in names:
+            raise SettingsError(f"{source}: unknown setting {key!r}")
+        out[name] = _coerce(name, value, source)
+    return out
+
+
+def env_name(name: str) -> str:
+    return ENV_PREFIX + name.upper()
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in _fields():
+        key = env_name(f.name)
+        if f.metadata["env"] and key in env:
+            out[f.name] = _coerce(f.name, env[key], f"environment {key}")
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jepa-server",
+        description="Serve one JEPA model (GGUF) over HTTP: OpenAI-shaped embeddings and more.",
+    )
+    parser.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    for f in _fields():
+        meta = f.metadata
+        kwargs: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS, "help": meta["help"]}
+        want = _base_type(f.name)
+        if f.name == "verbose":
+            kwargs["action"] = "count"
+        elif want is bool:
+            kwargs["action"] = "store_const"
+            kwargs["const"] = True
+        elif f.name == "gpu":
+            kwargs.update(nargs="?", const=0, type=int, metavar=meta["metavar"])
+        else:
+            kwargs.update(type=want, metavar=meta["metavar"] or f.name.upper())
+        parser.add_argument(*meta["flags"], **kwargs)
+    return parser
+
+
+def load_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Settings from flags over environment over the --config file over the defaults."""
+    env = os.environ if env is None else env
+    flags = vars(build_parser().parse_args(argv))
+    config = flags.pop("config", None) or env.get(ENV_PREFIX + "CONFIG")
+    values: dict[str, Any] = {}
+    if config:
+        try:
+            with open(config, "rb") as fh:
+                values.update(_coerce_all(tomllib.load(fh), config))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise SettingsError(f"cannot read the config file {config}: {exc}") from None
+    values.update(_from_env(env))
+    values.update(flags)
+    return Settings(**values)
+
+
+# -- the docs table ---------------------------------------------------------------------------
+
+TABLE_BEGIN = "<!-- settings-table:begin (rendered from server/jepa_server/settings.py) -->"
+TABLE_END = "<!-- settings-table:end -->"
+
+
+def settings_table() -> str:
+    """The markdown table of every setting: flag, environment variable, default, meaning."""
+    rows = ["| Flag | Environment | Default | Meaning |", "|---|---|---|---|"]
+    rows.append(f"| `--config` | `{ENV_PREFIX}CONFIG` | unset | {CONFIG_HELP} |")
+    for f in _fields():
+        flags = ", ".join(f"`{x}`" for x in f.metadata["flags"])
+        env = f"`{env_name(f.name)}`" if f.metadata["env"] else ""
+        rows.append(f"| {flags} | {env} | {_show_default(f.default)} | {f.metadata['help']} |")
+    return "\n".join(rows)
+
+
+def _show_default(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return f"`{value}`"
+
+
+def render_into(text: str) -> str:
+    """`text` with the part between the table markers replaced by the current table."""
+    head, sep, rest = text.partition(TABLE_BEGIN)
+    _, sep2, tail = rest.partition(TABLE_END)
+    if not sep or not sep2:
+        raise SettingsError("the settings-table markers are missing")
+    return f"{head}{TABLE_BEGIN}\n{settings_table()}\n{TABLE_END}{tail}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Rewrite the settings table in a markdown file: `python -m jepa_server.settings FILE`."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m jepa_server.settings docs/serving.md", file=sys.stderr)
+        return 2
+    path = Path(args[0])
+    path.write_text(render_into(path.read_text(encoding="utf-8")), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

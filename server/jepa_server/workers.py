@@ -1,0 +1,136 @@
+"""Worker threads: each owns one engine Context and runs one group of tasks at a time.
+
+Workers never see JSON or aiohttp objects: a group is a list of Tasks whose payloads are
+preprocessed numpy arrays (or, for work that runs whole, a callable taking the Context)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import jepa
+
+log = logging.getLogger("jepa_server")
+
+# op(context, inputs, arg) -> one result per input
+BatchOp = Callable[[jepa.Context, list[np.ndarray], Any], list[Any]]
+
+
+@dataclass(frozen=True)
+class BatchKey:
+    """Tasks with equal keys may share one graph: the same operation and argument, the same input
+    shape (so the same frame count and crop)."""
+
+    op: BatchOp
+    arg: Hashable
+    shape: tuple[int, ...]
+
+
+@dataclass(eq=False)
+class Task:
+    key: BatchKey | None  # None: runs alone (a rollout runs whole on one worker)
+    payload: np.ndarray | Callable[[jepa.Context], Any]
+    future: asyncio.Future[Done]
+    enqueued: float = field(default_factory=time.perf_counter)
+
+
+@dataclass(frozen=True)
+class Done:
+    """A task's result and where its time went."""
+
+    value: Any
+    queue_s: float  # from submission to the start of its graph
+    inference_s: float  # the whole graph it ran in
+    batch: int  # items in that graph
+    group: int  # which graph (ids are unique per worker pool)
+
+
+# What a worker reports back to the event loop: the group, its values or its error, when the
+# graph started and how long it took.
+Report = Callable[[list[Task], "list[Any] | BaseException", float, float, int], None]
+
+
+def run_group(ctx: jepa.Context, group: list[Task]) -> list[Any]:
+    head = group[0]
+    if head.key is None:
+        assert callable(head.payload)
+        return [head.payload(ctx)]
+    return head.key.op(ctx, [t.payload for t in group], head.key.arg)  # type: ignore[misc]
+
+
+def warm_input(model: jepa.Model) -> np.ndarray:
+    """One item of the model's native shape, to build and run a first graph before serving."""
+    info = model.info
+    size = int(info["img_size"])
+    return np.zeros((1, int(info["in_chans"]), max(1, int(info["n_frames"])), size, size), np.float32)
+
+
+class WorkerPool:
+    def __init__(self, model: jepa.Model, n_workers: int, threads: int, max_batch: int) -> None:
+        self.model = model
+        self.size = n_workers
+        self._threads_per_graph = threads
+        self._max_batch = max_batch
+        self._jobs: queue.SimpleQueue[tuple[list[Task], Report, int] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._contexts: list[jepa.Context] = []
+        self._next_group = 0
+        # Test hook: clear() makes every worker wait before its next group, set() lets them run.
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def start(self) -> None:
+        """Make the contexts, run one warm graph on each, start the threads. Blocking: call it off
+        the event loop."""
+        x = warm_input(self.model)
+        for _ in range(self.size):
+            ctx = self.model.context(threads=self._threads_per_graph, max_batch=self._max_batch)
+            ctx.encode(x)
+            self._contexts.append(ctx)
+        for i, ctx in enumerate(self._contexts):
+            t = threading.Thread(target=self._loop, args=(ctx,), name=f"jepa-worker-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def submit(self, group: list[Task], report: Report) -> int:
+        """Queue a group for the next free worker; `report` is called from that worker thread."""
+        self._next_group += 1
+        self._jobs.put((group, report, self._next_group))
+        return self._next_group
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Let the workers finish what they hold and exit. Blocking."""
+        self.gate.set()
+        for _ in self._threads:
+            self._jobs.put(None)
+        for t in self._threads:
+            t.join(timeout)
+        self._threads.clear()
+        self._contexts.clear()
+
+    def _loop(self, ctx: jepa.Context) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            group, report, group_id = job
+            self.gate.wait()
+            started = time.perf_counter()
+            outcome: list[Any] | BaseException
+            try:
+                outcome = run_group(ctx, group)
+                if len(outcome) != len(group):
+                    raise jepa.BackendError(
+                        f"a worker returned {len(outcome)} results for {len(group)} items"
+                    )
+            except BaseException as exc:  # reported to the requests; the worker lives on
+                outcome = exc
+            report(group, outcome, started, time.perf_counter() - started, group_id)
