@@ -109,7 +109,16 @@ def from_http(exc: web.HTTPException) -> ApiError:
 # pins the behaviour, so an aiohttp change that bypasses them is caught.
 
 
-_REQUEST_LINE = re.compile(rb"^[A-Z]+ \S")
+# The offending line of a LineTooLong: aiohttp's C parser gives the request target alone, its Python
+# parser the whole request line; for a header, the C parser gives the value or name, the Python one
+# the line. A target starts with "/" or "*" or a scheme; a header value that does is misread as one.
+_REQUEST_LINE = re.compile(rb"^(?:[A-Z]+ )?(?:/|\*|[a-zA-Z][a-zA-Z0-9+.-]*://)")
+_PROTOCOL_MESSAGES = {
+    400: "the request could not be parsed",
+    414: "the request URI is too long",
+    431: "a request header is too long",
+    500: "internal server error",
+}
 
 
 class _JsonErrorRequestHandler(RequestHandler):
@@ -124,13 +133,10 @@ class _JsonErrorRequestHandler(RequestHandler):
         if not isinstance(resp, web.Response):  # pragma: no cover - aiohttp always builds a Response
             return resp
         if status == 400 and isinstance(exc, LineTooLong):
-            # The request line starts with a method and a target; a header line does not.
             line = exc.args[0] if exc.args else b""
             line = line.encode("latin-1", "replace") if isinstance(line, str) else bytes(line)
             status = 414 if _REQUEST_LINE.match(line) else 431
-        text = "the request could not be parsed" if status == 400 else (resp.reason or "error")
-        if status == 500:
-            text = "internal server error"
+        text = _PROTOCOL_MESSAGES.get(status) or resp.reason or "error"
         body = ApiError(status, text).body()
         out = web.Response(status=status, text=json.dumps(body), content_type="application/json")
         out.force_close()

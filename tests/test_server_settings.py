@@ -1,0 +1,113 @@
+"""Settings: one declaration, flags over environment over file over defaults, checked values, and
+the docs table rendered from the declaration."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from jepa_server.settings import (
+    MAX_BATCH_CAP,
+    TABLE_BEGIN,
+    Settings,
+    SettingsError,
+    env_name,
+    load_settings,
+    render_into,
+    settings_table,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_defaults_are_the_documented_ones() -> None:
+    s = Settings()
+    assert (s.host, s.port, s.workers, s.max_batch, s.max_wait_ms) == ("127.0.0.1", 8080, 1, 8, 5.0)
+    assert (s.max_items, s.max_frames, s.max_body_mb, s.max_concurrent_requests) == (64, 128, 32.0, 64)
+    assert s.api_key is None and not s.local_files and s.device == "cpu"
+
+
+def test_flags_override_env_which_overrides_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "server.toml"
+    config.write_text("max_batch = 4\nworkers = 2\nmax_items = 10\nallow_local_files = true\n")
+    env = {"JEPA_WORKERS": "3", "JEPA_MAX_ITEMS": "20"}
+    s = load_settings(["--config", str(config), "--max-items", "30", "--demo"], env)
+    assert (s.max_batch, s.workers, s.max_items) == (4, 3, 30)  # file, env, flag
+    assert s.allow_local_files and s.demo
+    # An unset flag leaves the env value alone.
+    assert load_settings([], {"JEPA_PORT": "0"}).port == 0
+
+
+def test_gpu_flag_alone_means_device_zero() -> None:
+    assert load_settings(["--gpu"], {}).device == "cuda:0"
+    assert load_settings(["--gpu", "1"], {}).device == "cuda:1"
+    assert load_settings([], {}).gpu is None
+
+
+def test_files_root_implies_local_files() -> None:
+    assert Settings(files_root="/srv").local_files
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"max_batch": 0},
+        {"max_batch": MAX_BATCH_CAP + 1},
+        {"workers": 0},
+        {"port": 70000},
+        {"max_wait_ms": -1.0},
+        {"max_items": 0},
+        {"queue_timeout_s": -1.0},
+        {"api_key": ""},
+        {"workers": "2"},  # a string where an int belongs (from a config file)
+        {"allow_local_files": 1},
+    ],
+)
+def test_bad_values_are_refused(values: dict[str, object]) -> None:
+    with pytest.raises(SettingsError):
+        Settings(**values)  # type: ignore[arg-type]
+
+
+def test_unknown_keys_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="unknown setting 'max_batches'"):
+        Settings.from_mapping({"max_batches": 4})
+    config = tmp_path / "bad.toml"
+    config.write_text("mxa_items = 3\n")
+    with pytest.raises(SettingsError, match="mxa_items"):
+        load_settings(["--config", str(config)], {})
+    with pytest.raises(SettingsError, match="cannot read the config file"):
+        load_settings(["--config", str(tmp_path / "missing.toml")], {})
+
+
+def test_env_values_are_typed() -> None:
+    with pytest.raises(SettingsError, match="JEPA_WORKERS"):
+        load_settings([], {"JEPA_WORKERS": "many"})
+    assert load_settings([], {"JEPA_ALLOW_LOCAL_FILES": "yes"}).allow_local_files
+    assert load_settings([], {"JEPA_MAX_WAIT_MS": "0"}).max_wait_ms == 0.0
+
+
+def test_settings_are_frozen_and_hide_the_key() -> None:
+    s = Settings(api_key="s3cret")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.port = 1  # type: ignore[misc]
+    assert "s3cret" not in repr(s)
+
+
+def test_every_setting_has_a_flag_env_and_row() -> None:
+    table = settings_table()
+    for f in dataclasses.fields(Settings):
+        assert f.metadata["flags"] and f.metadata["help"]
+        assert f"`{f.metadata['flags'][-1]}`" in table
+        assert f"`{env_name(f.name)}`" in table
+
+
+def test_docs_table_is_current() -> None:
+    """docs/serving.md's table is rendered from the declaration; regenerate it with
+    `python -m jepa_server.settings docs/serving.md`."""
+    text = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
+    assert TABLE_BEGIN in text
+    assert render_into(text) == text, (
+        "docs/serving.md is stale: run python -m jepa_server.settings docs/serving.md"
+    )

@@ -1,0 +1,240 @@
+"""What the server and client tests share: test images, an in-process server, a subprocess server
+and a plain HTTP helper. (A module of its own so the suites can import it; it holds no tests.)
+
+Everything talks to 127.0.0.1 only. The model is the demo model (a tiny random-weight ViT)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import jepa
+
+BIN = Path(sys.executable).parent
+
+
+def demo_path() -> str:
+    import jepa.demo
+
+    return jepa.demo.demo_model_path()
+
+
+_MODEL: list[jepa.Model] = []
+_MODEL_LOCK = threading.Lock()
+
+
+def demo_model() -> jepa.Model:
+    """The demo model, loaded once per test process and shared (a Model is immutable)."""
+    with _MODEL_LOCK:
+        if not _MODEL:
+            _MODEL.append(jepa.Model(demo_path()))
+        return _MODEL[0]
+
+
+def png_bytes(seed: int, size: tuple[int, int] = (64, 48)) -> bytes:
+    """A random RGB PNG, width x height."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    pixels = rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(pixels).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def image_item(seed: int, size: tuple[int, int] = (64, 48)) -> dict[str, str]:
+    return {"b64": b64(png_bytes(seed, size))}
+
+
+def video_bytes(n_frames: int = 4, size: tuple[int, int] = (64, 48)) -> bytes:
+    """A tiny MPEG-4 video of random frames."""
+    import av
+
+    buf = io.BytesIO()
+    rng = np.random.default_rng(7)
+    with av.open(buf, mode="w", format="mp4") as out:
+        stream = out.add_stream("mpeg4", rate=8)
+        stream.width, stream.height = size
+        stream.pix_fmt = "yuv420p"
+        for _ in range(n_frames):
+            frame = av.VideoFrame.from_ndarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8))
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return buf.getvalue()
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    """float32 bit patterns, for exact comparison."""
+    return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+
+
+def decode_embeddings(body: dict[str, Any]) -> np.ndarray:
+    rows = []
+    for entry in sorted(body["data"], key=lambda e: e["index"]):
+        e = entry["embedding"]
+        row = np.frombuffer(base64.b64decode(e), "<f4") if isinstance(e, str) else np.asarray(e, np.float32)
+        rows.append(row.reshape(entry.get("shape") or [entry["dim"]]))
+    return np.stack(rows)
+
+
+# -- plain HTTP -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def http(
+    url: str,
+    method: str = "GET",
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+    raw: bytes | None = None,
+) -> Reply:
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    if data is not None and raw is None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return Reply(resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read())
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return Reply(exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read())
+
+
+def assert_envelope(reply: Reply, status: int) -> dict[str, Any]:
+    """The reply is the OpenAI error envelope with this status; returns its error object."""
+    assert reply.status == status, (reply.status, reply.body[:300])
+    assert reply.headers["content-type"].startswith("application/json")
+    err = reply.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert isinstance(err["message"], str) and err["message"]
+    return err
+
+
+# -- a jepa-server subprocess -----------------------------------------------------------------------
+
+
+class ServerProcess:
+    """`jepa-server ... --port 0` in a subprocess; the URL is read from its startup line."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        self.args = [str(BIN / "jepa-server"), *args]
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+        self.startup: list[str] = []
+
+    def start(self, timeout: float = 60.0) -> ServerProcess:
+        self.proc = subprocess.Popen(
+            self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env
+        )
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        line = ""
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.startup.append(line.rstrip("\n"))
+            if "http://" in line:
+                self.url = line.rsplit(" ", 1)[-1].strip()
+                self.startup.append(self.proc.stdout.readline().rstrip("\n"))
+                return self
+        err = self.stop()
+        raise RuntimeError(f"jepa-server did not start: {self.startup} {err}")
+
+    def stop(self) -> str:
+        """Stop it (SIGTERM) and return its stderr."""
+        if self.proc is None:
+            return ""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        return err
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextmanager
+def server_process(*args: str, env: dict[str, str] | None = None) -> Iterator[ServerProcess]:
+    demo_path()  # written once, before any server races to write it
+    with ServerProcess(*args, env=env) as server:
+        yield server
+
+
+# -- an in-process server ---------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def in_process(**settings: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """(client, app) for an app serving the shared demo model; settings are Settings fields."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from jepa_server.app import create_app, wait_ready
+    from jepa_server.settings import Settings
+
+    app = create_app(Settings(demo=True, **settings), model=demo_model())
+    async with TestClient(TestServer(app, host="127.0.0.1", port=0)) as client:
+        await wait_ready(app)
+        yield client, app
+
+
+def run(coro_fn: Callable[[], Any]) -> Any:
+    """Run an async test body on a fresh event loop."""
+    return asyncio.run(coro_fn())
+
+
+def metric(text: str, name: str, labels: dict[str, str] | None = None) -> float:
+    """A sample's value from Prometheus text (0 when absent)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in (labels or {}).items()):
+                return float(s.value)
+    return 0.0
+
+
+@pytest.fixture(scope="session")
+def demo_ctx() -> jepa.Context:
+    return demo_model().context(threads=2)
