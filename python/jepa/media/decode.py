@@ -1,0 +1,138 @@
+"""Image decoding: a file, bytes or a PIL image to an RGB PIL image, converted the way transformers does.
+
+Files and bytes are opened like `transformers.image_utils.load_image` (EXIF orientation applied), then
+converted like `transformers.image_transforms.convert_to_rgb`: anything with an alpha band or a
+transparency key is composited onto white, everything else goes through Pillow's `convert("RGB")`
+(16-bit grey is clipped to 0..255 there, as upstream does). Every failure is a `jepa.InvalidInputError`
+with a specific message; no Pillow warning escapes."""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TypeAlias
+
+from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
+
+from ..errors import InvalidInputError
+
+ImageSource: TypeAlias = str | os.PathLike[str] | bytes | bytearray | memoryview | Image.Image
+
+# Extensions a directory walk treats as images (any file given by name is sniffed by content).
+IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
+
+# Only header and metadata parsing runs under this lock, so serialising it costs little; it makes the
+# scoped warning filters safe against our own threads (warnings.catch_warnings is process-global
+# before Python 3.14). Pixel decoding runs outside it, in parallel (Pillow releases the GIL).
+_LOCK = threading.Lock()
+
+
+class NotAnImageError(InvalidInputError):
+    """Pillow cannot identify the data as an image (prepare() then tries it as a video)."""
+
+
+def max_pixels() -> int:
+    # Read at call time so that `jepa.media.MAX_PIXELS = n` takes effect.
+    from . import MAX_PIXELS
+
+    return int(MAX_PIXELS)
+
+
+def check_pixels(width: int, height: int, what: str = "image") -> None:
+    """Refuse a zero-sized image or one over jepa.media.MAX_PIXELS."""
+    if width <= 0 or height <= 0:
+        raise InvalidInputError(f"zero-sized {what} ({width}x{height})")
+    cap = max_pixels()
+    if width * height > cap:
+        raise InvalidInputError(
+            f"{what} of {width}x{height} = {width * height} pixels is over the limit of {cap} pixels "
+            "(jepa.media.MAX_PIXELS), refused as a possible decompression bomb"
+        )
+
+
+def read_bytes(src: str | os.PathLike[str]) -> bytes:
+    """A file's bytes, with a missing or unreadable file as an InvalidInputError."""
+    try:
+        with open(src, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise InvalidInputError(f"no such file: {os.fspath(src)!r}") from None
+    except IsADirectoryError:
+        raise InvalidInputError(f"is a directory, not a file: {os.fspath(src)!r}") from None
+    except OSError as e:
+        raise InvalidInputError(f"cannot read {os.fspath(src)!r}: {e.strerror or e}") from None
+
+
+@contextmanager
+def _pillow_quiet() -> Iterator[None]:
+    """Pillow calls that parse headers or metadata, with its warnings kept in (serialised: see _LOCK)."""
+    with _LOCK, warnings.catch_warnings():
+        # Pillow's bomb warning is replaced by our own size check; its other warnings (odd EXIF or
+        # TIFF metadata) say nothing a caller could act on.
+        warnings.filterwarnings("ignore", module=r"PIL(\.|$)")
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        yield
+
+
+def _open(data: bytes | bytearray | memoryview) -> Image.Image:
+    """Open the data (the header only: pixels decode later, outside the lock)."""
+    if len(data) == 0:
+        raise NotAnImageError("not an image: the data is empty")
+    with _pillow_quiet():
+        try:
+            return Image.open(io.BytesIO(data))
+        except UnidentifiedImageError:
+            raise NotAnImageError(
+                "not an image: Pillow cannot identify it "
+                "(an unknown format, or a broken or zero-sized header)"
+            ) from None
+        except Image.DecompressionBombError as e:
+            raise InvalidInputError(f"image refused as a possible decompression bomb: {e}") from None
+        except Exception as e:  # a broken header: SyntaxError, struct.error, OSError, ...
+            raise InvalidInputError(f"corrupt image header: {e}") from None
+
+
+def _orientation(img: Image.Image) -> int:
+    # After load(): a PNG's EXIF chunk may follow its pixel data.
+    with _pillow_quiet():
+        return int(img.getexif().get(ExifTags.Base.Orientation, 1))
+
+
+def to_rgb(img: Image.Image) -> Image.Image:
+    """transformers' convert_to_rgb on a PIL image: alpha is composited onto white."""
+    if "A" in img.getbands() or img.info.get("transparency") is not None:
+        rgba = img.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    return img if img.mode == "RGB" else img.convert("RGB")
+
+
+def decode_image(src: ImageSource) -> Image.Image:
+    """A path, bytes or PIL image -> an RGB PIL image (a GIF or animated WebP gives its first frame)."""
+    if isinstance(src, Image.Image):
+        img, from_file = src, False
+    elif isinstance(src, bytes | bytearray | memoryview):
+        img, from_file = _open(src), True
+    elif isinstance(src, str | os.PathLike):
+        img, from_file = _open(read_bytes(src)), True
+    else:
+        raise InvalidInputError(f"cannot decode an image from {type(src).__name__}")
+    check_pixels(*img.size)
+    try:
+        img.load()
+        # Files are turned upright like transformers' load_image does; a PIL image given by the
+        # caller is taken as it is (the processors apply no EXIF rotation to it).
+        if from_file and _orientation(img) != 1:
+            img = ImageOps.exif_transpose(img)
+        rgb = to_rgb(img)
+    except InvalidInputError:
+        raise
+    except Image.DecompressionBombError as e:
+        raise InvalidInputError(f"image refused as a possible decompression bomb: {e}") from None
+    except Exception as e:  # truncated or corrupt pixel data: OSError, SyntaxError, ValueError, ...
+        raise InvalidInputError(f"truncated or corrupt image: {e}") from None
+    return rgb
