@@ -63,7 +63,9 @@ class Model:
         size = int(self.info["img_size"])
         return int(self._native.n_tokens(frames, height or size, width or size))
 
-    def context(self, threads: int | None = None, max_batch: int = 32, flash_attn: bool | None = None) -> Context:
+    def context(
+        self, threads: int | None = None, max_batch: int = 32, flash_attn: bool | None = None
+    ) -> Context:
         return Context(self, threads=threads, max_batch=max_batch, flash_attn=flash_attn)
 
 
