@@ -105,7 +105,8 @@ def parse_item(value: Any, param: str, resolve: Resolver, limits: Limits) -> Ite
     if "video" in value:
         check_keys(value, {"video", "frames"}, param)
         frames = _opt_int(value.get("frames"), f"{param}.frames", 1, limits.max_frames, "--max-frames")
-        return Item(_file(value["video"], f"{param}.video", resolve), param, as_video=True, frames=frames)
+        source = _file(value["video"], f"{param}.video", resolve)
+        return Item(source, param, as_video=True, frames=frames, local=isinstance(source, str))
     if "frames" in value:
         check_keys(value, {"frames"}, param)
         frames = value["frames"]
