@@ -115,10 +115,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     group = p.add_mutually_exclusive_group()
     group.add_argument(
-        "--clip", action="store_true", help="each directory's images are the frames of one clip"
+        "--clip",
+        action="store_true",
+        help="each directory's images are one clip (the default for a video model)",
     )
-    group.add_argument("--as-images", action="store_true", help="each image in a directory is one item")
-    p.add_argument("--frames", type=_positive, help="frames sampled per video or clip (default: the model's)")
+    group.add_argument(
+        "--as-images", action="store_true", help="each image is one item (the default for an image model)"
+    )
+    p.add_argument(
+        "--frames",
+        type=_positive,
+        help="frames sampled per video (default: the model's) or clip (default: all)",
+    )
     p.add_argument("--batch", type=_positive, default=32, help="items per encode (default 32)")
     p.add_argument("-t", "--threads", type=_positive, help="compute threads (default: all cores)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
