@@ -32,8 +32,9 @@ class Dispatcher:
         self._idle = asyncio.Semaphore(workers.size)
         self._loop = asyncio.get_running_loop()
         self._closed = False
-        self.busy = 0
-        self.groups = 0
+        self.busy = 0  # workers running a group
+        self.groups = 0  # groups handed to workers so far
+        self.dispatched = 0  # tasks handed to workers so far
         metrics.workers.labels("idle").set(workers.size)
         metrics.workers.labels("busy").set(0)
 
@@ -86,6 +87,7 @@ class Dispatcher:
                 raise
             self.busy += 1
             self.groups += 1
+            self.dispatched += len(group)
             self._metrics.batch_size.observe(len(group))
             self._set_worker_gauges()
             self._workers.submit(group, self._report)

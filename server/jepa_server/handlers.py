@@ -302,6 +302,7 @@ async def info(request: web.Request) -> web.StreamResponse:
                 "queue_depth": engine.dispatcher.depth,
                 "busy_workers": engine.dispatcher.busy,
                 "graphs": engine.dispatcher.groups,
+                "items_dispatched": engine.dispatcher.dispatched,
             },
         }
     )

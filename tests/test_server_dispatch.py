@@ -1,0 +1,284 @@
+"""Scheduling: the dispatcher's grouping rules (on a fake worker pool), admission under a gated
+worker, batching observable in the metrics, and the metrics moving as requests are made."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from test_server_support import b64, in_process, metric, png_bytes, run
+
+from jepa_server.dispatcher import Dispatcher
+from jepa_server.keys import ADMISSION, RUNTIME
+from jepa_server.metrics import Metrics
+from jepa_server.workers import Report, Task, run_group
+
+
+class FakePool:
+    """A one-worker pool running groups on a thread, behind a gate, recording what it ran."""
+
+    size = 1
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.gate.set()
+        self.groups: list[list[tuple[int, ...]]] = []
+
+    def submit(self, group: list[Task], report: Report) -> int:
+        def work() -> None:
+            self.gate.wait(10)
+            self.groups.append([t.key.shape for t in group if t.key is not None])
+            started = time.perf_counter()
+            try:
+                out: Any = run_group(None, group)  # type: ignore[arg-type]
+            except Exception as exc:
+                out = exc
+            report(group, out, started, time.perf_counter() - started, len(self.groups))
+
+        threading.Thread(target=work, daemon=True).start()
+        return 0
+
+
+def double(ctx: Any, inputs: list[np.ndarray], arg: Any) -> list[np.ndarray]:
+    return [x * 2 for x in inputs]
+
+
+def explode(ctx: Any, inputs: list[np.ndarray], arg: Any) -> list[np.ndarray]:
+    raise ValueError("boom")
+
+
+async def _with_dispatcher(
+    body: Callable[[Dispatcher, FakePool], Awaitable[None]], max_batch: int = 8, max_wait_ms: float = 0
+) -> None:
+    pool = FakePool()
+    d = Dispatcher(pool, max_batch, max_wait_ms, Metrics())  # type: ignore[arg-type]
+    task = asyncio.create_task(d.run())
+    try:
+        await body(d, pool)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        pool.gate.set()
+
+
+def _x(n: int) -> np.ndarray:
+    return np.zeros((3, 1, n, n), np.float32)
+
+
+async def _until(cond: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.005)
+
+
+def test_groups_hold_only_compatible_tasks_in_order_and_up_to_the_cap() -> None:
+    async def body(d: Dispatcher, pool: FakePool) -> None:
+        pool.gate.clear()
+        first = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
+        await _until(lambda: d.busy == 1)
+        # Queued behind a busy worker: A A B A A A (shapes 2 and 4), cap 3.
+        rest = asyncio.create_task(d.run_batched(double, None, [_x(2), _x(2), _x(4), _x(2), _x(2), _x(2)]))
+        other = asyncio.create_task(d.run_batched(double, "other-arg", [_x(2)]))
+        await _until(lambda: d.depth == 7)
+        pool.gate.set()
+        done = await rest
+        await first
+        await other
+        assert [d_.value.shape for d_ in done] == [(3, 1, 2, 2)] * 2 + [(3, 1, 4, 4)] + [(3, 1, 2, 2)] * 3
+        # The head takes its compatible tasks from behind an incompatible one, up to the cap.
+        assert [len(g) for g in pool.groups] == [1, 3, 1, 2, 1]
+        assert pool.groups[1] == [(3, 1, 2, 2)] * 3 and pool.groups[2] == [(3, 1, 4, 4)]
+
+    run(lambda: _with_dispatcher(body, max_batch=3))
+
+
+def test_a_partial_group_waits_for_compatible_company() -> None:
+    async def body(d: Dispatcher, pool: FakePool) -> None:
+        a = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
+        await asyncio.sleep(0.05)
+        b = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
+        await a
+        await b
+        assert [len(g) for g in pool.groups] == [2]
+
+    run(lambda: _with_dispatcher(body, max_batch=8, max_wait_ms=500))
+
+
+def test_a_partial_group_stops_waiting_when_something_else_waits() -> None:
+    async def body(d: Dispatcher, pool: FakePool) -> None:
+        started = time.monotonic()
+        c = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
+        await asyncio.sleep(0.05)
+        e = asyncio.create_task(d.run_batched(double, None, [_x(4)]))  # incompatible
+        await c
+        assert time.monotonic() - started < 2.5  # not the 5 s max_wait
+        assert [len(g) for g in pool.groups] == [1]
+        e.cancel()  # it now waits alone for company; not this test's business
+        await asyncio.gather(e, return_exceptions=True)
+
+    run(lambda: _with_dispatcher(body, max_batch=8, max_wait_ms=5000))
+
+
+def test_max_wait_zero_never_waits() -> None:
+    async def body(d: Dispatcher, pool: FakePool) -> None:
+        started = time.monotonic()
+        await d.run_batched(double, None, [_x(2)])
+        assert time.monotonic() - started < 1.0 and [len(g) for g in pool.groups] == [1]
+
+    run(lambda: _with_dispatcher(body, max_wait_ms=0))
+
+
+def test_an_error_reaches_every_task_of_its_group_and_the_dispatcher_lives_on() -> None:
+    async def body(d: Dispatcher, pool: FakePool) -> None:
+        with pytest.raises(ValueError, match="boom"):
+            await d.run_batched(explode, None, [_x(2), _x(2)])
+        done = await d.run_batched(double, None, [_x(2)])
+        assert done[0].value.shape == (3, 1, 2, 2)
+        whole = await d.run_whole(lambda ctx: "ran alone")
+        assert whole.value == "ran alone" and whole.batch == 1
+
+    run(lambda: _with_dispatcher(body))
+
+
+def test_abandoned_tasks_are_dropped() -> None:
+    async def body(d: Dispatcher, pool: FakePool) -> None:
+        pool.gate.clear()
+        first = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
+        await _until(lambda: d.busy == 1)
+        gone = asyncio.create_task(d.run_batched(double, None, [_x(2), _x(2)]))
+        await _until(lambda: d.depth == 2)
+        gone.cancel()
+        await asyncio.gather(gone, return_exceptions=True)
+        kept = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
+        pool.gate.set()
+        await first
+        await kept
+        assert [len(g) for g in pool.groups] == [1, 1]
+
+    run(lambda: _with_dispatcher(body))
+
+
+# -- on the real app ------------------------------------------------------------------------------
+
+
+def _item(seed: int) -> dict[str, str]:
+    return {"b64": b64(png_bytes(seed))}
+
+
+def test_admission_503_under_a_gated_worker_and_slots_come_back() -> None:
+    async def body() -> None:
+        async with in_process(max_concurrent_requests=1, queue_timeout_s=0.3) as (client, app):
+            engine = app[RUNTIME].require()
+            admission = app[ADMISSION]
+            engine.workers.gate.clear()  # the test hook: the worker holds its next group
+            held = asyncio.create_task(client.post("/v1/embeddings", json={"input": _item(1)}))
+            await _until(lambda: engine.dispatcher.busy == 1)
+            refused = await client.post("/v1/embeddings", json={"input": _item(2)})
+            err = (await refused.json())["error"]
+            assert refused.status == 503 and err["code"] == "overloaded" and err["type"] == "server_error"
+            assert int(refused.headers["Retry-After"]) >= 1
+            assert (await client.post("/embed", json={"inputs": _item(2)})).status == 503
+            assert (await client.get("/health")).status == 200  # not admitted: always answers
+            engine.workers.gate.set()
+            assert (await held).status == 200
+            assert admission.in_use == 0
+            # A request refused inside its slot (bytes that are not an image) gives the slot back.
+            for _ in range(3):
+                bad = await client.post("/v1/embeddings", json={"input": {"b64": b64(b"not an image")}})
+                assert bad.status == 400
+            assert admission.in_use == 0
+            assert (await client.post("/v1/embeddings", json={"input": _item(3)})).status == 200
+
+    run(body)
+
+
+def test_batching_is_observable_with_eight_concurrent_clients() -> None:
+    async def body() -> None:
+        async with in_process(max_batch=8, max_wait_ms=5) as (client, app):
+            engine = app[RUNTIME].require()
+            engine.workers.gate.clear()
+            posts = [
+                asyncio.create_task(client.post("/v1/embeddings", json={"input": _item(i)})) for i in range(8)
+            ]
+            # Every item is either in the held graph or queued behind it.
+            d = engine.dispatcher
+            await _until(lambda: d.groups >= 1 and d.dispatched + d.depth == 8)
+            engine.workers.gate.set()
+            for p in posts:
+                assert (await p).status == 200
+            text = await (await client.get("/metrics")).text()
+            graphs = metric(text, "jepa_batch_size_count")
+            assert metric(text, "jepa_batch_size_sum") == 8
+            assert metric(text, "jepa_batch_size_bucket", {"le": "1.0"}) < graphs  # a group > 1
+            assert metric(text, "jepa_batch_size_bucket", {"le": "8.0"}) == graphs  # none > 8
+            assert metric(text, "jepa_items_total") == 8
+
+    run(body)
+
+
+def test_metrics_move_as_requests_are_made() -> None:
+    async def body() -> None:
+        async with in_process() as (client, _):
+            before = await (await client.get("/metrics")).text()
+            ok = {"endpoint": "/v1/embeddings", "status": "200"}
+            bad = {"endpoint": "/v1/embeddings", "status": "400"}
+            assert (
+                await client.post("/v1/embeddings", json={"input": [_item(1), _item(2), _item(3)]})
+            ).status == 200
+            assert (await client.post("/v1/embeddings", json={"input": _item(4)})).status == 200
+            assert (await client.post("/v1/embeddings", data=b"not json")).status == 400
+            assert (await client.get("/nowhere")).status == 404
+            resp = await client.get("/metrics")
+            assert resp.headers["Content-Type"].startswith("text/plain")
+            after = await resp.text()
+
+            def moved(name: str, labels: dict[str, str] | None = None) -> float:
+                return metric(after, name, labels) - metric(before, name, labels)
+
+            assert moved("jepa_requests_total", ok) == 2 and moved("jepa_requests_total", bad) == 1
+            assert moved("jepa_requests_total", {"endpoint": "unmatched", "status": "404"}) == 1
+            assert moved("jepa_items_total") == 4
+            assert moved("jepa_request_duration_seconds_count", {"endpoint": "/v1/embeddings"}) == 3
+            assert moved("jepa_queue_seconds_count") == 4
+            assert moved("jepa_inference_seconds_count") >= 2 and moved("jepa_batch_size_sum") == 4
+            assert metric(after, "jepa_queue_depth") == 0
+            assert metric(after, "jepa_requests_in_flight") == 1  # this /metrics request
+            assert metric(after, "jepa_workers", {"state": "idle"}) == 1
+            assert metric(after, "jepa_workers", {"state": "busy"}) == 0
+
+    run(body)
+
+
+def test_health_is_503_until_the_model_is_loaded_and_warm() -> None:
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from jepa_server.app import create_app, wait_ready
+    from jepa_server.settings import Settings
+
+    async def body() -> None:
+        app = create_app(Settings(demo=True))
+        gate = asyncio.Event()
+        runtime = app[RUNTIME]
+        load = runtime.load
+
+        async def slow_load() -> None:
+            await gate.wait()
+            await load()
+
+        runtime.load = slow_load  # type: ignore[method-assign]
+        async with TestClient(TestServer(app, host="127.0.0.1", port=0)) as client:
+            resp = await client.get("/health")
+            assert resp.status == 503 and (await resp.json())["status"] == "loading"
+            busy = await client.post("/v1/embeddings", json={"input": _item(1)})
+            assert busy.status == 503 and (await busy.json())["error"]["code"] == "not_ready"
+            gate.set()
+            await wait_ready(app)
+            assert (await client.get("/health")).status == 200
+
+    run(body)
