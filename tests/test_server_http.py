@@ -61,6 +61,7 @@ def _raw(server: ServerProcess, payload: bytes) -> tuple[int, dict[str, Any]]:
     head, _, body = data.partition(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1])
     assert b"application/json" in head.lower(), head
+    assert b"x-total-time:" in head.lower(), head
     return status, json.loads(body)
 
 
@@ -256,6 +257,14 @@ def test_a_dropped_connection_mid_request_harms_nothing(server: ServerProcess) -
     with socket.create_connection((host, int(port)), timeout=30) as s:
         s.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
     _healthy(server)
+
+
+def test_sigterm_shuts_down_cleanly() -> None:
+    with server_process("--demo", "--port", "0", "--workers", "2") as s:
+        assert http(s.url + "/v1/embeddings", "POST", {"input": [IMG, IMG]}).status == 200
+        err = s.stop()
+        assert s.proc is not None and s.proc.returncode == 0, err
+        assert "Traceback" not in err
 
 
 # -- startup refusals (no server is left running) ---------------------------------------------------

@@ -139,6 +139,8 @@ class _JsonErrorRequestHandler(RequestHandler):
         text = _PROTOCOL_MESSAGES.get(status) or resp.reason or "error"
         body = ApiError(status, text).body()
         out = web.Response(status=status, text=json.dumps(body), content_type="application/json")
+        for header in ("x-queue-time", "x-inference-time", "x-total-time"):
+            out.headers[header] = "0.000"  # never queued, never computed
         out.force_close()
         return out
 
