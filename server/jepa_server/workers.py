@@ -133,4 +133,7 @@ class WorkerPool:
                     )
             except BaseException as exc:  # reported to the requests; the worker lives on
                 outcome = exc
-            report(group, outcome, started, time.perf_counter() - started, group_id)
+            try:
+                report(group, outcome, started, time.perf_counter() - started, group_id)
+            except RuntimeError:  # the event loop is gone (shutting down): nobody is waiting
+                log.debug("a worker finished after the event loop closed")
