@@ -46,6 +46,8 @@ def photos() -> dict[str, np.ndarray]:
         "tall_strip": coffee[:, 290:301],  # 400x11, extreme aspect
         "tiny": coffee[200:207, 300:305],  # 7x5, upsampled
         "one_pixel": coffee[100:101, 100:101],
+        "at_crop_size": skimage.data.astronaut()[100:324, 150:374],  # 224x224: squash is an identity
+        "at_short_size": coffee[:256, :380],  # short side 256: the shortest_edge resize is an identity
     }
 
 
