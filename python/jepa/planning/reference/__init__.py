@@ -1,0 +1,12 @@
+"""Numpy reference forward passes of the world models (float64), written from the upstream code
+and checked against the reference bundles' goldens: they pin down every architecture detail the
+engine must reproduce, and stand in for it where a `predict` callable is wanted.
+
+`from_gguf` builds them from a converted file's keys and tensors alone."""
+
+from __future__ import annotations
+
+from .lewm import LeWM
+from .vjepa2_ac import ACPredictor, ACWorldModel
+
+__all__ = ["ACPredictor", "ACWorldModel", "LeWM"]
