@@ -15,6 +15,11 @@
  *     float * out = malloc(sizeof(float) * B * n_tok * info.embed_dim);
  *     jepa_status st = jepa_encode(ctx, pixels, B, C, T, H, W, out, B * n_tok * info.embed_dim);
  *
+ *     // models with a classifier head (info.has_head): logits and the pooled vector from the tokens
+ *     jepa_classify(ctx, out, B, n_tok, info.embed_dim, logits, B * info.n_classes, pooled, B * info.embed_dim);
+ *     // models with a masked predictor (info.has_predictor): predictions at target token ids
+ *     jepa_predict(ctx, ctx_tokens, B, n_ctx, info.embed_dim, ctx_ids, tgt_ids, n_tgt, NULL, pred, len);
+ *
  *     jepa_context_free(ctx);
  *     jepa_model_free(model);
  *
@@ -146,6 +151,14 @@ typedef struct jepa_model_info {
     int   crop;                 /* output square size                                  */
     jepa_resize_mode resize_mode;
     jepa_resample    resample;
+
+    /* heads and predictors */
+    int   n_classes;            /* classifier outputs (0: no head)                     */
+    int   pred_embed_dim;       /* masked predictor width (0: no predictor)            */
+    int   pred_n_layer;
+    int   pred_n_head;
+    int   pred_n_mask_tokens;
+    int   pred_grid_size;       /* the native patch grid its token ids index           */
 } jepa_model_info;
 
 JEPA_API jepa_status jepa_model_get_info(const jepa_model * model, jepa_model_info * out);
@@ -182,6 +195,32 @@ JEPA_API jepa_status jepa_context_set_max_batch(jepa_context * ctx, int max_batc
 JEPA_API jepa_status jepa_encode(jepa_context * ctx, const float * pixels,
                                  int B, int C, int T, int H, int W,
                                  float * out, size_t out_len);
+
+/* Classify B items from their encoder tokens [B, N, D] (what jepa_encode returns; D = embed_dim)
+ * with the model's attentive-pool head. logits_out: float32 [B, n_classes]; pooled_out: float32
+ * [B, D], the head's pooled vector before the classifier, or NULL. Lengths are in floats. Softmax
+ * and top-k are left to the caller. JEPA_ERR_UNSUPPORTED when the model has no head. */
+JEPA_API jepa_status jepa_classify(jepa_context * ctx, const float * tokens, int B, int N, int D,
+                                   float * logits_out, size_t logits_len,
+                                   float * pooled_out, size_t pooled_len);
+
+typedef struct jepa_predict_params {
+    int mask_index;  /* which learned mask token fills the targets, mod n_mask_tokens (default 1,
+                        as upstream's predictor)                                              */
+    int grid_h;      /* the patch grid the token ids index: id = (t * grid_h + h) * grid_w + w;  */
+    int grid_w;      /* 0: the model's native grid (info.pred_grid_size)                        */
+} jepa_predict_params;
+
+JEPA_API jepa_predict_params jepa_predict_default_params(void);
+
+/* Run the masked predictor for B items. tokens: float32 [B, n_ctx, D], the encoder's tokens at the
+ * context positions, in the order of context_ids. context_ids: int32 [B, n_ctx] and target_ids:
+ * int32 [B, n_tgt], token ids on the encoder grid (T-major, then H, then W). out: float32
+ * [B, n_tgt, embed_dim], the predictions for the targets in the order of target_ids. params may be
+ * NULL (defaults). JEPA_ERR_UNSUPPORTED when the model has no predictor. */
+JEPA_API jepa_status jepa_predict(jepa_context * ctx, const float * tokens, int B, int n_ctx, int D,
+                                  const int32_t * context_ids, const int32_t * target_ids, int n_tgt,
+                                  const jepa_predict_params * params, float * out, size_t out_len);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,8 @@
 #include "py_common.h"
 
+#include <algorithm>
 #include <memory>
+#include <string>
 
 namespace jepa_py {
 
@@ -11,6 +13,7 @@ struct PyContext {
     std::shared_ptr<jepa_model> model;  // keeps the model alive as long as the context
     std::unique_ptr<jepa_context, void (*)(jepa_context *)> handle{nullptr, jepa_context_free};
     int64_t embed_dim = 0;
+    int64_t n_classes = 0;
 
     PyContext(const py::object & py_model, int n_threads, int max_batch, int flash_attn) {
         model = model_handle(py_model);
@@ -24,6 +27,7 @@ struct PyContext {
         jepa_model_info i;
         check(jepa_model_get_info(model.get(), &i));
         embed_dim = i.embed_dim;
+        n_classes = i.n_classes;
     }
 
     jepa_context_params params() const {
@@ -57,6 +61,74 @@ struct PyContext {
         check(st);
         return out;
     }
+
+    // tokens [B, N, D] -> (logits [B, n_classes], pooled [B, D])
+    py::tuple classify(const py::array_t<float, py::array::c_style> & x) {
+        if (x.ndim() != 3) {
+            PyErr_SetString(PyExc_ValueError, "classify expects a 3-D float32 array [B, N, D]");
+            throw py::error_already_set();
+        }
+        check_dims(x, "classify");
+        const int B = int(x.shape(0)), N = int(x.shape(1)), D = int(x.shape(2));
+        py::array_t<float> logits({int64_t(B), std::max<int64_t>(n_classes, 1)});
+        py::array_t<float> pooled({int64_t(B), embed_dim});
+        const float * src = x.data();
+        float * lp = logits.mutable_data();
+        float * pp = pooled.mutable_data();
+        const size_t ll = size_t(logits.size()), pl = size_t(pooled.size());
+        jepa_status st;
+        {
+            py::gil_scoped_release nogil;
+            st = jepa_classify(handle.get(), src, B, N, D, lp, ll, pp, pl);
+        }
+        check(st);
+        return py::make_tuple(logits, pooled);
+    }
+
+    // context tokens [B, Nc, D], ids [B, Nc] and [B, Nt] -> [B, Nt, D]
+    py::array_t<float> predict(const py::array_t<float, py::array::c_style> & x,
+                               const py::array_t<int32_t, py::array::c_style> & ctx_ids,
+                               const py::array_t<int32_t, py::array::c_style> & tgt_ids, int mask_index, int grid_h,
+                               int grid_w) {
+        if (x.ndim() != 3 || ctx_ids.ndim() != 2 || tgt_ids.ndim() != 2) {
+            PyErr_SetString(PyExc_ValueError, "predict expects tokens [B, Nc, D] and int32 ids [B, Nc], [B, Nt]");
+            throw py::error_already_set();
+        }
+        check_dims(x, "predict");
+        check_dims(tgt_ids, "predict");
+        const int B = int(x.shape(0)), Nc = int(x.shape(1)), D = int(x.shape(2)), Nt = int(tgt_ids.shape(1));
+        if (ctx_ids.shape(0) != B || ctx_ids.shape(1) != Nc || tgt_ids.shape(0) != B) {
+            jepa_error_clear();
+            raise_status(JEPA_ERR_INVALID_ARG, "predict: the id arrays must be [B, Nc] and [B, Nt] for tokens [B, Nc, D]");
+        }
+        py::array_t<float> out({int64_t(B), int64_t(Nt), embed_dim});
+        jepa_predict_params p = jepa_predict_default_params();
+        p.mask_index = mask_index;
+        p.grid_h = grid_h;
+        p.grid_w = grid_w;
+        const float * src = x.data();
+        const int32_t * ci = ctx_ids.data();
+        const int32_t * ti = tgt_ids.data();
+        float * dst = out.mutable_data();
+        const size_t out_len = size_t(out.size());
+        jepa_status st;
+        {
+            py::gil_scoped_release nogil;
+            st = jepa_predict(handle.get(), src, B, Nc, D, ci, ti, Nt, &p, dst, out_len);
+        }
+        check(st);
+        return out;
+    }
+
+    template <typename T>
+    static void check_dims(const py::array_t<T, py::array::c_style> & x, const char * what) {
+        for (int d = 0; d < x.ndim(); ++d) {
+            if (x.shape(d) < 1 || x.shape(d) > INT32_MAX) {
+                jepa_error_clear();
+                raise_status(JEPA_ERR_INVALID_ARG, (std::string(what) + ": every dimension must be in [1, 2^31)").c_str());
+            }
+        }
+    }
 };
 
 void register_context(py::module_ & m) {
@@ -67,7 +139,10 @@ void register_context(py::module_ & m) {
         .def_property_readonly("max_batch", [](const PyContext & c) { return c.params().max_batch; })
         .def("set_threads", [](PyContext & c, int n) { check(jepa_context_set_threads(c.handle.get(), n)); })
         .def("set_max_batch", [](PyContext & c, int n) { check(jepa_context_set_max_batch(c.handle.get(), n)); })
-        .def("encode", &PyContext::encode, py::arg("pixels"));
+        .def("encode", &PyContext::encode, py::arg("pixels"))
+        .def("classify", &PyContext::classify, py::arg("tokens"))
+        .def("predict", &PyContext::predict, py::arg("tokens"), py::arg("context_ids"), py::arg("target_ids"),
+             py::arg("mask_index") = 1, py::arg("grid_h") = 0, py::arg("grid_w") = 0);
 }
 
 }  // namespace jepa_py

@@ -63,6 +63,12 @@ struct PyModel {
         d["has_head"] = bool(i.has_head);
         d["has_predictor"] = bool(i.has_predictor);
         d["n_labels"] = i.n_labels;
+        d["n_classes"] = i.n_classes;
+        d["pred_embed_dim"] = i.pred_embed_dim;
+        d["pred_n_layer"] = i.pred_n_layer;
+        d["pred_n_head"] = i.pred_n_head;
+        d["pred_n_mask_tokens"] = i.pred_n_mask_tokens;
+        d["pred_grid_size"] = i.pred_grid_size;
         py::dict pre;
         pre["mean"] = py::make_tuple(i.mean[0], i.mean[1], i.mean[2]);
         pre["std"] = py::make_tuple(i.std[0], i.std[1], i.std[2]);

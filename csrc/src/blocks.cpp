@@ -1,5 +1,7 @@
 #include "blocks.h"
 
+#include "rope.h"
+
 #include <cmath>
 
 namespace jepa {
@@ -74,21 +76,25 @@ ggml_tensor * build_attn(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, g
     return ggml_reshape_3d(ctx, kqv, hd * H, Nq, B);
 }
 
-ggml_tensor * build_vit_block(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, const EncoderHparams & hp,
-                              const AttnOptions & attn, int layer) {
+ggml_tensor * build_vit_block(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, const BlockHparams & hp,
+                              const AttnOptions & attn, int layer, const char * prefix) {
     ggml_tensor * h = build_norm(ctx, x, b.ln1, hp.ln_eps);
-    const Qkv qkv = build_qkv(ctx, h, b, hp.n_head);
+    Qkv qkv = build_qkv(ctx, h, b, hp.n_head);
+    if (attn.rope_cos) {
+        qkv.q = build_rope3d(ctx, qkv.q, attn.rope_cos, attn.rope_sin);
+        qkv.k = build_rope3d(ctx, qkv.k, attn.rope_cos, attn.rope_sin);
+    }
     h = build_attn(ctx, qkv.q, qkv.k, qkv.v, attn);
     h = build_linear(ctx, h, b.attn_out);
     if (b.ls1) h = ggml_mul(ctx, h, b.ls1);
     x = ggml_add(ctx, x, h);
-    ggml_format_name(x, "blk.%d.attn_res", layer);
+    ggml_format_name(x, "%s.%d.attn_res", prefix, layer);
 
     h = build_norm(ctx, x, b.ln2, hp.ln_eps);
     h = build_mlp(ctx, h, b.ffn_up, b.ffn_down, hp.act);
     if (b.ls2) h = ggml_mul(ctx, h, b.ls2);
     x = ggml_add(ctx, x, h);
-    ggml_format_name(x, "blk.%d.out", layer);
+    ggml_format_name(x, "%s.%d.out", prefix, layer);
     return x;
 }
 

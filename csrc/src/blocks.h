@@ -13,6 +13,8 @@ struct AttnOptions {
     float scale = 1.0f;
     bool flash = false;            // ggml_flash_attn_ext instead of matmul + softmax + matmul
     ggml_tensor * mask = nullptr;  // additive [n_kv, n_q] mask (f32, or f16 for flash), or NULL
+    ggml_tensor * rope_cos = nullptr;  // 3-D RoPE tables [head_dim, 1, N, 1 or B] applied to q and k
+    ggml_tensor * rope_sin = nullptr;  // (see rope.h), or NULL for none
 };
 
 ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, const NormW & n, float eps);
@@ -32,8 +34,9 @@ struct Qkv {
 };
 Qkv build_qkv(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, int n_head);
 
-// A pre-norm ViT block: x + ls1 * attn(ln1(x)); then x + ls2 * mlp(ln2(x)).
-ggml_tensor * build_vit_block(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, const EncoderHparams & hp,
-                              const AttnOptions & attn, int layer);
+// A pre-norm ViT block: x + ls1 * attn(ln1(x)); then x + ls2 * mlp(ln2(x)). Intermediate tensors are
+// named "<prefix>.<layer>.attn_res" and "<prefix>.<layer>.out" (prefix e.g. "blk", "pred.blk").
+ggml_tensor * build_vit_block(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, const BlockHparams & hp,
+                              const AttnOptions & attn, int layer, const char * prefix = "blk");
 
 }  // namespace jepa

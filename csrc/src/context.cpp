@@ -1,6 +1,9 @@
 #include "context.h"
 
 #include "error.h"
+#include "head.h"
+#include "predictor.h"
+#include "rope.h"
 
 #include "ggml-cpu.h"
 
@@ -11,6 +14,10 @@ namespace jepa {
 
 namespace {
 constexpr size_t kGraphNodes = 16384;
+// flash_attn = -1 on the CPU: flash attention from this many tokens per item up. Below it the plain
+// path (exact f32 softmax) is as fast; above it the [N, N, heads] score matrix of the plain path
+// costs more memory than it saves time (8192 tokens: 4 GiB per layer for ViT-L).
+constexpr int64_t kCpuFlashTokens = 1024;
 
 int default_threads() {
     const unsigned n = std::thread::hardware_concurrency();
@@ -59,10 +66,10 @@ ggml_context * Context::graph_ctx() {
     return gctx_;
 }
 
-bool Context::use_flash() const {
-    // Auto: the plain path on the CPU (exact f32 softmax, measured as fast at ViT sizes); flash elsewhere.
+bool Context::use_flash(int64_t n_tok) const {
+    // Auto: on the CPU the plain path for short sequences, flash for long clips; flash elsewhere.
     if (params_.flash_attn >= 0) return params_.flash_attn == 1;
-    return !ggml_backend_is_cpu(backend_);
+    return !ggml_backend_is_cpu(backend_) || n_tok >= kCpuFlashTokens;
 }
 
 void Context::allocate(ggml_cgraph * graph) {
@@ -71,33 +78,47 @@ void Context::allocate(ggml_cgraph * graph) {
     }
 }
 
-int Context::fit_chunk(const InputShape & s, int want) {
+void Context::compute(ggml_cgraph * graph) {
+    const ggml_status st = ggml_backend_graph_compute(backend_, graph);
+    if (st != GGML_STATUS_SUCCESS) fail(JEPA_ERR_BACKEND, "graph compute failed (ggml status %d)", int(st));
+}
+
+int Context::fit_chunk(const std::function<ggml_cgraph *(int)> & build, int want, const std::string & what) {
     if (params_.max_graph_bytes <= 0) return want;
     for (int b = want;; b = (b + 1) / 2) {
-        InputShape c = s;
-        c.B = b;
-        EncoderGraph eg = build_encoder_graph(graph_ctx(), model_, c, use_flash());
+        ggml_cgraph * graph = build(b);
         size_t size = 0;
-        ggml_gallocr_reserve_n_size(galloc_, eg.graph, nullptr, nullptr, &size);
+        ggml_gallocr_reserve_n_size(galloc_, graph, nullptr, nullptr, &size);
         if (int64_t(size) <= params_.max_graph_bytes) return b;
         if (b == 1) {
-            fail(JEPA_ERR_RESOURCE, "one item of %dx%dx%d needs a %lld-byte compute buffer, over the context's limit "
-                 "of %lld bytes", s.T, s.H, s.W, (long long) size, (long long) params_.max_graph_bytes);
+            fail(JEPA_ERR_RESOURCE, "one %s needs a %lld-byte compute buffer, over the context's limit of %lld bytes",
+                 what.c_str(), (long long) size, (long long) params_.max_graph_bytes);
         }
     }
 }
 
+void Context::set_encoder_rope(const EncoderGraph & eg, const PatchGrid & g) {
+    const EncoderHparams & e = model_.hp.enc;
+    if (g.t != rope_grid_.t || g.h != rope_grid_.h || g.w != rope_grid_.w) {
+        rope3d_grid_tables(e.head_dim(), e.rope_theta, e.n_prefix(), g.t, g.h, g.w, rope_cos_, rope_sin_);
+        rope_grid_ = g;
+    }
+    ggml_backend_tensor_set(eg.rope_cos, rope_cos_.data(), 0, ggml_nbytes(eg.rope_cos));
+    ggml_backend_tensor_set(eg.rope_sin, rope_sin_.data(), 0, ggml_nbytes(eg.rope_sin));
+}
+
 void Context::encode_chunk(const float * pixels, const InputShape & s, float * out) {
     const EncoderHparams & e = model_.hp.enc;
-    EncoderGraph eg = build_encoder_graph(graph_ctx(), model_, s, use_flash());
+    const PatchGrid g = encoder_grid(model_, s.C, s.T, s.H, s.W);
+    EncoderGraph eg = build_encoder_graph(graph_ctx(), model_, s, use_flash(g.n() + e.n_prefix()));
     allocate(eg.graph);
 
     patches_.resize(size_t(ggml_nelements(eg.patches)));
     patchify(pixels, s, e.tubelet_size, e.patch_size, patches_.data());
     ggml_backend_tensor_set(eg.patches, patches_.data(), 0, ggml_nbytes(eg.patches));
+    if (eg.rope_cos) set_encoder_rope(eg, g);
 
-    const ggml_status st = ggml_backend_graph_compute(backend_, eg.graph);
-    if (st != GGML_STATUS_SUCCESS) fail(JEPA_ERR_BACKEND, "graph compute failed (ggml status %d)", int(st));
+    compute(eg.graph);
     ggml_backend_tensor_get(eg.out, out, 0, ggml_nbytes(eg.out));
 }
 
@@ -110,11 +131,117 @@ void Context::encode(const float * pixels, const InputShape & s, float * out, si
         fail(JEPA_ERR_INVALID_ARG, "encode: out holds %zu floats, needs %lld", out_len, (long long) (per_item * s.B));
     }
     const size_t in_item = size_t(s.C) * s.T * s.H * s.W;
-    const int chunk = fit_chunk(s, std::min(s.B, params_.max_batch));
+    const bool flash = use_flash(n_tok);
+    auto build = [&](int b) {
+        InputShape c = s;
+        c.B = b;
+        return build_encoder_graph(graph_ctx(), model_, c, flash).graph;
+    };
+    const int chunk = fit_chunk(build, std::min(s.B, params_.max_batch),
+                                format("item of %dx%dx%d", s.T, s.H, s.W));
     for (int b0 = 0; b0 < s.B; b0 += chunk) {
         InputShape c = s;
         c.B = std::min(chunk, s.B - b0);
         encode_chunk(pixels + size_t(b0) * in_item, c, out + size_t(b0) * size_t(per_item));
+    }
+}
+
+void Context::classify(const float * tokens, int B, int64_t N, int D, float * logits, size_t logits_len,
+                       float * pooled, size_t pooled_len) {
+    const Model & m = model_;
+    if (m.hp.head.kind == "none") fail(JEPA_ERR_UNSUPPORTED, "classify: this model has no classifier head");
+    if (!tokens || !logits) fail(JEPA_ERR_INVALID_ARG, "classify: tokens and logits must not be NULL");
+    if (B < 1 || N < 1) fail(JEPA_ERR_INVALID_ARG, "classify: bad shape [%d, %lld, %d]", B, (long long) N, D);
+    if (D != m.hp.enc.embed_dim) {
+        fail(JEPA_ERR_INVALID_ARG, "classify: tokens have width %d, the model's encoder gives %d", D, m.hp.enc.embed_dim);
+    }
+    const int64_t C = m.hp.head.n_classes;
+    if (logits_len / size_t(B) < size_t(C)) {
+        fail(JEPA_ERR_INVALID_ARG, "classify: logits holds %zu floats, needs %lld", logits_len, (long long) (C * B));
+    }
+    if (pooled && pooled_len / size_t(B) < size_t(D)) {
+        fail(JEPA_ERR_INVALID_ARG, "classify: pooled holds %zu floats, needs %lld", pooled_len, (long long) D * B);
+    }
+    const bool flash = use_flash(N);
+    auto build = [&](int b) { return build_head_graph(graph_ctx(), m, N, b, flash).graph; };
+    const int chunk = fit_chunk(build, std::min(B, params_.max_batch), format("item of %lld tokens", (long long) N));
+    const size_t in_item = size_t(N) * size_t(D);
+    for (int b0 = 0; b0 < B; b0 += chunk) {
+        const int b = std::min(chunk, B - b0);
+        HeadGraph hg = build_head_graph(graph_ctx(), m, N, b, flash);
+        allocate(hg.graph);
+        ggml_backend_tensor_set(hg.tokens, tokens + size_t(b0) * in_item, 0, ggml_nbytes(hg.tokens));
+        compute(hg.graph);
+        ggml_backend_tensor_get(hg.logits, logits + size_t(b0) * size_t(C), 0, ggml_nbytes(hg.logits));
+        if (pooled) ggml_backend_tensor_get(hg.pooled, pooled + size_t(b0) * size_t(D), 0, ggml_nbytes(hg.pooled));
+    }
+}
+
+void Context::predict(const float * tokens, int B, int64_t n_ctx, int D, const int32_t * ctx_ids,
+                      const int32_t * tgt_ids, int64_t n_tgt, const PredictOptions & opt, float * out, size_t out_len) {
+    const Model & m = model_;
+    const PredHparams & p = m.hp.pred;
+    if (p.kind.empty()) fail(JEPA_ERR_UNSUPPORTED, "predict: this model has no predictor");
+    if (!tokens || !ctx_ids || !tgt_ids || !out) {
+        fail(JEPA_ERR_INVALID_ARG, "predict: tokens, context ids, target ids and out must not be NULL");
+    }
+    if (B < 1 || n_ctx < 1 || n_tgt < 1) {
+        fail(JEPA_ERR_INVALID_ARG, "predict: bad shape (B %d, %lld context, %lld target tokens)", B, (long long) n_ctx,
+             (long long) n_tgt);
+    }
+    if (D != m.hp.enc.embed_dim) {
+        fail(JEPA_ERR_INVALID_ARG, "predict: tokens have width %d, the model's encoder gives %d", D, m.hp.enc.embed_dim);
+    }
+    if (n_ctx + n_tgt > (1 << 20)) fail(JEPA_ERR_INVALID_ARG, "predict: %lld tokens is too many", (long long) (n_ctx + n_tgt));
+    const int gh = opt.grid_h > 0 ? opt.grid_h : p.grid_size;
+    const int gw = opt.grid_w > 0 ? opt.grid_w : p.grid_size;
+    if (opt.grid_h < 0 || opt.grid_w < 0 || gh > 8192 || gw > 8192) {
+        fail(JEPA_ERR_INVALID_ARG, "predict: bad grid %dx%d", opt.grid_h, opt.grid_w);
+    }
+    const int64_t max_id = int64_t(1) << 24;
+    auto check_ids = [&](const int32_t * ids, int64_t n, const char * what) {
+        for (int64_t i = 0; i < n; ++i) {
+            if (ids[i] < 0 || ids[i] >= max_id) {
+                fail(JEPA_ERR_INVALID_ARG, "predict: %s id %d at %lld is out of range [0, %lld)", what, ids[i],
+                     (long long) i, (long long) max_id);
+            }
+        }
+    };
+    check_ids(ctx_ids, int64_t(B) * n_ctx, "context");
+    check_ids(tgt_ids, int64_t(B) * n_tgt, "target");
+    const int64_t out_item = n_tgt * p.out_dim;
+    if (out_len / size_t(B) < size_t(out_item)) {
+        fail(JEPA_ERR_INVALID_ARG, "predict: out holds %zu floats, needs %lld", out_len, (long long) (out_item * B));
+    }
+    const int mask_index = ((opt.mask_index % p.n_mask_tokens) + p.n_mask_tokens) % p.n_mask_tokens;
+    const int64_t n_tok = n_ctx + n_tgt;
+    const bool flash = use_flash(n_tok);
+    auto build = [&](int b) { return build_pred_graph(graph_ctx(), m, n_ctx, n_tgt, b, mask_index, flash).graph; };
+    const int chunk = fit_chunk(build, std::min(B, params_.max_batch),
+                                format("prediction of %lld tokens", (long long) n_tok));
+
+    const int hd = p.head_dim();
+    std::vector<RopePos> pos(static_cast<size_t>(n_tok));
+    std::vector<float> cos, sin;
+    for (int b0 = 0; b0 < B; b0 += chunk) {
+        const int b = std::min(chunk, B - b0);
+        PredGraph pg = build_pred_graph(graph_ctx(), m, n_ctx, n_tgt, b, mask_index, flash);
+        allocate(pg.graph);
+        cos.resize(size_t(b) * size_t(n_tok) * size_t(hd));
+        sin.resize(cos.size());
+        for (int i = 0; i < b; ++i) {
+            const int32_t * ci = ctx_ids + size_t(b0 + i) * size_t(n_ctx);
+            const int32_t * ti = tgt_ids + size_t(b0 + i) * size_t(n_tgt);
+            for (int64_t k = 0; k < n_ctx; ++k) pos[size_t(k)] = rope_pos_of_id(ci[k], gh, gw);
+            for (int64_t k = 0; k < n_tgt; ++k) pos[size_t(n_ctx + k)] = rope_pos_of_id(ti[k], gh, gw);
+            const size_t off = size_t(i) * size_t(n_tok) * size_t(hd);
+            rope3d_tables(hd, p.rope_theta, pos.data(), n_tok, cos.data() + off, sin.data() + off);
+        }
+        ggml_backend_tensor_set(pg.tokens, tokens + size_t(b0) * size_t(n_ctx) * size_t(D), 0, ggml_nbytes(pg.tokens));
+        ggml_backend_tensor_set(pg.rope_cos, cos.data(), 0, ggml_nbytes(pg.rope_cos));
+        ggml_backend_tensor_set(pg.rope_sin, sin.data(), 0, ggml_nbytes(pg.rope_sin));
+        compute(pg.graph);
+        ggml_backend_tensor_get(pg.out, out + size_t(b0) * size_t(out_item), 0, ggml_nbytes(pg.out));
     }
 }
 

@@ -8,9 +8,17 @@
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 
+#include <functional>
+#include <string>
 #include <vector>
 
 namespace jepa {
+
+struct PredictOptions {
+    int mask_index = 1;  // the learned mask token for the targets (mod n_mask_tokens), upstream's default
+    int grid_h = 0;      // the patch grid the ids index (0: the model's native grid)
+    int grid_w = 0;
+};
 
 class Context {
 public:
@@ -26,16 +34,25 @@ public:
 
     // pixels [B, C, T, H, W] -> out [B, n_tok, D]
     void encode(const float * pixels, const InputShape & s, float * out, size_t out_len);
+    // tokens [B, N, D] -> logits [B, n_classes], pooled [B, D] (pooled may be NULL)
+    void classify(const float * tokens, int B, int64_t N, int D, float * logits, size_t logits_len, float * pooled,
+                  size_t pooled_len);
+    // context tokens [B, n_ctx, D] with ids [B, n_ctx], target ids [B, n_tgt] -> out [B, n_tgt, out_dim]
+    void predict(const float * tokens, int B, int64_t n_ctx, int D, const int32_t * ctx_ids, const int32_t * tgt_ids,
+                 int64_t n_tgt, const PredictOptions & opt, float * out, size_t out_len);
 
 private:
     // A ggml context for graph metadata, reset before each build.
     ggml_context * graph_ctx();
-    // Run one chunk of at most max_batch items.
     void encode_chunk(const float * pixels, const InputShape & s, float * out);
-    // Largest chunk (<= want) whose compute buffer fits max_graph_bytes.
-    int fit_chunk(const InputShape & s, int want);
-    bool use_flash() const;
+    // Largest chunk (<= want) whose compute buffer fits max_graph_bytes; build(b) builds the graph for b items.
+    int fit_chunk(const std::function<ggml_cgraph *(int)> & build, int want, const std::string & what);
+    // Flash attention for a sequence of n_tok tokens (the same answer for every batch size).
+    bool use_flash(int64_t n_tok) const;
     void allocate(ggml_cgraph * graph);
+    void compute(ggml_cgraph * graph);
+    // The encoder's RoPE tables for a grid, built once per grid and kept.
+    void set_encoder_rope(const EncoderGraph & eg, const PatchGrid & g);
 
     const Model & model_;
     jepa_context_params params_;
@@ -44,6 +61,8 @@ private:
     ggml_context * gctx_ = nullptr;
     std::vector<uint8_t> gmeta_;
     std::vector<float> patches_;
+    PatchGrid rope_grid_{0, 0, 0};
+    std::vector<float> rope_cos_, rope_sin_;
 };
 
 }  // namespace jepa

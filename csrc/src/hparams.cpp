@@ -9,7 +9,25 @@ namespace {
 
 const std::vector<std::string> kFamilies = {"ijepa", "vjepa", "vjepa2", "vjepa2_1", "levjepa", "hfvit", "lewm"};
 // Families whose graphs this build runs; the others are refused with a clear message.
-const std::vector<std::string> kSupportedFamilies = {"ijepa", "levjepa", "hfvit"};
+const std::vector<std::string> kSupportedFamilies = {"ijepa", "levjepa", "hfvit", "vjepa2"};
+
+// RoPE keys under `prefix` (jepa.enc. or jepa.pred.): only the "tiled" layout V-JEPA 2 uses, without
+// grid interpolation, is implemented; the rest is refused by name.
+void parse_rope(const GgufMeta & m, const std::string & prefix, int head_dim, float * theta) {
+    const std::string layout = m.get_str((prefix + "rope_freq_layout").c_str(), "tiled");
+    if (layout != "tiled") {
+        fail(JEPA_ERR_UNSUPPORTED, "%srope_freq_layout \"%s\" is not supported (this build runs \"tiled\")",
+             prefix.c_str(), layout.c_str());
+    }
+    if (m.get_bool((prefix + "rope_interpolate").c_str(), false)) {
+        fail(JEPA_ERR_UNSUPPORTED, "%srope_interpolate is not supported by this build yet", prefix.c_str());
+    }
+    *theta = m.get_f32((prefix + "rope_theta").c_str(), 10000.0f);
+    if (!(*theta > 1.0f)) fail(JEPA_ERR_BAD_FILE, "%srope_theta %g must be > 1", prefix.c_str(), *theta);
+    if (head_dim < 6 || head_dim % 2 != 0) {
+        fail(JEPA_ERR_BAD_FILE, "%s: 3-D RoPE needs an even head_dim >= 6, got %d", prefix.c_str(), head_dim);
+    }
+}
 
 EncoderHparams parse_encoder(const GgufMeta & m) {
     EncoderHparams e;
@@ -40,7 +58,13 @@ EncoderHparams parse_encoder(const GgufMeta & m) {
     }
     if (!(e.ln_eps > 0.0f && e.ln_eps < 1.0f)) fail(JEPA_ERR_BAD_FILE, "jepa.enc.ln_eps %g out of range (0, 1)", e.ln_eps);
     if (e.pos_type == JEPA_POS_ROPE3D) {
-        fail(JEPA_ERR_UNSUPPORTED, "jepa.enc.pos_type rope3d (V-JEPA 2) is not supported by this build yet");
+        parse_rope(m, "jepa.enc.", e.head_dim(), &e.rope_theta);
+        if (e.cls_token || e.n_registers > 0) {
+            fail(JEPA_ERR_UNSUPPORTED, "jepa.enc.pos_type rope3d with CLS or register tokens is not supported");
+        }
+    }
+    if (e.pos_type == JEPA_POS_SINCOS3D) {
+        fail(JEPA_ERR_UNSUPPORTED, "jepa.enc.pos_type sincos3d (V-JEPA 1) is not supported by this build yet");
     }
     if (e.act == Act::Silu) fail(JEPA_ERR_UNSUPPORTED, "jepa.enc.act silu is not supported for encoders");
     return e;
@@ -67,6 +91,53 @@ PreprocessHparams parse_preprocess(const GgufMeta & m, const EncoderHparams & e)
     return p;
 }
 
+HeadHparams parse_head(const GgufMeta & m, const ModelHparams & h) {
+    HeadHparams hd;
+    hd.kind = m.get_str("jepa.head.kind", "none");
+    if (hd.kind == "none") return hd;
+    if (hd.kind != "attentive_pool") {
+        fail(JEPA_ERR_UNSUPPORTED, "jepa.head.kind \"%s\" is not supported by this build yet", hd.kind.c_str());
+    }
+    hd.n_classes = int(m.get_int("jepa.head.n_classes", 1, 1 << 20));
+    hd.n_pool_layers = int(m.get_int("jepa.head.n_pool_layers", 0, 64));
+    hd.block = h.enc_block();
+    return hd;
+}
+
+PredHparams parse_pred(const GgufMeta & m, const EncoderHparams & e) {
+    PredHparams p;
+    p.kind = m.get_str("jepa.pred.kind");
+    if (p.kind != "masked") {
+        fail(JEPA_ERR_UNSUPPORTED, "jepa.pred.kind \"%s\" is not supported by this build yet", p.kind.c_str());
+    }
+    if (e.pos_type != JEPA_POS_ROPE3D) {
+        fail(JEPA_ERR_UNSUPPORTED, "a masked predictor needs a rope3d encoder (jepa.enc.pos_type)");
+    }
+    p.embed_dim = int(m.get_int("jepa.pred.embed_dim", 1, 16384));
+    p.n_layer = int(m.get_int("jepa.pred.n_layer", 1, 256));
+    p.block.n_head = int(m.get_int("jepa.pred.n_head", 1, 256));
+    p.ffn_dim = int(m.get_int("jepa.pred.ffn_dim", 1, 65536));
+    p.n_mask_tokens = int(m.get_int("jepa.pred.n_mask_tokens", 1, 1024));
+    p.out_dim = int(m.get_int("jepa.pred.out_dim", 1, 16384, e.embed_dim));
+    p.grid_size = int(m.get_int("jepa.pred.grid_size", 1, 8192, e.grid()));
+    p.block.ln_eps = m.get_f32("jepa.pred.ln_eps", e.ln_eps);
+    p.block.act = Act(m.get_enum("jepa.pred.act", {"gelu_erf", "gelu_tanh", "silu"}, int(e.act)));
+    if (p.embed_dim % p.block.n_head != 0) {
+        fail(JEPA_ERR_BAD_FILE, "jepa.pred.embed_dim %d is not a multiple of jepa.pred.n_head %d", p.embed_dim,
+             p.block.n_head);
+    }
+    if (m.has("jepa.pred.head_dim") && m.get_int("jepa.pred.head_dim", 1, 4096) != p.head_dim()) {
+        fail(JEPA_ERR_UNSUPPORTED, "jepa.pred.head_dim other than embed_dim / n_head is not supported");
+    }
+    if (p.out_dim != e.embed_dim) {
+        fail(JEPA_ERR_BAD_FILE, "jepa.pred.out_dim %d differs from the encoder width %d", p.out_dim, e.embed_dim);
+    }
+    if (!(p.block.ln_eps > 0.0f && p.block.ln_eps < 1.0f)) fail(JEPA_ERR_BAD_FILE, "jepa.pred.ln_eps out of range (0, 1)");
+    if (p.block.act == Act::Silu) fail(JEPA_ERR_UNSUPPORTED, "jepa.pred.act silu is not supported for masked predictors");
+    parse_rope(m, "jepa.pred.", p.head_dim(), &p.rope_theta);
+    return p;
+}
+
 }  // namespace
 
 ModelHparams parse_hparams(const gguf_context * ctx) {
@@ -90,15 +161,13 @@ ModelHparams parse_hparams(const gguf_context * ctx) {
     h.file_type = int(m.get_int("general.file_type", 0, 1024, 0));
     h.enc = parse_encoder(m);
     h.pre = parse_preprocess(m, h.enc);
-    h.head_kind = m.get_str("jepa.head.kind", "none");
-    if (h.head_kind != "none") {
-        fail(JEPA_ERR_UNSUPPORTED, "jepa.head.kind \"%s\" is not supported by this build yet", h.head_kind.c_str());
-    }
-    if (m.has("jepa.pred.kind")) {
-        h.pred_kind = m.get_str("jepa.pred.kind");
-        fail(JEPA_ERR_UNSUPPORTED, "jepa.pred.kind \"%s\" is not supported by this build yet", h.pred_kind.c_str());
-    }
+    h.head = parse_head(m, h);
+    if (m.has("jepa.pred.kind")) h.pred = parse_pred(m, h.enc);
     if (m.has("jepa.head.labels")) h.labels = m.get_str_array("jepa.head.labels", 100000);
+    if (!h.labels.empty() && int(h.labels.size()) != h.head.n_classes) {
+        fail(JEPA_ERR_BAD_FILE, "jepa.head.labels has %zu entries but the head has %d classes", h.labels.size(),
+             h.head.n_classes);
+    }
     return h;
 }
 

@@ -29,12 +29,46 @@ struct EncoderHparams {
     float ln_eps = 1e-6f;
     Act act = Act::GeluErf;
     jepa_pos_type pos_type = JEPA_POS_LEARNED;
+    float rope_theta = 10000.0f;  // rope3d only; the frequency layout is "tiled" (see rope.h)
 
     int head_dim() const { return embed_dim / n_head; }
     int n_prefix() const { return (cls_token ? 1 : 0) + n_registers; }
     int grid() const { return img_size / patch_size; }
     // Patch-embedding input width: C * tubelet * P * P.
     int patch_dim() const { return in_chans * tubelet_size * patch_size * patch_size; }
+};
+
+// What one pre-norm block needs besides its weights.
+struct BlockHparams {
+    int n_head = 1;
+    float ln_eps = 1e-6f;
+    Act act = Act::GeluErf;
+};
+
+// The attentive-pool classifier head (jepa.head.*, kind attentive_pool): n_pool_layers self-attention
+// blocks, then one cross-attention from learned queries, then a linear classifier.
+struct HeadHparams {
+    std::string kind = "none";  // none | attentive_pool
+    int n_classes = 0;
+    int n_pool_layers = 0;
+    int ffn_dim = 0;            // from the tensors (HF uses 4 x width whatever the encoder's ratio)
+    BlockHparams block;         // heads, eps and activation: the encoder's
+};
+
+// The masked predictor (jepa.pred.*, kind masked): context tokens embedded, mask tokens at the target
+// positions, RoPE from the token ids on the encoder grid, blocks, norm, projection back.
+struct PredHparams {
+    std::string kind;           // empty: no predictor
+    int embed_dim = 0;
+    int n_layer = 0;
+    int ffn_dim = 0;
+    int n_mask_tokens = 0;
+    int out_dim = 0;
+    int grid_size = 0;          // native patch grid (crop / patch); ids decompose on it by default
+    float rope_theta = 10000.0f;
+    BlockHparams block;
+
+    int head_dim() const { return embed_dim / block.n_head; }
 };
 
 struct PreprocessHparams {
@@ -54,9 +88,11 @@ struct ModelHparams {
     int file_type = 0;
     EncoderHparams enc;
     PreprocessHparams pre;
-    std::string head_kind = "none";
-    std::string pred_kind;  // empty: no predictor
+    HeadHparams head;
+    PredHparams pred;
     std::vector<std::string> labels;
+
+    BlockHparams enc_block() const { return {enc.n_head, enc.ln_eps, enc.act}; }
 };
 
 // Read and validate every key; throws jepa::Error naming the key on any problem.

@@ -96,8 +96,8 @@ jepa_status jepa_model_get_info(const jepa_model * model, jepa_model_info * out)
         i.n_registers = e.n_registers;
         i.pos_type = e.pos_type;
         i.ln_eps = e.ln_eps;
-        i.has_head = m.hp.head_kind != "none" ? 1 : 0;
-        i.has_predictor = m.hp.pred_kind.empty() ? 0 : 1;
+        i.has_head = m.hp.head.kind != "none" ? 1 : 0;
+        i.has_predictor = m.hp.pred.kind.empty() ? 0 : 1;
         i.n_labels = int(m.hp.labels.size());
         for (int c = 0; c < 3; ++c) {
             i.mean[c] = p.mean[c];
@@ -108,6 +108,12 @@ jepa_status jepa_model_get_info(const jepa_model * model, jepa_model_info * out)
         i.crop = p.crop;
         i.resize_mode = p.resize_mode;
         i.resample = p.resample;
+        i.n_classes = m.hp.head.n_classes;
+        i.pred_embed_dim = m.hp.pred.embed_dim;
+        i.pred_n_layer = m.hp.pred.n_layer;
+        i.pred_n_head = m.hp.pred.kind.empty() ? 0 : m.hp.pred.block.n_head;
+        i.pred_n_mask_tokens = m.hp.pred.n_mask_tokens;
+        i.pred_grid_size = m.hp.pred.grid_size;
         *out = i;
         return JEPA_OK;
     })
@@ -211,6 +217,38 @@ jepa_status jepa_encode(jepa_context * ctx, const float * pixels, int B, int C, 
             jepa::fail(JEPA_ERR_INVALID_ARG, "jepa_encode: input [%d, %d, %d, %d, %d] is too large", B, C, T, H, W);
         }
         as_ctx(ctx)->encode(pixels, s, out, out_len);
+        return JEPA_OK;
+    })
+}
+
+jepa_status jepa_classify(jepa_context * ctx, const float * tokens, int B, int N, int D, float * logits_out,
+                          size_t logits_len, float * pooled_out, size_t pooled_len) {
+    if (!ctx) return invalid("jepa_classify: ctx must not be NULL");
+    JEPA_GUARD({
+        as_ctx(ctx)->classify(tokens, B, N, D, logits_out, logits_len, pooled_out, pooled_len);
+        return JEPA_OK;
+    })
+}
+
+jepa_predict_params jepa_predict_default_params(void) {
+    jepa_predict_params p;
+    p.mask_index = 1;
+    p.grid_h = 0;
+    p.grid_w = 0;
+    return p;
+}
+
+jepa_status jepa_predict(jepa_context * ctx, const float * tokens, int B, int n_ctx, int D, const int32_t * context_ids,
+                         const int32_t * target_ids, int n_tgt, const jepa_predict_params * params, float * out,
+                         size_t out_len) {
+    if (!ctx) return invalid("jepa_predict: ctx must not be NULL");
+    JEPA_GUARD({
+        const jepa_predict_params p = params ? *params : jepa_predict_default_params();
+        jepa::PredictOptions o;
+        o.mask_index = p.mask_index;
+        o.grid_h = p.grid_h;
+        o.grid_w = p.grid_w;
+        as_ctx(ctx)->predict(tokens, B, n_ctx, D, context_ids, target_ids, n_tgt, o, out, out_len);
         return JEPA_OK;
     })
 }

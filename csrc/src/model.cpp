@@ -51,8 +51,30 @@ struct FileCloser {
     void operator()(FILE * f) const { std::fclose(f); }
 };
 
+// One pre-norm block `p` (e.g. "enc.blk.3."): fused qkv when the file has attn_qkv, else q / k / v.
+VitBlockW declare_block(TensorTable & t, const std::string & p, int64_t D, int64_t F, bool fused, bool layer_scale) {
+    VitBlockW b;
+    b.ln1 = {t.require(p + "ln1.weight", {D}), t.require(p + "ln1.bias", {D})};
+    b.ln2 = {t.require(p + "ln2.weight", {D}), t.require(p + "ln2.bias", {D})};
+    if (fused) {
+        b.qkv = t.linear(p + "attn_qkv", D, 3 * D);
+    } else {
+        b.q = t.linear(p + "attn_q", D, D);
+        b.k = t.linear(p + "attn_k", D, D);
+        b.v = t.linear(p + "attn_v", D, D);
+    }
+    b.attn_out = t.linear(p + "attn_out", D, D);
+    b.ffn_up = t.linear(p + "ffn_up", D, F);
+    b.ffn_down = t.linear(p + "ffn_down", F, D);
+    if (layer_scale) {
+        b.ls1 = t.require(p + "ls1.weight", {D});
+        b.ls2 = t.require(p + "ls2.weight", {D});
+    }
+    return b;
+}
+
 void declare_encoder(TensorTable & t, const EncoderHparams & e, EncoderW & w) {
-    const int64_t D = e.embed_dim, F = e.ffn_dim, K = e.patch_dim();
+    const int64_t D = e.embed_dim, K = e.patch_dim();
     w.patch_embed.w = t.require("enc.patch_embed.weight", {K, D}, TensorKind::Embedding);
     w.patch_embed.b = t.optional("enc.patch_embed.bias", {D});
     if (e.cls_token) w.cls = t.require("enc.cls_token", {D});
@@ -67,26 +89,44 @@ void declare_encoder(TensorTable & t, const EncoderHparams & e, EncoderW & w) {
     }
     w.blocks.resize(size_t(e.n_layer));
     for (int i = 0; i < e.n_layer; ++i) {
-        VitBlockW & b = w.blocks[size_t(i)];
-        const std::string p = "enc.blk." + std::to_string(i) + ".";
-        b.ln1 = {t.require(p + "ln1.weight", {D}), t.require(p + "ln1.bias", {D})};
-        b.ln2 = {t.require(p + "ln2.weight", {D}), t.require(p + "ln2.bias", {D})};
-        if (e.qkv_fused) {
-            b.qkv = t.linear(p + "attn_qkv", D, 3 * D);
-        } else {
-            b.q = t.linear(p + "attn_q", D, D);
-            b.k = t.linear(p + "attn_k", D, D);
-            b.v = t.linear(p + "attn_v", D, D);
-        }
-        b.attn_out = t.linear(p + "attn_out", D, D);
-        b.ffn_up = t.linear(p + "ffn_up", D, F);
-        b.ffn_down = t.linear(p + "ffn_down", F, D);
-        if (e.layer_scale) {
-            b.ls1 = t.require(p + "ls1.weight", {D});
-            b.ls2 = t.require(p + "ls2.weight", {D});
-        }
+        w.blocks[size_t(i)] = declare_block(t, "enc.blk." + std::to_string(i) + ".", D, e.ffn_dim, e.qkv_fused,
+                                            e.layer_scale);
     }
     w.norm = {t.require("enc.norm.weight", {D}), t.require("enc.norm.bias", {D})};
+}
+
+void declare_head(TensorTable & t, HeadHparams & h, int64_t D, HeadW & w) {
+    // The MLP width is not in the metadata: HF's pooler uses 4 x D whatever the encoder's ratio.
+    const int64_t F = t.ne("head.xattn.ffn_up.weight", 1);
+    if (F < 1) fail(JEPA_ERR_BAD_FILE, "missing tensor head.xattn.ffn_up.weight");
+    h.ffn_dim = int(F);
+    w.query = t.require("head.query", {D, 1});  // one learned query (HF and Meta's probes)
+    w.blocks.resize(size_t(h.n_pool_layers));
+    for (int i = 0; i < h.n_pool_layers; ++i) {
+        const std::string p = "head.blk." + std::to_string(i) + ".";
+        w.blocks[size_t(i)] = declare_block(t, p, D, F, t.ne(p + "attn_qkv.weight", 0) > 0, false);
+    }
+    w.ln_kv = {t.require("head.xattn.ln_kv.weight", {D}), t.require("head.xattn.ln_kv.bias", {D})};
+    w.q = t.linear("head.xattn.q", D, D);
+    w.k = t.linear("head.xattn.k", D, D);
+    w.v = t.linear("head.xattn.v", D, D);
+    w.ln2 = {t.require("head.xattn.ln2.weight", {D}), t.require("head.xattn.ln2.bias", {D})};
+    w.ffn_up = t.linear("head.xattn.ffn_up", D, F);
+    w.ffn_down = t.linear("head.xattn.ffn_down", F, D);
+    w.cls = t.linear("head.cls", D, h.n_classes);
+}
+
+void declare_pred(TensorTable & t, const PredHparams & h, int64_t D_enc, PredW & w) {
+    const int64_t D = h.embed_dim;
+    w.embed = t.linear("pred.embed", D_enc, D);
+    w.mask_tokens = t.require("pred.mask_tokens", {D, h.n_mask_tokens});
+    w.blocks.resize(size_t(h.n_layer));
+    for (int i = 0; i < h.n_layer; ++i) {
+        const std::string p = "pred.blk." + std::to_string(i) + ".";
+        w.blocks[size_t(i)] = declare_block(t, p, D, h.ffn_dim, t.ne(p + "attn_qkv.weight", 0) > 0, false);
+    }
+    w.norm = {t.require("pred.norm.weight", {D}), t.require("pred.norm.bias", {D})};
+    w.proj = t.linear("pred.proj", D, h.out_dim);
 }
 
 void read_weights(const char * path, const gguf_context * g, ggml_context * ctx_w) {
@@ -157,6 +197,8 @@ Model * load_model(const char * path, const jepa_model_params & params) {
 
     TensorTable table(g.get(), meta);
     declare_encoder(table, model->hp.enc, model->enc);
+    if (model->hp.head.kind != "none") declare_head(table, model->hp.head, model->hp.enc.embed_dim, model->head);
+    if (!model->hp.pred.kind.empty()) declare_pred(table, model->hp.pred, model->hp.enc.embed_dim, model->pred);
     table.check_all_used();
     model->n_params = table.n_elements();
 

@@ -40,9 +40,32 @@ struct EncoderW {
     NormW norm;
 };
 
+// The attentive-pool head: self-attention blocks, then one cross-attention from learned queries
+// (LayerNorm on keys/values only, no output projection), an MLP residual and the classifier.
+struct HeadW {
+    std::vector<VitBlockW> blocks;
+    ggml_tensor * query = nullptr;  // [D, 1], used raw (not normalised)
+    NormW ln_kv;
+    LinearW q, k, v;
+    NormW ln2;
+    LinearW ffn_up, ffn_down;
+    LinearW cls;                    // [D, n_classes]
+};
+
+// The masked predictor: embed, mask tokens, blocks, norm, projection back to the encoder width.
+struct PredW {
+    LinearW embed;                       // [D_enc, D_pred]
+    ggml_tensor * mask_tokens = nullptr; // [D_pred, n_mask_tokens]
+    std::vector<VitBlockW> blocks;
+    NormW norm;
+    LinearW proj;                        // [D_pred, out_dim]
+};
+
 struct Model {
     ModelHparams hp;
     EncoderW enc;
+    HeadW head;   // empty unless hp.head.kind != "none"
+    PredW pred;   // empty unless !hp.pred.kind.empty()
 
     jepa_device device = JEPA_DEVICE_CPU;
     int device_index = 0;

@@ -84,6 +84,11 @@ LinearW TensorTable::linear(const std::string & prefix, int64_t in, int64_t out)
     return l;
 }
 
+int64_t TensorTable::ne(const std::string & name, int i) const {
+    const ggml_tensor * t = ggml_get_tensor(ctx_, name.c_str());
+    return t && i >= 0 && i < GGML_MAX_DIMS ? t->ne[i] : -1;
+}
+
 void TensorTable::check_all_used() const {
     for (ggml_tensor * t = ggml_get_first_tensor(ctx_); t; t = ggml_get_next_tensor(ctx_, t)) {
         if (!used_.count(ggml_get_name(t))) {

@@ -30,6 +30,9 @@ public:
     // A Linear layer `prefix`.weight [in, out] (ggml order) with an optional `prefix`.bias [out].
     LinearW linear(const std::string & prefix, int64_t in, int64_t out);
 
+    // Size of dimension i (ggml order) of a tensor in the file, or -1 when the file has no such tensor.
+    int64_t ne(const std::string & name, int i) const;
+
     // Every tensor in the file was asked for; throws naming the first that was not.
     void check_all_used() const;
     int64_t n_elements() const;

@@ -2,7 +2,9 @@
 
 #include "blocks.h"
 #include "error.h"
+#include "rope.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -15,13 +17,10 @@ PatchGrid encoder_grid(const Model & m, int C, int T, int H, int W) {
     if (e.tubelet_size == 1 && e.n_frames == 1 && T != 1) {
         fail(JEPA_ERR_INVALID_ARG, "this is an image model: expected T = 1 frame, got %d", T);
     }
-    if (T % e.tubelet_size != 0) {
-        fail(JEPA_ERR_INVALID_ARG, "frame count %d is not a multiple of the tubelet size %d", T, e.tubelet_size);
-    }
     if (H % e.patch_size != 0 || W % e.patch_size != 0) {
         fail(JEPA_ERR_INVALID_ARG, "input %dx%d is not a multiple of the patch size %d", H, W, e.patch_size);
     }
-    PatchGrid g{T / e.tubelet_size, H / e.patch_size, W / e.patch_size};
+    PatchGrid g{(T + e.tubelet_size - 1) / e.tubelet_size, H / e.patch_size, W / e.patch_size};
     if (m.enc.pos && ggml_nelements(m.enc.pos) > 0) {
         // A stored position table only covers the native grid.
         const int native = e.grid();
@@ -41,7 +40,7 @@ int64_t encoder_n_tokens(const Model & m, int C, int T, int H, int W) {
 }
 
 void patchify(const float * pixels, const InputShape & s, int tubelet, int patch, float * out) {
-    const int gt = s.T / tubelet, gh = s.H / patch, gw = s.W / patch;
+    const int gt = (s.T + tubelet - 1) / tubelet, gh = s.H / patch, gw = s.W / patch;
     const size_t plane = size_t(s.H) * s.W;
     float * dst = out;
     for (int b = 0; b < s.B; ++b) {
@@ -51,7 +50,8 @@ void patchify(const float * pixels, const InputShape & s, int tubelet, int patch
                 for (int ix = 0; ix < gw; ++ix) {
                     for (int c = 0; c < s.C; ++c) {
                         for (int t = 0; t < tubelet; ++t) {
-                            const float * frame = item + (size_t(c) * s.T + size_t(it * tubelet + t)) * plane;
+                            const int ft = std::min(it * tubelet + t, s.T - 1);
+                            const float * frame = item + (size_t(c) * s.T + size_t(ft)) * plane;
                             for (int y = 0; y < patch; ++y) {
                                 const float * row = frame + size_t(iy * patch + y) * s.W + size_t(ix) * patch;
                                 std::memcpy(dst, row, sizeof(float) * size_t(patch));
@@ -110,8 +110,21 @@ EncoderGraph build_encoder_graph(ggml_context * ctx, const Model & m, const Inpu
     attn.n_head = e.n_head;
     attn.scale = 1.0f / std::sqrt(float(e.head_dim()));
     attn.flash = flash;
+    if (e.pos_type == JEPA_POS_ROPE3D) {
+        // Host-built tables (Context::set_rope_inputs), broadcast over heads and items.
+        const int64_t n_tok = Np + n_prefix;
+        eg.rope_cos = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, e.head_dim(), 1, n_tok, 1);
+        eg.rope_sin = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, e.head_dim(), 1, n_tok, 1);
+        ggml_set_name(eg.rope_cos, "rope_cos");
+        ggml_set_name(eg.rope_sin, "rope_sin");
+        ggml_set_input(eg.rope_cos);
+        ggml_set_input(eg.rope_sin);
+        attn.rope_cos = eg.rope_cos;
+        attn.rope_sin = eg.rope_sin;
+    }
+    const BlockHparams bh = m.hp.enc_block();
     for (int il = 0; il < e.n_layer; ++il) {
-        x = build_vit_block(ctx, x, w.blocks[size_t(il)], e, attn, il);
+        x = build_vit_block(ctx, x, w.blocks[size_t(il)], bh, attn, il);
     }
     x = build_norm(ctx, x, w.norm, e.ln_eps);
     ggml_set_name(x, "enc.out");

@@ -16,9 +16,12 @@ struct EncoderGraph {
     ggml_cgraph * graph = nullptr;
     ggml_tensor * patches = nullptr;  // input  [C*t*P*P, n_patch, B]
     ggml_tensor * out = nullptr;      // output [D, n_tok, B]
+    ggml_tensor * rope_cos = nullptr; // input [head_dim, 1, n_tok, 1] (rope3d models; see rope.h)
+    ggml_tensor * rope_sin = nullptr;
 };
 
-// Patch-grid of one item: (T / tubelet) x (H / P) x (W / P). Throws for a shape the model cannot take.
+// Patch-grid of one item: ceil(T / tubelet) x (H / P) x (W / P). Throws for a shape the model cannot take.
+// A clip whose frame count is not a multiple of the tubelet repeats its last frame (upstream V-JEPA).
 struct PatchGrid {
     int t = 1, h = 0, w = 0;
     int64_t n() const { return int64_t(t) * h * w; }
@@ -29,7 +32,8 @@ int64_t encoder_n_tokens(const Model & m, int C, int T, int H, int W);
 EncoderGraph build_encoder_graph(ggml_context * ctx, const Model & m, const InputShape & s, bool flash);
 
 // pixels [B, C, T, H, W] -> patches [B, n_patch, C*t*P*P] with tokens T-major, then H, then W and each
-// patch flattened in C, t, y, x order (the Conv3d / Conv2d weight layout).
+// patch flattened in C, t, y, x order (the Conv3d / Conv2d weight layout). Frames past T - 1 (filling
+// the last tubelet) repeat frame T - 1.
 void patchify(const float * pixels, const InputShape & s, int tubelet, int patch, float * out);
 
 }  // namespace jepa

@@ -23,6 +23,11 @@ int main(void) {
     CHECK(cp.flash_attn == -1);
     CHECK(cp.max_graph_bytes == 0);
 
+    jepa_predict_params pp = jepa_predict_default_params();
+    CHECK(pp.mask_index == 1);
+    CHECK(pp.grid_h == 0);
+    CHECK(pp.grid_w == 0);
+
     CHECK(strcmp(jepa_version(), "0.1.0") == 0);
     CHECK(strlen(jepa_ggml_version()) > 0);
 
@@ -33,6 +38,8 @@ int main(void) {
     CHECK(jepa_context_new(NULL, NULL) == NULL);
     CHECK(jepa_encode(NULL, NULL, 1, 3, 1, 16, 16, NULL, 0) == JEPA_ERR_INVALID_ARG);
     CHECK(jepa_model_get_info(NULL, NULL) == JEPA_ERR_INVALID_ARG);
+    CHECK(jepa_classify(NULL, NULL, 1, 1, 1, NULL, 0, NULL, 0) == JEPA_ERR_INVALID_ARG);
+    CHECK(jepa_predict(NULL, NULL, 1, 1, 1, NULL, NULL, 1, NULL, NULL, 0) == JEPA_ERR_INVALID_ARG);
     CHECK(jepa_model_n_tokens(NULL, 1, 16, 16) == -1);
     CHECK(jepa_model_label(NULL, 0) == NULL);
     jepa_model_free(NULL);

@@ -1,0 +1,57 @@
+#include "predictor.h"
+
+#include "blocks.h"
+
+#include <cmath>
+
+namespace jepa {
+
+PredGraph build_pred_graph(ggml_context * ctx, const Model & m, int64_t n_ctx, int64_t n_tgt, int B, int mask_index,
+                           bool flash) {
+    const PredHparams & p = m.hp.pred;
+    const PredW & w = m.pred;
+    const int64_t D_enc = m.hp.enc.embed_dim, D = p.embed_dim, hd = p.head_dim();
+    const int64_t n_tok = n_ctx + n_tgt;
+
+    PredGraph pg;
+    pg.graph = ggml_new_graph_custom(ctx, 8192, false);
+    pg.tokens = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, D_enc, n_ctx, B);
+    ggml_set_name(pg.tokens, "pred.tokens");
+    ggml_set_input(pg.tokens);
+    pg.rope_cos = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, hd, 1, n_tok, B);
+    pg.rope_sin = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, hd, 1, n_tok, B);
+    ggml_set_name(pg.rope_cos, "pred.rope_cos");
+    ggml_set_name(pg.rope_sin, "pred.rope_sin");
+    ggml_set_input(pg.rope_cos);
+    ggml_set_input(pg.rope_sin);
+
+    ggml_tensor * x = build_linear(ctx, pg.tokens, w.embed);  // [D, n_ctx, B]
+    ggml_set_name(x, "pred.embed");
+    ggml_tensor * mask = ggml_view_2d(ctx, w.mask_tokens, D, 1, w.mask_tokens->nb[1],
+                                      size_t(mask_index) * w.mask_tokens->nb[1]);
+    mask = ggml_repeat_4d(ctx, mask, D, n_tgt, B, 1);
+    x = ggml_concat(ctx, x, mask, 1);  // [D, n_ctx + n_tgt, B]
+    ggml_set_name(x, "pred.in");
+
+    AttnOptions attn;
+    attn.n_head = p.block.n_head;
+    attn.scale = 1.0f / std::sqrt(float(hd));
+    attn.flash = flash;
+    attn.rope_cos = pg.rope_cos;
+    attn.rope_sin = pg.rope_sin;
+    for (int il = 0; il < p.n_layer; ++il) {
+        x = build_vit_block(ctx, x, w.blocks[size_t(il)], p.block, attn, il, "pred.blk");
+    }
+    x = build_norm(ctx, x, w.norm, p.block.ln_eps);
+    ggml_set_name(x, "pred.norm");
+
+    // The target rows, made contiguous so the projection takes the batched matmul path.
+    ggml_tensor * tgt = ggml_cont(ctx, ggml_view_3d(ctx, x, D, n_tgt, B, x->nb[1], x->nb[2], size_t(n_ctx) * x->nb[1]));
+    pg.out = build_linear(ctx, tgt, w.proj);
+    ggml_set_name(pg.out, "pred.out");
+    ggml_set_output(pg.out);
+    ggml_build_forward_expand(pg.graph, pg.out);
+    return pg;
+}
+
+}  // namespace jepa
