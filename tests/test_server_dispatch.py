@@ -105,9 +105,9 @@ def test_a_partial_group_waits_for_compatible_company() -> None:
         b = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
         await a
         await b
-        assert [len(g) for g in pool.groups] == [2]
+        assert [len(g) for g in pool.groups] == [2]  # full at 2: it went at once, not after 5 s
 
-    run(lambda: _with_dispatcher(body, max_batch=8, max_wait_ms=500))
+    run(lambda: _with_dispatcher(body, max_batch=2, max_wait_ms=5000))
 
 
 def test_a_partial_group_stops_waiting_when_something_else_waits() -> None:
@@ -127,9 +127,12 @@ def test_a_partial_group_stops_waiting_when_something_else_waits() -> None:
 
 def test_max_wait_zero_never_waits() -> None:
     async def body(d: Dispatcher, pool: FakePool) -> None:
-        started = time.monotonic()
-        await d.run_batched(double, None, [_x(2)])
-        assert time.monotonic() - started < 1.0 and [len(g) for g in pool.groups] == [1]
+        a = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
+        await asyncio.sleep(0.05)
+        b = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
+        await a
+        await b
+        assert [len(g) for g in pool.groups] == [1, 1]
 
     run(lambda: _with_dispatcher(body, max_wait_ms=0))
 
