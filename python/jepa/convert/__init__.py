@@ -1,4 +1,4 @@
-"""jepa-convert: checkpoints (HF safetensors, timm safetensors) to jepa GGUF files.
+"""jepa-convert: checkpoints (HF safetensors, timm safetensors, Meta .pt) to jepa GGUF files.
 
 One small converter class per source layout, registered by family (see `base.Converter`).
 Needs the `convert` extra (gguf, safetensors); torch only for converters that read .pt files."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-FAMILIES = ("auto", "hfvit", "ijepa", "levjepa")
+FAMILIES = ("auto", "hfvit", "ijepa", "levjepa", "vjepa2")
 
 
 def convert(
@@ -23,8 +23,8 @@ def convert(
     source_url: str | None = None,
     description: str | None = None,
 ) -> str:
-    """Convert the checkpoint at `src` (a directory or a .safetensors file) to the GGUF file `out`."""
-    from . import hf_vit, timm_vit  # noqa: F401 - importing registers the converters
+    """Convert the checkpoint at `src` (a directory, a .safetensors or a .pt file) to the GGUF file `out`."""
+    from . import hf_vit, timm_vit, vjepa2  # noqa: F401 - importing registers the converters
     from .base import Options, pick
 
     path = Path(src)

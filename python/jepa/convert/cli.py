@@ -12,19 +12,22 @@ from . import FAMILIES, convert
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="jepa-convert",
-        description="Convert a JEPA vision checkpoint (HF ViTModel / IJepaModel safetensors, or a "
-        "timm-layout ViT such as LeJEPA) to a jepa GGUF file.",
+        description="Convert a JEPA vision checkpoint (HF ViTModel / IJepaModel / VJEPA2Model / "
+        "VJEPA2ForVideoClassification safetensors, a timm-layout ViT such as LeJEPA, or a Meta V-JEPA 2 .pt "
+        "encoder) to a jepa GGUF file.",
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--src", type=Path,
-                     help="checkpoint directory (config.json + safetensors) or a .safetensors file")
+                     help="checkpoint directory (config.json + safetensors), a .safetensors file or a "
+                     "Meta .pt file")
     src.add_argument("--demo", action="store_true", help="write the tiny random-weight demo model instead")
     p.add_argument("--out", type=Path, required=True, help="GGUF file to write")
     p.add_argument("--family", choices=FAMILIES, default="auto", help="source family (default: detect)")
     p.add_argument("--ftype", choices=("f32", "f16"), default="f32",
                    help="f16 stores attention and FFN matrices in half precision; all else stays f32")
     p.add_argument("--name", help="general.name (default: the checkpoint directory's name)")
-    p.add_argument("--n-head", type=int, help="attention heads, for timm checkpoints without a config.json")
+    p.add_argument("--n-head", type=int,
+                   help="attention heads, for timm and Meta .pt checkpoints without a config.json")
     p.add_argument("--license", help="general.license (default: the model card's license, if any)")
     p.add_argument("--source-url", help="general.source_url")
     p.add_argument("--description", help="general.description")

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import gguf
 import numpy as np
@@ -27,7 +28,27 @@ from .schema import (
 ARCH = "jepa"
 
 
-def _add_keys(w: gguf.GGUFWriter, meta: Meta, enc: Encoder, pre: Preprocess, ftype: str) -> None:
+def _add_extra(w: gguf.GGUFWriter, key: str, val: Any) -> None:
+    """One more key (predictor, head, RoPE): bool, int (u32), float (f32), str, [str] or [float]."""
+    if isinstance(val, bool):
+        w.add_bool(key, val)
+    elif isinstance(val, int):
+        w.add_uint32(key, val)
+    elif isinstance(val, float):
+        w.add_float32(key, val)
+    elif isinstance(val, str):
+        w.add_string(key, val)
+    elif isinstance(val, list | tuple) and all(isinstance(v, str) for v in val):
+        w.add_array(key, list(val))
+    elif isinstance(val, list | tuple) and all(isinstance(v, float) for v in val):
+        w.add_key_value(key, list(val), gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.FLOAT32)
+    else:
+        raise ValueError(f"{key}: unsupported metadata value {val!r}")
+
+
+def _add_keys(
+    w: gguf.GGUFWriter, meta: Meta, enc: Encoder, pre: Preprocess, ftype: str, extra: Mapping[str, Any]
+) -> None:
     # general.architecture is written by GGUFWriter itself (arch=ARCH).
     w.add_string("general.name", meta.name)
     for key, val in (
@@ -60,14 +81,21 @@ def _add_keys(w: gguf.GGUFWriter, meta: Meta, enc: Encoder, pre: Preprocess, fty
     w.add_string("jepa.pre.resample", pre.resample)
     w.add_string("jepa.pre.resize_mode", pre.resize_mode)
 
-    w.add_string("jepa.head.kind", "none")
+    for key, val in extra.items():
+        _add_extra(w, key, val)
+    if "jepa.head.kind" not in extra:
+        w.add_string("jepa.head.kind", "none")
 
 
 def _checked(
-    enc: Encoder, tensors: Iterable[tuple[str, np.ndarray]], ftype: str
+    enc: Encoder,
+    tensors: Iterable[tuple[str, np.ndarray]],
+    ftype: str,
+    extra_shapes: Mapping[str, tuple[tuple[int, ...], bool]],
 ) -> list[tuple[str, np.ndarray]]:
     """Validate names and shapes against the hparams and apply the dtype rule."""
-    expected = expected_shapes(enc)
+    expected = expected_shapes(enc) | dict(extra_shapes)
+    pos_rows = pos_rows_allowed(enc)
     out: list[tuple[str, np.ndarray]] = []
     seen: set[str] = set()
     for name, arr in tensors:
@@ -75,8 +103,8 @@ def _checked(
             raise ValueError(f"{name}: written twice")
         seen.add(name)
         shape = tuple(arr.shape)
-        if name == "enc.pos_embed":
-            rows = pos_rows_allowed(enc)
+        if name == "enc.pos_embed" and pos_rows:
+            rows = pos_rows
             if len(shape) != 2 or shape[0] not in rows or shape[1] != enc.embed_dim:
                 raise ValueError(f"{name}: got {list(shape)}, expected [{' or '.join(map(str, rows))}, "
                                  f"{enc.embed_dim}]")
@@ -87,7 +115,7 @@ def _checked(
         half = ftype == "f16" and may_be_half(name)
         out.append((name, np.ascontiguousarray(arr, dtype=np.float16 if half else np.float32)))
     missing = [n for n, (_, req) in expected.items() if req and n not in seen]
-    if "enc.pos_embed" not in seen:
+    if pos_rows and "enc.pos_embed" not in seen:
         missing.insert(0, "enc.pos_embed")
     if missing:
         raise ValueError(f"missing tensor(s): {', '.join(missing)}")
@@ -101,11 +129,17 @@ def write_gguf(
     pre: Preprocess,
     tensors: Iterable[tuple[str, np.ndarray]],
     ftype: str = "f32",
+    *,
+    extra_keys: Mapping[str, Any] | None = None,
+    extra_shapes: Mapping[str, tuple[tuple[int, ...], bool]] | None = None,
 ) -> str:
-    """Write the file at `path` (via a temp file and a rename: readers never see half a file)."""
+    """Write the file at `path` (via a temp file and a rename: readers never see half a file).
+
+    extra_keys / extra_shapes: metadata and tensors beyond the encoder (a predictor, a head, RoPE
+    keys), name -> value and name -> (numpy shape, required)."""
     if ftype not in FTYPES:
         raise ValueError(f"unsupported ftype={ftype}")
-    checked = _checked(enc, tensors, ftype)
+    checked = _checked(enc, tensors, ftype, extra_shapes or {})
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
@@ -113,7 +147,7 @@ def write_gguf(
     try:
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; a model file is meant to be shared
         w = gguf.GGUFWriter(tmp, ARCH)
-        _add_keys(w, meta, enc, pre, ftype)
+        _add_keys(w, meta, enc, pre, ftype, extra_keys or {})
         for name, arr in checked:
             w.add_tensor(name, arr)
         w.write_header_to_file()

@@ -8,13 +8,17 @@ from dataclasses import dataclass
 
 SCHEMA_VERSION = 1
 FTYPES: dict[str, int] = {"f32": 0, "f16": 1}  # ggml ftype ids written to general.file_type
-FAMILIES = ("hfvit", "ijepa", "levjepa")
+FAMILIES = ("hfvit", "ijepa", "levjepa", "vjepa2")
 ACTS = ("gelu_erf", "gelu_tanh")
 RESAMPLES = ("bilinear", "bicubic")
 RESIZE_MODES = ("shortest_edge", "squash")
 
 # Only these 2-D matrices may be f16; everything else stays f32 (the loader refuses other files).
-_HALF_OK = re.compile(r"^enc\.blk\.\d+\.(attn_q|attn_k|attn_v|attn_qkv|attn_out|ffn_up|ffn_down)\.weight$")
+_BLOCK_MATS = r"blk\.\d+\.(attn_q|attn_k|attn_v|attn_qkv|attn_out|ffn_up|ffn_down)"
+_HALF_OK = re.compile(
+    rf"^(enc\.{_BLOCK_MATS}|pred\.({_BLOCK_MATS}|embed|proj)|head\.({_BLOCK_MATS}|xattn\.(q|k|v|ffn_up|ffn_down)|cls))"
+    r"\.weight$"
+)
 
 
 def may_be_half(name: str) -> bool:
@@ -134,6 +138,8 @@ def expected_shapes(enc: Encoder) -> dict[str, tuple[tuple[int, ...], bool]]:
 def pos_rows_allowed(enc: Encoder) -> tuple[int, ...]:
     """Rows enc.pos_embed may have: one per patch, plus a CLS slot when the source table has one.
 
-    Registers never carry a position."""
+    Registers never carry a position; a RoPE encoder (pos_type rope3d) has no table at all."""
+    if enc.pos_type == "rope3d":
+        return ()
     p = enc.n_patches
     return (p, p + 1) if enc.cls_token else (p,)

@@ -1,0 +1,213 @@
+"""V-JEPA 2 (family vjepa2): video encoders with 3-D RoPE, the masked predictor and the attentive-pool
+classifier head. One registered converter for three source layouts:
+
+- HF `VJEPA2Model` (encoder + masked predictor) and `VJEPA2ForVideoClassification` (+ attentive pool
+  and classifier; labels from id2label): config.json + safetensors, see vjepa2_hf.py;
+- Meta's own .pt checkpoints (encoder only: fused qkv, `module.backbone.` prefixes), see vjepa2_meta.py.
+
+What the layouts share lives here: the RoPE keys, the predictor / head metadata and tensor shapes, and
+the V-JEPA 2 preprocessing recipe (short side 256/224 x crop, centre crop, bilinear, ImageNet)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from .base import Converter, register
+from .gguf_writer import write_gguf
+from .schema import Encoder, Meta, Preprocess
+from .source import TensorSource
+
+# Meta's and HF's encoders: LayerNorm eps 1e-6, exact GELU, RoPE with the "tiled" layout, theta 1e4.
+ROPE_THETA = 10000.0
+
+
+def vjepa2_recipe(crop: int) -> Preprocess:
+    """The upstream video processor: short side int(crop * 256 / 224), centre crop, bilinear, ImageNet."""
+    return Preprocess(
+        mean=(0.485, 0.456, 0.406),
+        std=(0.229, 0.224, 0.225),
+        resize_short=int(crop * 256 / 224),
+        crop=crop,
+        resample="bilinear",
+        resize_mode="shortest_edge",
+    )
+
+
+@dataclass(frozen=True)
+class PredictorSpec:
+    """The masked predictor (jepa.pred.*)."""
+
+    embed_dim: int
+    n_layer: int
+    n_head: int
+    ffn_dim: int
+    n_mask_tokens: int
+    out_dim: int  # the encoder's width: the predictor reads and predicts encoder tokens
+    grid_size: int
+    n_frames: int
+    ln_eps: float
+    qkv_fused: bool = False
+
+    def __post_init__(self) -> None:
+        if self.n_head <= 0 or self.embed_dim % self.n_head:
+            raise ValueError(f"unsupported pred n_head={self.n_head} (pred embed_dim={self.embed_dim})")
+        hd = self.embed_dim // self.n_head
+        if hd % 2 or hd < 6:
+            raise ValueError(f"unsupported pred head_dim={hd} (3-D RoPE needs an even head_dim >= 6)")
+
+    def keys(self) -> dict[str, Any]:
+        return {
+            "jepa.pred.kind": "masked",
+            "jepa.pred.embed_dim": self.embed_dim,
+            "jepa.pred.n_layer": self.n_layer,
+            "jepa.pred.n_head": self.n_head,
+            "jepa.pred.head_dim": self.embed_dim // self.n_head,
+            "jepa.pred.ffn_dim": self.ffn_dim,
+            "jepa.pred.n_mask_tokens": self.n_mask_tokens,
+            "jepa.pred.out_dim": self.out_dim,
+            "jepa.pred.grid_size": self.grid_size,
+            "jepa.pred.n_frames": self.n_frames,
+            "jepa.pred.ln_eps": float(self.ln_eps),
+            "jepa.pred.act": "gelu_erf",
+            "jepa.pred.rope_freq_layout": "tiled",
+            "jepa.pred.rope_theta": ROPE_THETA,
+        }
+
+    def shapes(self) -> dict[str, tuple[tuple[int, ...], bool]]:
+        d, f = self.embed_dim, self.ffn_dim
+        out: dict[str, tuple[tuple[int, ...], bool]] = {
+            "pred.embed.weight": ((d, self.out_dim), True),
+            "pred.embed.bias": ((d,), False),
+            "pred.mask_tokens": ((self.n_mask_tokens, d), True),
+            "pred.norm.weight": ((d,), True),
+            "pred.norm.bias": ((d,), True),
+            "pred.proj.weight": ((self.out_dim, d), True),
+            "pred.proj.bias": ((self.out_dim,), False),
+        }
+        for i in range(self.n_layer):
+            out.update(block_shapes(f"pred.blk.{i}.", d, f, self.qkv_fused))
+        return out
+
+
+@dataclass(frozen=True)
+class HeadSpec:
+    """The attentive-pool classifier (jepa.head.*)."""
+
+    embed_dim: int
+    n_pool_layers: int
+    ffn_dim: int
+    labels: tuple[str, ...]
+
+    def keys(self) -> dict[str, Any]:
+        return {
+            "jepa.head.kind": "attentive_pool",
+            "jepa.head.n_classes": len(self.labels),
+            "jepa.head.n_pool_layers": self.n_pool_layers,
+            "jepa.head.labels": list(self.labels),
+        }
+
+    def shapes(self) -> dict[str, tuple[tuple[int, ...], bool]]:
+        d, f = self.embed_dim, self.ffn_dim
+        out: dict[str, tuple[tuple[int, ...], bool]] = {
+            "head.query": ((1, d), True),
+            "head.cls.weight": ((len(self.labels), d), True),
+            "head.cls.bias": ((len(self.labels),), False),
+        }
+        for n in ("ln_kv", "ln2"):
+            out[f"head.xattn.{n}.weight"] = ((d,), True)
+            out[f"head.xattn.{n}.bias"] = ((d,), True)
+        mats = {"q": (d, d), "k": (d, d), "v": (d, d), "ffn_up": (f, d), "ffn_down": (d, f)}
+        for n, shape in mats.items():
+            out[f"head.xattn.{n}.weight"] = (shape, True)
+            out[f"head.xattn.{n}.bias"] = ((shape[0],), False)
+        for i in range(self.n_pool_layers):
+            out.update(block_shapes(f"head.blk.{i}.", d, f, False))
+        return out
+
+
+def block_shapes(prefix: str, d: int, f: int, fused: bool) -> dict[str, tuple[tuple[int, ...], bool]]:
+    """A pre-norm block's tensors (the engine's names, numpy shapes); norms have both gain and bias."""
+    mats = {"attn_out": (d, d), "ffn_up": (f, d), "ffn_down": (d, f)}
+    if fused:
+        mats["attn_qkv"] = (3 * d, d)
+    else:
+        mats.update(attn_q=(d, d), attn_k=(d, d), attn_v=(d, d))
+    out: dict[str, tuple[tuple[int, ...], bool]] = {}
+    for m, shape in mats.items():
+        out[f"{prefix}{m}.weight"] = (shape, True)
+        out[f"{prefix}{m}.bias"] = ((shape[0],), False)
+    for n in ("ln1", "ln2"):
+        out[f"{prefix}{n}.weight"] = ((d,), True)
+        out[f"{prefix}{n}.bias"] = ((d,), True)
+    return out
+
+
+class Layout(Protocol):
+    """One source layout of a V-JEPA 2 checkpoint."""
+
+    source: TensorSource
+
+    def encoder(self) -> Encoder: ...
+    def predictor(self) -> PredictorSpec | None: ...
+    def head(self) -> HeadSpec | None: ...
+    def preprocess(self) -> Preprocess: ...
+    def tensors(self) -> Iterator[tuple[str, np.ndarray]]: ...
+
+
+def _open_layout(src: Path, n_head: int | None) -> Layout:
+    from . import vjepa2_hf, vjepa2_meta
+
+    if vjepa2_hf.detect(src):
+        return vjepa2_hf.HFLayout(src)
+    if vjepa2_meta.detect(src):
+        return vjepa2_meta.MetaLayout(src, n_head)
+    raise ValueError(f"{src}: neither an HF V-JEPA 2 checkpoint (config.json with model_type vjepa2) nor a "
+                     "Meta V-JEPA 2 .pt checkpoint")
+
+
+@register
+class VJEPA2(Converter):
+    family = "vjepa2"
+
+    @classmethod
+    def detect(cls, src: Path) -> bool:
+        from . import vjepa2_hf, vjepa2_meta
+
+        return vjepa2_hf.detect(src) or vjepa2_meta.detect(src)
+
+    def open_source(self) -> TensorSource:
+        self.layout = _open_layout(self.src, self.options.n_head)
+        return self.layout.source
+
+    def hparams(self) -> Encoder:
+        return self.layout.encoder()
+
+    def preprocess(self) -> Preprocess:
+        return self.layout.preprocess()
+
+    def tensors(self) -> Iterator[tuple[str, np.ndarray]]:
+        return self.layout.tensors()
+
+    def meta(self) -> Meta:
+        m = super().meta()
+        return Meta(family=m.family, name=m.name, description=m.description, license=m.license,
+                    source_url=m.source_url, modality="video")
+
+    def default_name(self) -> str:
+        return self.src.stem if self.src.is_file() else super().default_name()
+
+    def convert(self, out: str | Path, ftype: str = "f32") -> str:
+        enc = self.hparams()
+        keys: dict[str, Any] = {"jepa.enc.rope_freq_layout": "tiled", "jepa.enc.rope_theta": ROPE_THETA}
+        shapes: dict[str, tuple[tuple[int, ...], bool]] = {}
+        for part in (self.layout.predictor(), self.layout.head()):
+            if part is not None:
+                keys.update(part.keys())
+                shapes.update(part.shapes())
+        return write_gguf(out, self.meta(), enc, self.preprocess(), self.checked_tensors(), ftype,
+                          extra_keys=keys, extra_shapes=shapes)

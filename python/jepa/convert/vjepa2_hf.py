@@ -1,0 +1,168 @@
+"""HF transformers `VJEPA2Model` / `VJEPA2ForVideoClassification` checkpoints (config.json + safetensors
+as save_pretrained writes them; the video processor's config when present).
+
+`VJEPA2Model` holds `encoder.*` and `predictor.*`; the classifier nests that model under `vjepa2.` and
+adds `pooler.*` (the attentive pool) and `classifier.*`. The Conv3d tubelet weight [D, C, t, P, P] is
+5-D and ggml tensors have at most 4 dims: it is flattened to [D, C*t*P*P] (C, t, y, x order, what the
+engine's patchify produces). The predictor's mask tokens [n, 1, 1, Dp] become [n, Dp]; the pooler's
+query [1, 1, D] becomes [1, D]. Everything in the file is mapped; anything else is an error."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .base import beside, read_json
+from .preprocess import recipe_from_processor
+from .schema import Encoder, Preprocess
+from .source import TensorSource, safetensors_files
+from .vjepa2 import HeadSpec, PredictorSpec, vjepa2_recipe
+
+_ACTS = {"gelu": "gelu_erf"}
+# Engine block tensor -> source module, for encoder / predictor layers and the pooler's self-attention.
+_LAYER = {"ln1": "norm1", "attn_q": "attention.query", "attn_k": "attention.key", "attn_v": "attention.value",
+          "attn_out": "attention.proj", "ln2": "norm2", "ffn_up": "mlp.fc1", "ffn_down": "mlp.fc2"}
+_POOL_LAYER = {"ln1": "layer_norm1", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+               "attn_v": "self_attn.v_proj", "attn_out": "self_attn.out_proj", "ln2": "layer_norm2",
+               "ffn_up": "mlp.fc1", "ffn_down": "mlp.fc2"}
+_XATTN = {"ln_kv": "layer_norm1", "q": "cross_attn.q_proj", "k": "cross_attn.k_proj",
+          "v": "cross_attn.v_proj", "ln2": "layer_norm2", "ffn_up": "mlp.fc1", "ffn_down": "mlp.fc2"}
+
+
+def detect(src: Path) -> bool:
+    cfg = read_json(beside(src, "config.json"))
+    return cfg is not None and cfg.get("model_type") == "vjepa2"
+
+
+def _square(field: str, v: Any) -> int:
+    if isinstance(v, (list, tuple)):
+        if len(v) != 2 or v[0] != v[1]:
+            raise ValueError(f"unsupported {field}={v}")
+        v = v[0]
+    return int(v)
+
+
+def _labels(cfg: dict[str, Any], n: int) -> tuple[str, ...]:
+    """id2label in index order (config.json keys are strings); LABEL_i where it has none."""
+    id2label = {str(k): str(v) for k, v in (cfg.get("id2label") or {}).items()}
+    return tuple(id2label.get(str(i), f"LABEL_{i}") for i in range(n))
+
+
+class HFLayout:
+    def __init__(self, src: Path) -> None:
+        cfg = read_json(beside(src, "config.json"))
+        if cfg is None or cfg.get("model_type") != "vjepa2":
+            raise ValueError(f"{src}: no config.json with model_type vjepa2")
+        self.src = src
+        self.config = cfg
+        self.source = TensorSource(safetensors_files(src), prefixes=("vjepa2.",))
+        act = cfg.get("hidden_act", "gelu")
+        if act not in _ACTS:
+            raise ValueError(f"unsupported hidden_act={act}")
+
+    # -- hparams --------------------------------------------------------------------------------
+
+    def encoder(self) -> Encoder:
+        c, s = self.config, self.source
+        d, chans, t, p, p2 = s.shape("encoder.embeddings.patch_embeddings.proj.weight")
+        if p != p2 or p != _square("patch_size", c.get("patch_size", 16)):
+            raise ValueError(f"unsupported patch_size={c.get('patch_size')} (weight {[p, p2]})")
+        return Encoder(
+            embed_dim=d,
+            n_layer=int(c["num_hidden_layers"]),
+            n_head=int(c["num_attention_heads"]),
+            ffn_dim=s.shape("encoder.layer.0.mlp.fc1.weight")[0],
+            patch_size=p,
+            img_size=int(c.get("crop_size", 256)),
+            in_chans=chans,
+            ln_eps=float(c.get("layer_norm_eps", 1e-6)),
+            act=_ACTS[c.get("hidden_act", "gelu")],
+            cls_token=False,
+            pos_type="rope3d",
+            tubelet_size=t,
+            n_frames=int(c.get("frames_per_clip", 64)),
+        )
+
+    def predictor(self) -> PredictorSpec | None:
+        c, s = self.config, self.source
+        if not s.has("predictor.embeddings.mask_tokens"):
+            return None
+        return PredictorSpec(
+            embed_dim=int(c["pred_hidden_size"]),
+            n_layer=int(c["pred_num_hidden_layers"]),
+            n_head=int(c["pred_num_attention_heads"]),
+            ffn_dim=s.shape("predictor.layer.0.mlp.fc1.weight")[0],
+            n_mask_tokens=s.shape("predictor.embeddings.mask_tokens")[0],
+            out_dim=int(c["hidden_size"]),
+            grid_size=int(c.get("crop_size", 256)) // _square("patch_size", c.get("patch_size", 16)),
+            n_frames=int(c.get("frames_per_clip", 64)),
+            ln_eps=float(c.get("layer_norm_eps", 1e-6)),
+        )
+
+    def head(self) -> HeadSpec | None:
+        s = self.source
+        if not s.has("pooler.query_tokens"):
+            return None
+        n_classes = s.shape("classifier.weight")[0]
+        n_pool = 0
+        while s.has(f"pooler.self_attention_layers.{n_pool}.layer_norm1.weight"):
+            n_pool += 1
+        return HeadSpec(
+            embed_dim=int(self.config["hidden_size"]),
+            n_pool_layers=n_pool,
+            ffn_dim=s.shape("pooler.cross_attention_layer.mlp.fc1.weight")[0],
+            labels=_labels(self.config, n_classes),
+        )
+
+    def preprocess(self) -> Preprocess:
+        default = vjepa2_recipe(int(self.config.get("crop_size", 256)))
+        for name in ("video_preprocessor_config.json", "preprocessor_config.json"):
+            path = beside(self.src, name)
+            if path.is_file():
+                return recipe_from_processor(json.loads(path.read_text()), default)
+        return default
+
+    # -- tensors --------------------------------------------------------------------------------
+
+    def _module(self, dst: str, src: str) -> Iterator[tuple[str, np.ndarray]]:
+        yield f"{dst}.weight", self.source.take(f"{src}.weight")
+        bias = self.source.take_optional(f"{src}.bias")
+        if bias is not None:
+            yield f"{dst}.bias", bias
+
+    def _layers(self, dst: str, src: str, names: dict[str, str], n: int) -> Iterator[tuple[str, np.ndarray]]:
+        for i in range(n):
+            for d, s in names.items():
+                yield from self._module(f"{dst}.{i}.{d}", f"{src}.{i}.{s}")
+
+    def tensors(self) -> Iterator[tuple[str, np.ndarray]]:
+        enc, s = self.encoder(), self.source
+        w = s.take("encoder.embeddings.patch_embeddings.proj.weight")
+        yield "enc.patch_embed.weight", w.reshape(w.shape[0], -1)  # [D, C, t, P, P] -> [D, C*t*P*P]
+        bias = s.take_optional("encoder.embeddings.patch_embeddings.proj.bias")
+        if bias is not None:
+            yield "enc.patch_embed.bias", bias
+        yield from self._layers("enc.blk", "encoder.layer", _LAYER, enc.n_layer)
+        yield from self._module("enc.norm", "encoder.layernorm")
+
+        pred = self.predictor()
+        if pred is not None:
+            yield from self._module("pred.embed", "predictor.embeddings.predictor_embeddings")
+            mask_tokens = s.take("predictor.embeddings.mask_tokens")  # [n, 1, 1, Dp]
+            yield "pred.mask_tokens", mask_tokens.reshape(pred.n_mask_tokens, -1)
+            yield from self._layers("pred.blk", "predictor.layer", _LAYER, pred.n_layer)
+            yield from self._module("pred.norm", "predictor.layernorm")
+            yield from self._module("pred.proj", "predictor.proj")
+
+        head = self.head()
+        if head is not None:
+            yield "head.query", s.take("pooler.query_tokens").reshape(1, -1)
+            pool = "pooler.self_attention_layers"
+            yield from self._layers("head.blk", pool, _POOL_LAYER, head.n_pool_layers)
+            for d, src in _XATTN.items():
+                yield from self._module(f"head.xattn.{d}", f"pooler.cross_attention_layer.{src}")
+            yield from self._module("head.cls", "classifier")

@@ -1,0 +1,181 @@
+"""Meta's own V-JEPA 2 .pt checkpoints (github.com/facebookresearch/vjepa2): the encoder only.
+
+The file is a dict of state dicts; like upstream's `src/hub/backbones.py` the encoder is read from
+`target_encoder` (the V-JEPA 2 releases), else `encoder` (V-JEPA 2-AC), else `ema_encoder`, else the
+file itself when it is a bare state dict. Keys lose `module.` and `backbone.` as upstream's
+`_clean_backbone_key` does. Layout: `patch_embed.proj` (Conv3d, 5-D), `blocks.{i}.{norm1, attn.qkv (fused,
+rows q;k;v), attn.proj, norm2, mlp.fc1, mlp.fc2}`, `norm`. A `pos_embed` is skipped: upstream loads these
+encoders with strict=False because they use RoPE and never read it. Anything else unmapped is an error.
+
+Shapes give everything but the head count and the native clip size: those come from a config.json beside
+the file (`num_heads`, `img_size` / `crop_size`, `num_frames` / `frames_per_clip`) when present, else
+--n-head / the standard width (ViT-B 768: 12, L 1024: 16, H 1280: 16, g 1408: 22, G 1664: 26), and
+upstream's defaults (256 px, 64 frames). Needs torch (read with weights_only=True)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .base import beside, read_json
+from .schema import Encoder, Preprocess
+from .source import TensorSource
+from .vjepa2 import HeadSpec, PredictorSpec, vjepa2_recipe
+
+SUFFIXES = (".pt", ".pth", ".tar", ".ckpt")
+ENCODER_KEYS = ("target_encoder", "encoder", "ema_encoder")
+_HEADS_BY_WIDTH = {768: 12, 1024: 16, 1280: 16, 1408: 22, 1664: 26}
+_BLOCK = {"ln1": "norm1", "attn_qkv": "attn.qkv", "attn_out": "attn.proj", "ln2": "norm2",
+          "ffn_up": "mlp.fc1", "ffn_down": "mlp.fc2"}
+_SKIPPED = ("pos_embed",)
+
+
+def _torch_load(path: Path) -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise ValueError(f"{path}: reading a .pt checkpoint needs torch (pip install torch)") from None
+    try:
+        return torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
+    except RuntimeError:
+        # Legacy (non-zip) files cannot be memory-mapped.
+        return torch.load(str(path), map_location="cpu", weights_only=True)
+
+
+def _clean(key: str) -> str:
+    return key.replace("module.", "").replace("backbone.", "")
+
+
+def _encoder_state(ckpt: Any, path: Path) -> dict[str, Any]:
+    if not isinstance(ckpt, dict):
+        raise ValueError(f"{path}: not a checkpoint dict")
+    for k in ENCODER_KEYS:
+        if isinstance(ckpt.get(k), dict):
+            return ckpt[k]
+    if any(_clean(str(k)) == "patch_embed.proj.weight" for k in ckpt):
+        return ckpt
+    looked = ", ".join(ENCODER_KEYS)
+    raise ValueError(f"{path}: no encoder state dict (looked for {looked} and a bare state dict)")
+
+
+def detect(src: Path) -> bool:
+    if not src.is_file() or src.suffix.lower() not in SUFFIXES:
+        return False
+    try:
+        state = _encoder_state(_torch_load(src), src)
+    except (ValueError, OSError, RuntimeError):
+        return False
+    return any(_clean(str(k)) == "patch_embed.proj.weight" for k in state)
+
+
+class ArraySource(TensorSource):
+    """A TensorSource over in-memory arrays (a torch state dict), with the same bookkeeping."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], origin: Path) -> None:
+        self._arrays = arrays
+        self._where = {k: (origin, k) for k in arrays}
+        self._used: set[str] = set()
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return tuple(self._arrays[self._loc(name)[1]].shape)
+
+    def take(self, name: str) -> np.ndarray:
+        _, key = self._loc(name)
+        self._used.add(name)
+        return np.asarray(self._arrays[key], dtype=np.float32)
+
+
+class MetaLayout:
+    def __init__(self, src: Path, n_head: int | None) -> None:
+        import torch
+
+        state = _encoder_state(_torch_load(src), src)
+        arrays: dict[str, np.ndarray] = {}
+        for k, v in state.items():
+            if not isinstance(v, torch.Tensor):
+                raise ValueError(f"{src}: entry {k!r} of the encoder state dict is not a tensor")
+            name = _clean(str(k))
+            if name in arrays:
+                raise ValueError(f"{src}: source tensor {k!r} clashes with another after removing prefixes")
+            arrays[name] = v.detach().to(torch.float32).numpy()
+        self.src = src
+        self.n_head_flag = n_head
+        self.config = read_json(beside(src, "config.json")) or {}
+        self.source: TensorSource = ArraySource(arrays, src)
+        if self.source.has("blocks.0.mlp.fc3.weight"):
+            raise ValueError("unsupported mlp=SwiGLU (blocks.0.mlp.fc3): V-JEPA 2 encoders use a GELU MLP")
+
+    def _cfg(self, *keys: str) -> int | None:
+        for k in keys:
+            if k in self.config:
+                return int(self.config[k])
+        return None
+
+    def _n_head(self, d: int) -> int:
+        found, flag = self._cfg("num_heads", "n_head", "num_attention_heads"), self.n_head_flag
+        if found and flag and flag != found:
+            raise ValueError(f"unsupported n_head={flag}: config.json says {found}")
+        n = found or flag or _HEADS_BY_WIDTH.get(d)
+        if not n:
+            raise ValueError(f"unsupported embed_dim={d} without a head count: pass --n-head")
+        return n
+
+    def encoder(self) -> Encoder:
+        s = self.source
+        shape = s.shape("patch_embed.proj.weight")
+        if len(shape) == 5:
+            d, chans, t, p, p2 = shape
+        elif len(shape) == 4:
+            (d, chans, p, p2), t = shape, 1
+        else:
+            raise ValueError(f"unsupported patch_embed.proj.weight shape={list(shape)}")
+        if p != p2:
+            raise ValueError(f"unsupported patch_size={[p, p2]}")
+        n_layer = 0
+        while s.has(f"blocks.{n_layer}.norm1.weight"):
+            n_layer += 1
+        return Encoder(
+            embed_dim=d,
+            n_layer=n_layer,
+            n_head=self._n_head(d),
+            ffn_dim=s.shape("blocks.0.mlp.fc1.weight")[0],
+            patch_size=p,
+            img_size=self._cfg("img_size", "crop_size") or 256,
+            in_chans=chans,
+            ln_eps=1e-6,
+            act="gelu_erf",
+            cls_token=False,
+            qkv_fused=True,
+            pos_type="rope3d",
+            tubelet_size=t,
+            n_frames=self._cfg("num_frames", "frames_per_clip") or 64,
+        )
+
+    def predictor(self) -> PredictorSpec | None:
+        return None
+
+    def head(self) -> HeadSpec | None:
+        return None
+
+    def preprocess(self) -> Preprocess:
+        return vjepa2_recipe(self.encoder().img_size)
+
+    def tensors(self) -> Iterator[tuple[str, np.ndarray]]:
+        enc, s = self.encoder(), self.source
+        w = s.take("patch_embed.proj.weight")
+        yield "enc.patch_embed.weight", w.reshape(w.shape[0], -1)  # [D, C, t, P, P] -> [D, C*t*P*P]
+        if s.has("patch_embed.proj.bias"):
+            yield "enc.patch_embed.bias", s.take("patch_embed.proj.bias")
+        for i in range(enc.n_layer):
+            for dst, src in _BLOCK.items():
+                yield f"enc.blk.{i}.{dst}.weight", s.take(f"blocks.{i}.{src}.weight")
+                if s.has(f"blocks.{i}.{src}.bias"):
+                    yield f"enc.blk.{i}.{dst}.bias", s.take(f"blocks.{i}.{src}.bias")
+        yield "enc.norm.weight", s.take("norm.weight")
+        yield "enc.norm.bias", s.take("norm.bias")
+        for name in _SKIPPED:
+            if s.has(name):
+                s.skip(name)
