@@ -54,6 +54,16 @@ class Model:
         return bool(self.info["has_cls"])
 
     @property
+    def has_head(self) -> bool:
+        """Whether the file holds a classifier head (Context.classify, jepa.classify)."""
+        return bool(self.info["has_head"])
+
+    @property
+    def has_predictor(self) -> bool:
+        """Whether the file holds a masked predictor (Context.predict)."""
+        return bool(self.info["has_predictor"])
+
+    @property
     def n_prefix(self) -> int:
         """Tokens before the patch tokens: CLS and registers."""
         return int(self.info["has_cls"]) + int(self.info["n_registers"])
@@ -112,3 +122,80 @@ class Context:
                 f"encode expects [B, C, H, W] images or [B, C, T, H, W] clips, got shape {list(x.shape)}"
             )
         return self._native.encode(np.ascontiguousarray(x))
+
+    def classify(self, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Encoder tokens [B, N, D] (what `encode` returns) -> (logits [B, n_classes], pooled [B, D]).
+
+        Runs the model's attentive-pool head; `model.labels[i]` names class i. Softmax and top-k are
+        left to the caller (see jepa.classify)."""
+        if not self.model.has_head:
+            raise UnsupportedError(f"{self.model!r} has no classifier head")
+        tokens = _float_array(tokens, "classify", "tokens")
+        if tokens.ndim != 3:
+            raise InvalidInputError(f"classify expects tokens [B, N, D], got shape {list(tokens.shape)}")
+        logits, pooled = self._native.classify(tokens)
+        return logits, pooled
+
+    def predict(
+        self,
+        tokens: np.ndarray,
+        context_ids: np.ndarray,
+        target_ids: np.ndarray,
+        *,
+        gathered: bool = False,
+        mask_index: int = 1,
+        grid: tuple[int, int] | None = None,
+    ) -> np.ndarray:
+        """The masked predictor's predictions [B, Nt, D] at `target_ids`, from the context tokens.
+
+        tokens: [B, N, D], the encoder output for the whole clip (what `encode` returns): the context
+        rows are taken at `context_ids`, as transformers' VJEPA2Model does. With gathered=True, tokens
+        are already the context rows [B, Nc, D], in the order of context_ids (an encoder that saw the
+        context only). Ids are token indices on the encoder grid (T-major, then H, then W), [Nc] / [Nt]
+        for every item or [B, Nc] / [B, Nt] per item. mask_index picks the learned mask token (upstream
+        default 1); grid (h, w) is the patch grid the ids index (default: the model's native grid)."""
+        if not self.model.has_predictor:
+            raise UnsupportedError(f"{self.model!r} has no masked predictor")
+        tokens = _float_array(tokens, "predict", "tokens")
+        if tokens.ndim != 3:
+            raise InvalidInputError(f"predict expects tokens [B, N, D], got shape {list(tokens.shape)}")
+        b = tokens.shape[0]
+        ctx = _ids(context_ids, b, "context_ids")
+        tgt = _ids(target_ids, b, "target_ids")
+        if not gathered:
+            n = tokens.shape[1]
+            if ctx.max() >= n:
+                raise InvalidInputError(f"context id {int(ctx.max())} is out of range for {n} tokens")
+            tokens = np.take_along_axis(tokens, ctx[:, :, None].astype(np.int64), axis=1)
+        elif tokens.shape[1] != ctx.shape[1]:
+            raise InvalidInputError(
+                f"gathered tokens have {tokens.shape[1]} rows but there are {ctx.shape[1]} context ids"
+            )
+        gh, gw = grid if grid is not None else (0, 0)
+        return self._native.predict(
+            np.ascontiguousarray(tokens), ctx, tgt, int(mask_index), int(gh), int(gw)
+        )
+
+
+def _float_array(x: np.ndarray, what: str, name: str) -> np.ndarray:
+    if not isinstance(x, np.ndarray):
+        raise InvalidInputError(f"{what} expects a numpy array for {name}, got {type(x).__name__}")
+    if x.dtype != np.float32:
+        raise InvalidInputError(f"{what} expects float32 {name}, got {x.dtype}")
+    return np.ascontiguousarray(x)
+
+
+def _ids(ids: np.ndarray, batch: int, name: str) -> np.ndarray:
+    """Token ids as int32 [batch, n]: one row for every item, or one per item."""
+    a = np.asarray(ids)
+    if a.dtype.kind not in "iu" or a.ndim not in (1, 2) or a.size == 0:
+        raise InvalidInputError(
+            f"{name} must be a non-empty integer array [n] or [B, n], got {a.dtype} {list(a.shape)}"
+        )
+    if a.min() < 0 or a.max() >= 1 << 24:
+        raise InvalidInputError(f"{name} must be in [0, 2^24)")
+    if a.ndim == 1:
+        a = np.broadcast_to(a, (batch, a.shape[0]))
+    elif a.shape[0] != batch:
+        raise InvalidInputError(f"{name} has {a.shape[0]} rows for a batch of {batch}")
+    return np.ascontiguousarray(a, dtype=np.int32)
