@@ -186,6 +186,11 @@ class Client:
             else:
                 row = np.asarray(entry["embedding"], dtype=np.float32)
             rows.append(row.astype(np.float32).reshape(shape))
+        if len({r.shape for r in rows}) > 1:
+            counts = sorted({r.shape[0] for r in rows})
+            raise ValueError(
+                f"pool 'none' gave items with different token counts ({counts}): embed them separately"
+            )
         return np.stack(rows)
 
     def classify(self, items: Any, top_k: int = 5) -> list[dict[str, Any]]:
