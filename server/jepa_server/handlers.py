@@ -151,6 +151,10 @@ async def _embed(request: web.Request, engine: Engine, items: list[Item], pool: 
 # predictor arrive with later issues; they will run here through the dispatcher, a classification
 # as a batched op beside encode_op, a rollout or a plan whole on one worker (Dispatcher.run_whole).
 
+# Families whose files carry an action-conditioned predictor. A masked predictor (V-JEPA 2's,
+# Model.has_predictor) does not make a world model: it fills masked tokens, it takes no actions.
+WORLD_MODEL_FAMILIES = frozenset({"vjepa2_ac", "lewm"})
+
 _PLAN_INTS = {"samples": 1, "topk": 1, "cem_steps": 1, "horizon": 1, "seed": 0}
 _PLAN_NUMBERS = {"maxnorm": 0.0}
 
@@ -163,7 +167,7 @@ async def classify(request: web.Request) -> web.StreamResponse:
     opt_int(body, "top_k", 1)
     key = "inputs" if "inputs" in body else "input"
     parse_items(body.get(key), engine.pipeline.files.resolve, _limits(request), name=key)
-    if not engine.model.info["has_head"]:
+    if not engine.model.has_head:
         raise bad_request(
             f"model {engine.model_id!r} has no classifier head: /classify needs a model converted "
             "with one (a video classifier); use /v1/embeddings for embeddings",
@@ -194,13 +198,17 @@ async def rollout(request: web.Request) -> web.StreamResponse:
     if body.get("state") is not None:
         numeric_array(body["state"], "state", (1, 2), "[dim] or [T][dim]")
     opt_bool(body, "return_latents", False)
-    if not engine.model.info["has_predictor"]:
+    if not is_world_model(engine.model):
         raise bad_request(
             f"model {engine.model_id!r} is not a world model: /rollout needs an action-conditioned "
             "predictor (V-JEPA 2-AC, LeWM)",
             code="not_a_world_model",
         )
     raise _not_yet("rollout")
+
+
+def is_world_model(model: jepa.Model) -> bool:
+    return str(model.info.get("family")) in WORLD_MODEL_FAMILIES
 
 
 def _plan(value: Any) -> dict[str, Any] | None:
