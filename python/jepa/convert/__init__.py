@@ -1,4 +1,4 @@
-"""jepa-convert: checkpoints (HF safetensors, timm safetensors, Meta .pt) to jepa GGUF files.
+"""jepa-convert: checkpoints (HF safetensors, timm safetensors, Meta .pt, LeWM weights.pt) to jepa GGUF files.
 
 One small converter class per source layout, registered by family (see `base.Converter`).
 Needs the `convert` extra (gguf, safetensors); torch only for converters that read .pt files."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-FAMILIES = ("auto", "hfvit", "ijepa", "levjepa", "vjepa2")
+FAMILIES = ("auto", "hfvit", "ijepa", "levjepa", "vjepa2", "vjepa2_ac", "lewm")
 
 
 def convert(
@@ -22,13 +22,16 @@ def convert(
     license: str | None = None,
     source_url: str | None = None,
     description: str | None = None,
+    img_size: int | None = None,
+    head_dim: int | None = None,
 ) -> str:
     """Convert the checkpoint at `src` (a directory, a .safetensors or a .pt file) to the GGUF file `out`."""
-    from . import hf_vit, timm_vit, vjepa2  # noqa: F401 - importing registers the converters
+    from . import hf_vit, lewm, timm_vit, vjepa2, vjepa2_ac  # noqa: F401 - importing registers the converters
     from .base import Options, pick
 
     path = Path(src)
     if not path.exists():
         raise ValueError(f"{path}: no such file or directory")
-    opts = Options(name=name, n_head=n_head, license=license, source_url=source_url, description=description)
+    opts = Options(name=name, n_head=n_head, license=license, source_url=source_url, description=description,
+                   img_size=img_size, head_dim=head_dim)
     return pick(path, family)(path, opts).convert(out, ftype)

@@ -26,6 +26,8 @@ class Options:
     license: str | None = None
     source_url: str | None = None
     description: str | None = None
+    img_size: int | None = None  # native input size, for checkpoints whose shapes cannot tell it
+    head_dim: int | None = None  # attention head width, where the head count is not recorded
 
 
 class Converter(ABC):

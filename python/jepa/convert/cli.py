@@ -14,7 +14,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="jepa-convert",
         description="Convert a JEPA vision checkpoint (HF ViTModel / IJepaModel / VJEPA2Model / "
         "VJEPA2ForVideoClassification safetensors, a timm-layout ViT such as LeJEPA, or a Meta V-JEPA 2 .pt "
-        "encoder) to a jepa GGUF file.",
+        "encoder, a V-JEPA 2-AC .pt world model or a LeWM weights.pt + config.json) to a jepa GGUF file.",
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--src", type=Path,
@@ -28,6 +28,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="general.name (default: the checkpoint directory's name)")
     p.add_argument("--n-head", type=int,
                    help="attention heads, for timm and Meta .pt checkpoints without a config.json")
+    p.add_argument("--img-size", type=int,
+                   help="native image size of a V-JEPA 2-AC .pt checkpoint (default 256)")
+    p.add_argument("--head-dim", type=int,
+                   help="attention head width of a V-JEPA 2-AC .pt checkpoint (default 64, every release)")
     p.add_argument("--license", help="general.license (default: the model card's license, if any)")
     p.add_argument("--source-url", help="general.source_url")
     p.add_argument("--description", help="general.description")
@@ -46,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             out = convert(
                 args.src, args.out, family=args.family, ftype=args.ftype, name=args.name, n_head=args.n_head,
                 license=args.license, source_url=args.source_url, description=args.description,
+                img_size=args.img_size, head_dim=args.head_dim,
             )
     except (ValueError, OSError) as exc:
         print(f"jepa-convert: error: {exc}", file=sys.stderr)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 SCHEMA_VERSION = 1
 FTYPES: dict[str, int] = {"f32": 0, "f16": 1}  # ggml ftype ids written to general.file_type
-FAMILIES = ("hfvit", "ijepa", "levjepa", "vjepa2")
+FAMILIES = ("hfvit", "ijepa", "levjepa", "vjepa2", "lewm")
 ACTS = ("gelu_erf", "gelu_tanh")
 RESAMPLES = ("bilinear", "bicubic")
 RESIZE_MODES = ("shortest_edge", "squash")

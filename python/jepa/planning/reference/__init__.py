@@ -2,11 +2,12 @@
 and checked against the reference bundles' goldens: they pin down every architecture detail the
 engine must reproduce, and stand in for it where a `predict` callable is wanted.
 
-`from_gguf` builds them from a converted file's keys and tensors alone."""
+`from_gguf(path)` builds one from a converted file's keys and tensors alone."""
 
 from __future__ import annotations
 
 from .lewm import LeWM
+from .loaders import ac_from_gguf, from_gguf, lewm_from_gguf, read_gguf
 from .vjepa2_ac import ACPredictor, ACWorldModel
 
-__all__ = ["ACPredictor", "ACWorldModel", "LeWM"]
+__all__ = ["ACPredictor", "ACWorldModel", "LeWM", "ac_from_gguf", "from_gguf", "lewm_from_gguf", "read_gguf"]

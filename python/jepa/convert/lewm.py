@@ -1,0 +1,345 @@
+"""LeWM (LeWorldModel, family lewm) in its published layout: a `weights.pt` torch state dict and the
+Hydra `config.json` beside it (`stable_worldmodel.wm.lewm.LeWM` or le-wm's own `jepa.JEPA`).
+
+The state dict holds `encoder.*` (an HF ViTModel built by stable_pretraining's `vit_hf`, saved under
+the legacy transformers-4.x names: `encoder.encoder.layer.{i}.attention.attention.query`, ...),
+`projector.*` and `pred_proj.*` (`MLP`: Linear, BatchNorm1d, GELU, Linear), `action_encoder.*`
+(`Embedder`: Conv1d k=1, Linear, SiLU, Linear) and `predictor.*` (`ARPredictor`: learned positions,
+adaLN-zero blocks, a final LayerNorm). Two folds, both in float64: each BatchNorm (eval statistics)
+into the Linear before it, and the Embedder's Conv1d (a per-step Linear) into the Linear after it.
+BatchNorm's `num_batches_tracked` is dropped; anything else unmapped is an error.
+
+Sizes: the ViT's width, depth, MLP width, patch and image size come from the tensors; config.json's
+`encoder` values (`hidden_size`, `num_hidden_layers`, `num_attention_heads`, `intermediate_size`),
+else vit_hf's defaults for its `size` (tiny: 192, 12 layers, 3 heads, MLP 4x), must agree with them.
+The head counts (encoder and predictor) come from config.json only. Needs torch to read weights.pt
+(weights_only=True, never a full unpickle)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .base import Converter, beside, read_json, register
+from .gguf_writer import write_gguf
+from .hf_vit import _BLOCK as HF_VIT_BLOCK
+from .schema import Encoder, Preprocess
+from .source import TensorSource
+from .vjepa2_meta import ArraySource, _torch_load
+
+WEIGHTS = "weights.pt"
+TARGETS = ("wm.lewm.LeWM", "jepa.JEPA")
+# vit_hf(size=...) before its kwargs: hidden, layers, heads (intermediate = 4 x hidden).
+VIT_SIZES = {"tiny": (192, 12, 3), "small": (384, 12, 6), "base": (768, 12, 12), "large": (1024, 24, 16)}
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+ADALN_EPS = 1e-6  # ConditionalBlock's norm1/norm2 (no affine)
+LN_EPS = 1e-5  # nn.LayerNorm default: Attention.norm, FeedForward's first layer, Transformer.norm
+BN_EPS = 1e-5  # nn.BatchNorm1d default
+ADALN_CHUNKS = 6  # shift, scale, gate (attention), shift, scale, gate (MLP)
+# Not part of the token encoder (as in hf_vit): the pooler and the masked-training token.
+_VIT_SKIPPED = ("encoder.pooler.dense.weight", "encoder.pooler.dense.bias", "encoder.embeddings.mask_token")
+
+Shapes = dict[str, tuple[tuple[int, ...], bool]]
+
+
+def fold_batchnorm(w: np.ndarray, b: np.ndarray, mean: np.ndarray, var: np.ndarray, gamma: np.ndarray,
+                   beta: np.ndarray, eps: float = BN_EPS) -> tuple[np.ndarray, np.ndarray]:
+    """Linear(w, b) then eval BatchNorm -> one Linear, computed in float64, returned float32."""
+    s = np.asarray(gamma, np.float64) / np.sqrt(np.asarray(var, np.float64) + eps)
+    wf = np.asarray(w, np.float64) * s[:, None]
+    bf = (np.asarray(b, np.float64) - np.asarray(mean, np.float64)) * s + np.asarray(beta, np.float64)
+    return wf.astype(np.float32), bf.astype(np.float32)
+
+
+def fold_linears(w_in: np.ndarray, b_in: np.ndarray, w_out: np.ndarray,
+                 b_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Linear(w_in, b_in) then Linear(w_out, b_out) -> one Linear (float64, returned float32)."""
+    wo = np.asarray(w_out, np.float64)
+    w = wo @ np.asarray(w_in, np.float64)
+    b = wo @ np.asarray(b_in, np.float64) + np.asarray(b_out, np.float64)
+    return w.astype(np.float32), b.astype(np.float32)
+
+
+def _target(section: Any) -> str:
+    return str(section.get("_target_", "")) if isinstance(section, dict) else ""
+
+
+def _section(cfg: dict[str, Any], name: str) -> dict[str, Any]:
+    sec = cfg.get(name)
+    if not isinstance(sec, dict):
+        raise ValueError(f"config.json: no {name!r} section")
+    return sec
+
+
+def _agree(field: str, configured: int | None, found: int) -> int:
+    if configured is not None and int(configured) != found:
+        raise ValueError(f"unsupported {field}={configured}: the weights have {found}")
+    return found
+
+
+@dataclass(frozen=True)
+class LeWMSpec:
+    """Everything beyond the ViT: jepa.pred.* / jepa.enc.proj_act and the tensors they imply."""
+
+    embed_dim: int  # D: projector output = predictor width
+    n_layer: int
+    n_head: int
+    head_dim: int
+    ffn_dim: int
+    n_frames: int  # the predictor's window (pos_embedding rows)
+    action_dim: int  # A = frameskip x env action dim
+    action_hidden: int  # the Embedder's MLP width (mlp_scale x D)
+    enc_width: int  # the ViT width (projector input)
+    proj_hidden: int  # projector hidden width
+    pred_proj_hidden: int  # pred_proj hidden width
+
+    def keys(self) -> dict[str, Any]:
+        return {
+            "jepa.enc.proj_act": "gelu_erf",
+            "jepa.pred.kind": "lewm",
+            "jepa.pred.embed_dim": self.embed_dim,
+            "jepa.pred.n_layer": self.n_layer,
+            "jepa.pred.n_head": self.n_head,
+            "jepa.pred.head_dim": self.head_dim,
+            "jepa.pred.ffn_dim": self.ffn_dim,
+            "jepa.pred.n_frames": self.n_frames,
+            "jepa.pred.action_dim": self.action_dim,
+            "jepa.pred.frame_causal": True,
+            "jepa.pred.ln_eps": LN_EPS,
+            "jepa.pred.adaln_eps": ADALN_EPS,
+            "jepa.pred.act": "gelu_erf",
+            "jepa.pred.qkv_bias": False,
+            "jepa.pred.action_act": "silu",
+            "jepa.pred.proj_act": "gelu_erf",
+        }
+
+    def shapes(self) -> Shapes:
+        d, f, inner = self.embed_dim, self.ffn_dim, self.n_head * self.head_dim
+        out: Shapes = {}
+
+        def linear(name: str, rows: int, cols: int) -> None:
+            out[f"{name}.weight"] = ((rows, cols), True)
+            out[f"{name}.bias"] = ((rows,), True)
+
+        def norm(name: str) -> None:
+            out[f"{name}.weight"] = ((d,), True)
+            out[f"{name}.bias"] = ((d,), True)
+
+        linear("enc.proj.0", self.proj_hidden, self.enc_width)
+        linear("enc.proj.2", d, self.proj_hidden)
+        out["pred.pos_embed"] = ((self.n_frames, d), True)
+        for i in range(self.n_layer):
+            b = f"pred.blk.{i}."
+            linear(b + "adaln", ADALN_CHUNKS * d, d)
+            norm(b + "ln1")
+            out[b + "attn_qkv.weight"] = ((3 * inner, d), True)
+            linear(b + "attn_out", d, inner)
+            norm(b + "ln2")
+            linear(b + "ffn_up", f, d)
+            linear(b + "ffn_down", d, f)
+        norm("pred.norm")
+        linear("pred.proj.0", self.pred_proj_hidden, d)
+        linear("pred.proj.2", d, self.pred_proj_hidden)
+        linear("pred.action_embed.0", self.action_hidden, self.action_dim)
+        linear("pred.action_embed.2", d, self.action_hidden)
+        return out
+
+
+def _weights_path(src: Path) -> Path:
+    return src / WEIGHTS if src.is_dir() else src
+
+
+@register
+class LeWM(Converter):
+    family = "lewm"
+
+    @classmethod
+    def detect(cls, src: Path) -> bool:
+        cfg = read_json(beside(src, "config.json"))
+        return (cfg is not None and _weights_path(src).is_file()
+                and any(_target(cfg).endswith(t) for t in TARGETS))
+
+    def open_source(self) -> TensorSource:
+        import torch
+
+        cfg = read_json(beside(self.src, "config.json"))
+        if cfg is None:
+            raise ValueError(f"{self.src}: no config.json (LeWM's Hydra model config) beside the weights")
+        if not any(_target(cfg).endswith(t) for t in TARGETS):
+            raise ValueError(f"unsupported _target_={_target(cfg) or None} (expected a LeWM model config)")
+        self.config = cfg
+        path = _weights_path(self.src)
+        if not path.is_file():
+            raise ValueError(f"{path}: no such file (LeWM ships its weights as {WEIGHTS})")
+        state = _torch_load(path)
+        if not isinstance(state, dict):
+            raise ValueError(f"{path}: not a state dict")
+        arrays: dict[str, np.ndarray] = {}
+        self.skipped: list[str] = []
+        for k, v in state.items():
+            if not isinstance(v, torch.Tensor):
+                raise ValueError(f"{path}: entry {k!r} is not a tensor")
+            if str(k).endswith(".num_batches_tracked"):
+                self.skipped.append(str(k))
+            arrays[str(k)] = v.detach().numpy() if v.is_floating_point() else v.numpy()
+        return ArraySource(arrays, path)
+
+    def default_name(self) -> str:
+        return (self.src if self.src.is_dir() else self.src.parent).resolve().name
+
+    # -- hyperparameters -------------------------------------------------------------------------
+
+    def _vit_block(self, dst: str, i: int) -> str:
+        names = [f"encoder.{c.format(i=i)}" for c in HF_VIT_BLOCK[dst]]
+        for n in names:
+            if self.source.has(f"{n}.weight"):
+                return n
+        raise ValueError(f"missing source tensor '{names[0]}.weight'")
+
+    def hparams(self) -> Encoder:
+        enc_cfg = _section(self.config, "encoder")
+        if "vit_hf" not in _target(enc_cfg):
+            raise ValueError(f"unsupported encoder _target_={_target(enc_cfg) or None} (expected vit_hf)")
+        size = str(enc_cfg.get("size", "tiny"))
+        if size not in VIT_SIZES:
+            raise ValueError(f"unsupported encoder size={size} (known: {', '.join(VIT_SIZES)})")
+        hidden, layers, heads = VIT_SIZES[size]
+        hidden = int(enc_cfg.get("hidden_size", hidden))
+        s = self.source
+        d, chans, p, p2 = s.shape("encoder.embeddings.patch_embeddings.projection.weight")
+        if p != p2:
+            raise ValueError(f"unsupported patch_size={[p, p2]}")
+        n_layer = 0
+        while s.has(f"encoder.encoder.layer.{n_layer}.layernorm_before.weight") or s.has(
+                f"encoder.layers.{n_layer}.layernorm_before.weight"):
+            n_layer += 1
+        n_pos = s.shape("encoder.embeddings.position_embeddings")[-2] - 1
+        grid = math.isqrt(n_pos)
+        if grid * grid != n_pos:
+            raise ValueError(f"unsupported position table of {n_pos} patch rows (not a square grid)")
+        ffn = s.shape(self._vit_block("ffn_up", 0) + ".weight")[0]
+        return Encoder(
+            embed_dim=_agree("encoder.hidden_size", hidden, d),
+            n_layer=_agree("encoder.num_hidden_layers", enc_cfg.get("num_hidden_layers", layers), n_layer),
+            n_head=int(enc_cfg.get("num_attention_heads", heads)),
+            ffn_dim=_agree("encoder.intermediate_size", enc_cfg.get("intermediate_size", 4 * hidden), ffn),
+            patch_size=_agree("encoder.patch_size", enc_cfg.get("patch_size"), p),
+            img_size=_agree("encoder.image_size", enc_cfg.get("image_size"), grid * p),
+            in_chans=chans,
+            ln_eps=1e-12,
+            act="gelu_erf",
+            cls_token=True,
+        )
+
+    def spec(self) -> LeWMSpec:
+        s, cfg = self.source, self.config
+        pred = _section(cfg, "predictor")
+        pos = s.shape("predictor.pos_embedding")
+        d = pos[-1]
+        for key in ("input_dim", "hidden_dim", "output_dim"):
+            if key in pred and int(pred[key]) != d:
+                raise ValueError(f"unsupported predictor {key}={pred[key]} (only input_dim = hidden_dim = "
+                                 f"output_dim = {d}, LeWM's configuration, is supported)")
+        n_layer = 0
+        while s.has(f"predictor.transformer.layers.{n_layer}.adaLN_modulation.1.weight"):
+            n_layer += 1
+        if "heads" not in pred:
+            raise ValueError("config.json: predictor.heads is missing (the head count is not in the weights)")
+        n_head, head_dim = int(pred["heads"]), int(pred.get("dim_head", 64))
+        qkv_rows = s.shape("predictor.transformer.layers.0.attn.to_qkv.weight")[0]
+        _agree("predictor heads x dim_head x 3", 3 * n_head * head_dim, qkv_rows)
+        return LeWMSpec(
+            embed_dim=d,
+            n_layer=_agree("predictor.depth", pred.get("depth"), n_layer),
+            n_head=n_head,
+            head_dim=head_dim,
+            ffn_dim=_agree("predictor.mlp_dim", pred.get("mlp_dim"),
+                           s.shape("predictor.transformer.layers.0.mlp.net.1.weight")[0]),
+            n_frames=_agree("predictor.num_frames", pred.get("num_frames"), pos[-2]),
+            action_dim=_agree("action_encoder.input_dim", _section(cfg, "action_encoder").get("input_dim"),
+                              s.shape("action_encoder.patch_embed.weight")[1]),
+            action_hidden=s.shape("action_encoder.embed.0.weight")[0],
+            enc_width=s.shape("projector.net.0.weight")[1],
+            proj_hidden=s.shape("projector.net.0.weight")[0],
+            pred_proj_hidden=s.shape("pred_proj.net.0.weight")[0],
+        )
+
+    def preprocess(self) -> Preprocess:
+        # eval.py: ToImage, ToDtype(float32, scale=True), Normalize(ImageNet), Resize(img_size).
+        size = self.hparams().img_size
+        return Preprocess(mean=IMAGENET_MEAN, std=IMAGENET_STD, resize_short=size, crop=size,
+                          resample="bilinear", resize_mode="squash")
+
+    # -- tensors ---------------------------------------------------------------------------------
+
+    def _linear(self, dst: str, src: str) -> Iterator[tuple[str, np.ndarray]]:
+        yield f"{dst}.weight", self.source.take(f"{src}.weight")
+        if self.source.has(f"{src}.bias"):
+            yield f"{dst}.bias", self.source.take(f"{src}.bias")
+
+    def _encoder(self, enc: Encoder) -> Iterator[tuple[str, np.ndarray]]:
+        s = self.source
+        w = s.take("encoder.embeddings.patch_embeddings.projection.weight")
+        yield "enc.patch_embed.weight", w.reshape(w.shape[0], -1)  # [D, C, P, P] -> [D, C*P*P]
+        yield "enc.patch_embed.bias", s.take("encoder.embeddings.patch_embeddings.projection.bias")
+        yield "enc.cls_token", s.take("encoder.embeddings.cls_token").reshape(-1)
+        pos = s.take("encoder.embeddings.position_embeddings")
+        yield "enc.pos_embed", pos.reshape(-1, pos.shape[-1])
+        for i in range(enc.n_layer):
+            for dst in HF_VIT_BLOCK:
+                yield from self._linear(f"enc.blk.{i}.{dst}", self._vit_block(dst, i))
+        yield from self._linear("enc.norm", "encoder.layernorm")
+        for name in _VIT_SKIPPED:
+            if s.has(name):
+                s.skip(name)
+
+    def _mlp(self, dst: str, src: str) -> Iterator[tuple[str, np.ndarray]]:
+        """`MLP` (Linear, BatchNorm1d, GELU, Linear) -> dst.0 (BatchNorm folded in) and dst.2."""
+        s = self.source
+        if not s.has(f"{src}.net.1.running_mean"):
+            what = "a LayerNorm" if s.has(f"{src}.net.1.weight") else "no norm"
+            raise ValueError(f"unsupported {src} norm_fn ({what}; LeWM's MLP uses BatchNorm1d)")
+        norm_cfg = _section(self.config, src.split(".")[0]).get("norm_fn") or {}
+        eps = float(norm_cfg.get("eps", BN_EPS)) if isinstance(norm_cfg, dict) else BN_EPS
+        bn = [s.take(f"{src}.net.1.{n}") for n in ("running_mean", "running_var", "weight", "bias")]
+        w, b = fold_batchnorm(s.take(f"{src}.net.0.weight"), s.take(f"{src}.net.0.bias"), *bn, eps=eps)
+        yield f"{dst}.0.weight", w
+        yield f"{dst}.0.bias", b
+        yield from self._linear(f"{dst}.2", f"{src}.net.3")
+
+    def _predictor(self, spec: LeWMSpec) -> Iterator[tuple[str, np.ndarray]]:
+        s = self.source
+        yield "pred.pos_embed", s.take("predictor.pos_embedding").reshape(spec.n_frames, -1)
+        for i in range(spec.n_layer):
+            src, dst = f"predictor.transformer.layers.{i}.", f"pred.blk.{i}."
+            for d, m in (("adaln", "adaLN_modulation.1"), ("ln1", "attn.norm"), ("attn_qkv", "attn.to_qkv"),
+                         ("attn_out", "attn.to_out.0"), ("ln2", "mlp.net.0"), ("ffn_up", "mlp.net.1"),
+                         ("ffn_down", "mlp.net.4")):
+                yield from self._linear(dst + d, src + m)
+        yield from self._linear("pred.norm", "predictor.transformer.norm")
+        yield from self._mlp("pred.proj", "pred_proj")
+        conv = s.take("action_encoder.patch_embed.weight")  # Conv1d(A, smoothed, k=1): [smoothed, A, 1]
+        if conv.ndim != 3 or conv.shape[2] != 1:
+            raise ValueError(f"unsupported action_encoder.patch_embed shape={list(conv.shape)} (k=1 only)")
+        w, b = fold_linears(conv[:, :, 0], s.take("action_encoder.patch_embed.bias"),
+                            s.take("action_encoder.embed.0.weight"), s.take("action_encoder.embed.0.bias"))
+        yield "pred.action_embed.0.weight", w
+        yield "pred.action_embed.0.bias", b
+        yield from self._linear("pred.action_embed.2", "action_encoder.embed.2")
+
+    def tensors(self) -> Iterator[tuple[str, np.ndarray]]:
+        yield from self._encoder(self.hparams())
+        yield from self._mlp("enc.proj", "projector")
+        yield from self._predictor(self.spec())
+        for name in self.skipped:
+            self.source.skip(name)
+
+    def convert(self, out: str | Path, ftype: str = "f32") -> str:
+        spec = self.spec()
+        return write_gguf(out, self.meta(), self.hparams(), self.preprocess(), self.checked_tensors(), ftype,
+                          extra_keys=spec.keys(), extra_shapes=spec.shapes())

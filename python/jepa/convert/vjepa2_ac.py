@@ -1,0 +1,234 @@
+"""V-JEPA 2-AC (converter family vjepa2_ac; the file says jepa.family vjepa2, jepa.pred.kind ac): Meta's
+`vjepa2-ac-vitg.pt` layout, `{"encoder": ..., "predictor": ...}` with `module.backbone.` prefixes, read
+with torch.load(weights_only=True). One GGUF holds the encoder and the action-conditioned predictor.
+
+The encoder goes through the Meta .pt encoder mapping of vjepa2_meta.py. The predictor
+(`VisionTransformerPredictorAC`): `predictor_embed` (D -> Dp), `action_encoder` / `state_encoder`
+(7 -> Dp), `predictor_blocks.{i}` (the encoder's block names, fused qkv), `predictor_norm`,
+`predictor_proj` (Dp -> D). `extrinsics_encoder` is skipped: every release runs with
+use_extrinsics=False and never reads it. Anything else unmapped is an error.
+
+Widths, depths, MLP widths, patch and tubelet come from the tensor shapes. The head width cannot be
+read from them: it is 64 in every released V-JEPA 2 (--head-dim otherwise), which gives both head
+counts; the image size is the released 256 unless --img-size says otherwise. The predictor's
+frame-causal mask covers num_frames / tubelet = 32 latent frames (upstream's num_frames 64)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .base import Converter, readme_license, register
+from .gguf_writer import write_gguf
+from .schema import Encoder, Meta, Preprocess
+from .source import TensorSource
+from .vjepa2 import ROPE_THETA, block_shapes
+from .vjepa2_meta import SUFFIXES, ArraySource, MetaLayout, _clean, _torch_load
+
+FILE_FAMILY = "vjepa2"  # the converter family is vjepa2_ac; the file is a V-JEPA 2 with an AC predictor
+HEAD_DIM = 64  # every released V-JEPA 2 / 2-AC
+IMG_SIZE = 256
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+LN_EPS = 1e-6  # vit_ac_predictor: partial(nn.LayerNorm, eps=1e-6)
+NORM_REPS_EPS = 1e-5  # WorldModel's F.layer_norm of the latents
+COND_ORDER = "action,state"
+_BLOCK = {"ln1": "norm1", "attn_qkv": "attn.qkv", "attn_out": "attn.proj", "ln2": "norm2",
+          "ffn_up": "mlp.fc1", "ffn_down": "mlp.fc2"}
+_SKIPPED = ("extrinsics_encoder.weight", "extrinsics_encoder.bias")
+
+Shapes = dict[str, tuple[tuple[int, ...], bool]]
+
+
+@dataclass(frozen=True)
+class ACSpec:
+    """The action-conditioned predictor: jepa.pred.* and the tensors they imply."""
+
+    embed_dim: int  # Dp
+    out_dim: int  # D, the encoder's width: the predictor reads and predicts encoder tokens
+    n_layer: int
+    n_head: int
+    ffn_dim: int
+    action_dim: int
+    state_dim: int
+    grid_size: int  # patches per side at the native image size
+    n_frames: int  # latent frames the frame-causal mask covers
+    qkv_bias: bool
+
+    @property
+    def head_dim(self) -> int:
+        return self.embed_dim // self.n_head
+
+    def keys(self) -> dict[str, Any]:
+        return {
+            "jepa.pred.kind": "ac",
+            "jepa.pred.embed_dim": self.embed_dim,
+            "jepa.pred.out_dim": self.out_dim,
+            "jepa.pred.n_layer": self.n_layer,
+            "jepa.pred.n_head": self.n_head,
+            "jepa.pred.head_dim": self.head_dim,
+            "jepa.pred.ffn_dim": self.ffn_dim,
+            "jepa.pred.action_dim": self.action_dim,
+            "jepa.pred.state_dim": self.state_dim,
+            "jepa.pred.n_cond_tokens": 2,
+            "jepa.pred.cond_order": COND_ORDER,
+            "jepa.pred.normalize_reps": True,
+            "jepa.pred.norm_reps_eps": NORM_REPS_EPS,
+            "jepa.pred.frame_causal": True,
+            "jepa.pred.n_frames": self.n_frames,
+            "jepa.pred.grid_size": self.grid_size,
+            "jepa.pred.ln_eps": LN_EPS,
+            "jepa.pred.act": "gelu_erf",
+            "jepa.pred.qkv_bias": self.qkv_bias,
+            "jepa.pred.rope_freq_layout": "tiled",
+            "jepa.pred.rope_theta": ROPE_THETA,
+        }
+
+    def shapes(self) -> Shapes:
+        dp, d = self.embed_dim, self.out_dim
+        out: Shapes = {}
+        for name, rows, cols in (("pred.embed", dp, d), ("pred.action_embed", dp, self.action_dim),
+                                 ("pred.state_embed", dp, self.state_dim), ("pred.proj", d, dp)):
+            out[f"{name}.weight"] = ((rows, cols), True)
+            out[f"{name}.bias"] = ((rows,), True)
+        out["pred.norm.weight"] = ((dp,), True)
+        out["pred.norm.bias"] = ((dp,), True)
+        for i in range(self.n_layer):
+            blk = block_shapes(f"pred.blk.{i}.", dp, self.ffn_dim, True)
+            if self.qkv_bias:
+                blk[f"pred.blk.{i}.attn_qkv.bias"] = ((3 * dp,), True)
+            out.update(blk)
+        return out
+
+
+def _predictor_state(ckpt: Any, path: Path) -> dict[str, Any] | None:
+    pred = ckpt.get("predictor") if isinstance(ckpt, dict) else None
+    if not isinstance(pred, dict) or not any(_clean(str(k)) == "action_encoder.weight" for k in pred):
+        return None
+    return pred
+
+
+@register
+class VJEPA2AC(Converter):
+    family = "vjepa2_ac"
+
+    @classmethod
+    def detect(cls, src: Path) -> bool:
+        if not src.is_file() or src.suffix.lower() not in SUFFIXES:
+            return False
+        try:
+            return _predictor_state(_torch_load(src), src) is not None
+        except (ValueError, OSError, RuntimeError):
+            return False
+
+    def open_source(self) -> TensorSource:
+        import torch
+
+        o = self.options
+        self.head_dim = o.head_dim or HEAD_DIM
+        ckpt = _torch_load(self.src)
+        pred = _predictor_state(ckpt, self.src)
+        if pred is None:
+            raise ValueError(f"{self.src}: no V-JEPA 2-AC predictor (a 'predictor' state dict with "
+                             "action_encoder.weight)")
+        arrays: dict[str, np.ndarray] = {}
+        for k, v in pred.items():
+            if not isinstance(v, torch.Tensor):
+                raise ValueError(f"{self.src}: entry {k!r} of the predictor state dict is not a tensor")
+            arrays[_clean(str(k))] = v.detach().to(torch.float32).numpy()
+        self.pred_source = ArraySource(arrays, self.src)
+        width = self._encoder_width(ckpt)
+        if width % self.head_dim:
+            raise ValueError(f"unsupported head_dim={self.head_dim} (encoder width {width})")
+        n_head = width // self.head_dim
+        if o.n_head is not None and o.n_head != n_head:
+            raise ValueError(f"unsupported n_head={o.n_head}: head_dim {self.head_dim} gives {n_head}")
+        self.layout = MetaLayout(self.src, n_head)
+        return self.layout.source
+
+    def _encoder_width(self, ckpt: Any) -> int:
+        enc = ckpt.get("encoder") if isinstance(ckpt, dict) else None
+        for k, v in (enc or {}).items():
+            if _clean(str(k)) == "patch_embed.proj.weight":
+                return int(v.shape[0])
+        raise ValueError(f"{self.src}: no encoder patch_embed.proj.weight (a V-JEPA 2-AC checkpoint has "
+                         "'encoder' and 'predictor' state dicts)")
+
+    def hparams(self) -> Encoder:
+        return dataclasses.replace(self.layout.encoder(), img_size=self.options.img_size or IMG_SIZE)
+
+    def spec(self) -> ACSpec:
+        s, enc = self.pred_source, self.hparams()
+        dp, d = s.shape("predictor_embed.weight")
+        if d != enc.embed_dim:
+            raise ValueError(f"unsupported predictor_embed input width {d} (encoder width {enc.embed_dim})")
+        if dp % self.head_dim or (self.head_dim % 2) or self.head_dim < 6:
+            raise ValueError(f"unsupported head_dim={self.head_dim} for predictor width {dp}")
+        n_layer = 0
+        while s.has(f"predictor_blocks.{n_layer}.norm1.weight"):
+            n_layer += 1
+        if s.has("predictor_blocks.0.mlp.fc3.weight"):
+            raise ValueError("unsupported predictor mlp=SwiGLU (use_silu=True); released predictors use GELU")
+        return ACSpec(
+            embed_dim=dp,
+            out_dim=s.shape("predictor_proj.weight")[0],
+            n_layer=n_layer,
+            n_head=dp // self.head_dim,
+            ffn_dim=s.shape("predictor_blocks.0.mlp.fc1.weight")[0],
+            action_dim=s.shape("action_encoder.weight")[1],
+            state_dim=s.shape("state_encoder.weight")[1],
+            grid_size=enc.img_size // enc.patch_size,
+            n_frames=enc.n_frames // enc.tubelet_size,
+            qkv_bias=s.has("predictor_blocks.0.attn.qkv.bias"),
+        )
+
+    def preprocess(self) -> Preprocess:
+        # The AC world model's transform resizes the whole frame to the crop size (random_resized_crop
+        # with scale and ratio 1), then normalises with the ImageNet statistics.
+        size = self.hparams().img_size
+        return Preprocess(mean=IMAGENET_MEAN, std=IMAGENET_STD, resize_short=size, crop=size,
+                          resample="bilinear", resize_mode="squash")
+
+    def meta(self) -> Meta:
+        o = self.options
+        return Meta(family=FILE_FAMILY, name=o.name or self.default_name(), description=o.description or "",
+                    license=o.license or readme_license(self.src) or "", source_url=o.source_url or "",
+                    modality="video")
+
+    def default_name(self) -> str:
+        return self.src.stem
+
+    def tensors(self) -> Iterator[tuple[str, np.ndarray]]:
+        yield from self.layout.tensors()
+        s, spec = self.pred_source, self.spec()
+        for dst, src in (("pred.embed", "predictor_embed"), ("pred.action_embed", "action_encoder"),
+                         ("pred.state_embed", "state_encoder")):
+            yield f"{dst}.weight", s.take(f"{src}.weight")
+            yield f"{dst}.bias", s.take(f"{src}.bias")
+        for i in range(spec.n_layer):
+            for dst, src in _BLOCK.items():
+                yield f"pred.blk.{i}.{dst}.weight", s.take(f"predictor_blocks.{i}.{src}.weight")
+                if s.has(f"predictor_blocks.{i}.{src}.bias"):
+                    yield f"pred.blk.{i}.{dst}.bias", s.take(f"predictor_blocks.{i}.{src}.bias")
+        for dst, src in (("pred.norm", "predictor_norm"), ("pred.proj", "predictor_proj")):
+            yield f"{dst}.weight", s.take(f"{src}.weight")
+            yield f"{dst}.bias", s.take(f"{src}.bias")
+        for name in _SKIPPED:
+            if s.has(name):
+                s.skip(name)
+
+    def checked_tensors(self) -> Iterator[tuple[str, np.ndarray]]:
+        yield from super().checked_tensors()
+        left = self.pred_source.unused()
+        if left:
+            raise ValueError(f"unmapped source tensor(s): {', '.join('predictor.' + n for n in left)}")
+
+    def convert(self, out: str | Path, ftype: str = "f32") -> str:
+        spec = self.spec()
+        keys = {"jepa.enc.rope_freq_layout": "tiled", "jepa.enc.rope_theta": ROPE_THETA, **spec.keys()}
+        return write_gguf(out, self.meta(), self.hparams(), self.preprocess(), self.checked_tensors(), ftype,
+                          extra_keys=keys, extra_shapes=spec.shapes())
