@@ -15,7 +15,7 @@ from PIL import Image
 import jepa
 from jepa.cli.embed import Entry, expand, natural_key
 from jepa.demo import write_demo_model
-from jepa.embed import embed
+from jepa.pipeline import embed
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,6 @@ from test_server_support import (
 )
 
 import jepa
-import jepa.embed
 from jepa.client import Client, ServerError, _png, clip, video
 
 
@@ -35,7 +34,7 @@ def client(server: ServerProcess) -> Client:
 
 
 def _expected(items: list[object], pool: str | None = None) -> np.ndarray:
-    return jepa.embed.embed(demo_model().context(threads=2), items, pool=pool)
+    return jepa.embed(demo_model().context(threads=2), items, pool=pool)
 
 
 def test_health_models_info(client: Client) -> None:
@@ -71,7 +70,7 @@ def test_clip_video_tokens_and_dimensions(client: Client, tmp_path: Path) -> Non
     vid = tmp_path / "v.mp4"
     vid.write_bytes(video_bytes())
     got = client.embed(video(vid, frames=1))
-    expected = jepa.embed.embed(demo_model().context(threads=2), [str(vid)], frames=1)
+    expected = jepa.embed(demo_model().context(threads=2), [str(vid)], frames=1)
     np.testing.assert_array_equal(bits(got), bits(expected))
     tokens = client.embed(frame, pool="none")
     assert tokens.shape == (1, 197, 192)

@@ -15,7 +15,7 @@ from PIL import Image
 import jepa
 from jepa import media
 from jepa.demo import write_demo_model
-from jepa.embed import embed, encode_prepared
+from jepa.pipeline import embed, encode_prepared
 
 
 @pytest.fixture(scope="module")

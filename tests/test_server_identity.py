@@ -27,7 +27,6 @@ from test_server_support import (
 )
 
 import jepa
-import jepa.embed
 
 # Sizes differ on purpose: every image is resized to the model's crop, so all share one graph.
 SIZES = [(64, 48), (48, 64), (224, 224), (31, 97), (80, 80), (100, 60)]
@@ -67,7 +66,7 @@ def _server_embed(url: str, paths: list[Path], pool: str | None, fmt: str) -> np
 
 def _in_process(paths: list[Path], pool: str | None) -> np.ndarray:
     ctx = demo_model().context(threads=2)
-    return jepa.embed.embed(ctx, [str(p) for p in paths], pool=pool)
+    return jepa.embed(ctx, [str(p) for p in paths], pool=pool)
 
 
 def _cli(paths: list[Path], pool: str | None, out: Path) -> np.ndarray:

@@ -20,6 +20,7 @@ except ImportError as exc:  # pragma: no cover - only without a build
     ) from exc
 
 from .model import Context, Model
+from .pipeline import embed, encode_prepared
 from .pooling import POOL_MODES, default_pool, pool
 
 __version__: str = _engine.version()
@@ -36,5 +37,7 @@ __all__ = [
     "UnsupportedError",
     "__version__",
     "default_pool",
+    "embed",
+    "encode_prepared",
     "pool",
 ]

@@ -1,6 +1,6 @@
 """From parsed items to results: preprocessing in a thread pool, then grouped work on the workers.
 
-It calls the same functions as jepa-embed (jepa.media.prepare, jepa.embed.encode_prepared), so a
+It calls the same functions as jepa-embed (jepa.media.prepare, jepa.pipeline.encode_prepared), so a
 vector the server returns is the vector jepa-embed writes for the same input, bit for bit."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import jepa
-import jepa.embed
 import jepa.media
+import jepa.pipeline
 
 from .dispatcher import Dispatcher, timing_of
 from .errors import ApiError, from_jepa
@@ -26,7 +26,7 @@ log = logging.getLogger("jepa_server")
 
 def encode_op(ctx: jepa.Context, inputs: list[np.ndarray], pool: str) -> list[np.ndarray]:
     """The worker-side operation of an embedding group."""
-    return jepa.embed.encode_prepared(ctx, inputs, pool)
+    return jepa.pipeline.encode_prepared(ctx, inputs, pool)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """jepa-embed: embed images, frame folders and video files with a GGUF model, into .npy, .npz or text.
 
-Runs jepa.media.prepare and jepa.embed.encode_prepared, the pipeline `jepa.embed` is made of, so its
+Runs jepa.media.prepare and jepa.pipeline.encode_prepared, the pipeline `jepa.embed` is made of, so its
 vectors are bit-identical to `jepa.embed` on the same inputs."""
 
 from __future__ import annotations
