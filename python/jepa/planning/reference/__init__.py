@@ -6,8 +6,20 @@ engine must reproduce, and stand in for it where a `predict` callable is wanted.
 
 from __future__ import annotations
 
+from .compare import agreement, assert_agrees, assert_rel_close
 from .lewm import LeWM
 from .loaders import ac_from_gguf, from_gguf, lewm_from_gguf, read_gguf
 from .vjepa2_ac import ACPredictor, ACWorldModel
 
-__all__ = ["ACPredictor", "ACWorldModel", "LeWM", "ac_from_gguf", "from_gguf", "lewm_from_gguf", "read_gguf"]
+__all__ = [
+    "ACPredictor",
+    "ACWorldModel",
+    "LeWM",
+    "ac_from_gguf",
+    "agreement",
+    "assert_agrees",
+    "assert_rel_close",
+    "from_gguf",
+    "lewm_from_gguf",
+    "read_gguf",
+]
