@@ -14,13 +14,15 @@ struct PyContext {
     std::unique_ptr<jepa_context, void (*)(jepa_context *)> handle{nullptr, jepa_context_free};
     int64_t embed_dim = 0;
     int64_t n_classes = 0;
+    int in_chans = 3;
 
-    PyContext(const py::object & py_model, int n_threads, int max_batch, int flash_attn) {
+    PyContext(const py::object & py_model, int n_threads, int max_batch, int flash_attn, int64_t max_graph_bytes) {
         model = model_handle(py_model);
         jepa_context_params p = jepa_context_default_params();
         p.n_threads = n_threads;
         p.max_batch = max_batch;
         p.flash_attn = flash_attn;
+        p.max_graph_bytes = max_graph_bytes;
         jepa_context * c = jepa_context_new(model.get(), &p);
         if (!c) raise_status(jepa_error_status(), "cannot create a context");
         handle.reset(c);
@@ -28,6 +30,7 @@ struct PyContext {
         check(jepa_model_get_info(model.get(), &i));
         embed_dim = i.embed_dim;
         n_classes = i.n_classes;
+        in_chans = i.in_chans;
     }
 
     jepa_context_params params() const {
@@ -41,12 +44,15 @@ struct PyContext {
             PyErr_SetString(PyExc_ValueError, "encode expects a 5-D float32 array [B, C, T, H, W]");
             throw py::error_already_set();
         }
-        for (int d = 0; d < 5; ++d) {
-            if (x.shape(d) < 1 || x.shape(d) > INT32_MAX) {
-                jepa_py::raise_status(JEPA_ERR_INVALID_ARG, "encode: every dimension must be in [1, 2^31)");
-            }
-        }
+        check_dims(x, "encode");
         const int B = int(x.shape(0)), C = int(x.shape(1)), T = int(x.shape(2)), H = int(x.shape(3)), W = int(x.shape(4));
+        if (C != in_chans) {
+            // Checked before the token count, so a channels-last array is named for what it is.
+            jepa_error_clear();
+            const std::string msg = "expected " + std::to_string(in_chans) + " channels, got " + std::to_string(C) +
+                                    " (pixels are [B, C, T, H, W], channels first)";
+            raise_status(JEPA_ERR_INVALID_ARG, msg.c_str());
+        }
         const int64_t n_tok = jepa_model_n_tokens(model.get(), T, H, W);
         if (n_tok < 0) raise_status(jepa_error_status());
         py::array_t<float> out({int64_t(B), n_tok, embed_dim});
@@ -133,10 +139,11 @@ struct PyContext {
 
 void register_context(py::module_ & m) {
     py::class_<PyContext>(m, "Context")
-        .def(py::init<const py::object &, int, int, int>(), py::arg("model"), py::arg("n_threads") = 0,
-             py::arg("max_batch") = 32, py::arg("flash_attn") = -1)
+        .def(py::init<const py::object &, int, int, int, int64_t>(), py::arg("model"), py::arg("n_threads") = 0,
+             py::arg("max_batch") = 32, py::arg("flash_attn") = -1, py::arg("max_graph_bytes") = 0)
         .def_property_readonly("n_threads", [](const PyContext & c) { return c.params().n_threads; })
         .def_property_readonly("max_batch", [](const PyContext & c) { return c.params().max_batch; })
+        .def_property_readonly("max_graph_bytes", [](const PyContext & c) { return c.params().max_graph_bytes; })
         .def("set_threads", [](PyContext & c, int n) { check(jepa_context_set_threads(c.handle.get(), n)); })
         .def("set_max_batch", [](PyContext & c, int n) { check(jepa_context_set_max_batch(c.handle.get(), n)); })
         .def("encode", &PyContext::encode, py::arg("pixels"))

@@ -74,22 +74,38 @@ class Model:
         return int(self._native.n_tokens(frames, height or size, width or size))
 
     def context(
-        self, threads: int | None = None, max_batch: int = 32, flash_attn: bool | None = None
+        self,
+        threads: int | None = None,
+        max_batch: int = 32,
+        flash_attn: bool | None = None,
+        max_graph_bytes: int = 0,
     ) -> Context:
-        return Context(self, threads=threads, max_batch=max_batch, flash_attn=flash_attn)
+        return Context(
+            self, threads=threads, max_batch=max_batch, flash_attn=flash_attn, max_graph_bytes=max_graph_bytes
+        )
 
 
 class Context:
     """Per-thread working state over a Model. Use one Context from one thread at a time."""
 
     def __init__(
-        self, model: Model, threads: int | None = None, max_batch: int = 32, flash_attn: bool | None = None
+        self,
+        model: Model,
+        threads: int | None = None,
+        max_batch: int = 32,
+        flash_attn: bool | None = None,
+        max_graph_bytes: int = 0,
     ) -> None:
+        """flash_attn: None lets the engine choose (on the CPU: flash from 1024 tokens per item up).
+        max_graph_bytes: cap on one graph's compute buffer; a call needing more is split into smaller
+        batches, or refused (ResourceLimitError) when one item alone needs more. 0: no cap."""
         if not isinstance(model, Model):
             raise InvalidInputError("Context needs a jepa.Model")
         fa = -1 if flash_attn is None else int(bool(flash_attn))
         self.model = model
-        self._native = _engine.Context(model._native, int(threads or 0), int(max_batch), fa)
+        self._native = _engine.Context(
+            model._native, int(threads or 0), int(max_batch), fa, int(max_graph_bytes)
+        )
 
     @property
     def threads(self) -> int:
@@ -106,6 +122,10 @@ class Context:
     @max_batch.setter
     def max_batch(self, n: int) -> None:
         self._native.set_max_batch(int(n))
+
+    @property
+    def max_graph_bytes(self) -> int:
+        return int(self._native.max_graph_bytes)
 
     def encode(self, x: np.ndarray) -> np.ndarray:
         """Encode float32 images [B, C, H, W] or clips [B, C, T, H, W] -> tokens [B, N, D].
