@@ -19,7 +19,7 @@ import numpy as np
 
 from .base import Converter, register
 from .gguf_writer import write_gguf
-from .schema import Encoder, Meta, Preprocess
+from .schema import Encoder, Meta, Preprocess, expected_shapes
 from .source import TensorSource
 
 # Meta's and HF's encoders: LayerNorm eps 1e-6, exact GELU, RoPE with the "tiled" layout, theta 1e4.
@@ -159,15 +159,17 @@ class Layout(Protocol):
     def tensors(self) -> Iterator[tuple[str, np.ndarray]]: ...
 
 
-def _open_layout(src: Path, n_head: int | None) -> Layout:
+def _open_layout(src: Path, options: Any) -> Layout:
     from . import vjepa2_hf, vjepa2_meta
 
     if vjepa2_hf.detect(src):
         return vjepa2_hf.HFLayout(src)
     if vjepa2_meta.detect(src):
-        return vjepa2_meta.MetaLayout(src, n_head)
-    raise ValueError(f"{src}: neither an HF V-JEPA 2 checkpoint (config.json with model_type vjepa2) nor a "
-                     "Meta V-JEPA 2 .pt checkpoint")
+        return vjepa2_meta.MetaLayout(src, options.n_head, getattr(options, "img_size", None))
+    raise ValueError(
+        f"{src}: neither an HF V-JEPA 2 checkpoint (config.json with model_type vjepa2) nor a "
+        "Meta V-JEPA 2 .pt checkpoint"
+    )
 
 
 @register
@@ -181,7 +183,7 @@ class VJEPA2(Converter):
         return vjepa2_hf.detect(src) or vjepa2_meta.detect(src)
 
     def open_source(self) -> TensorSource:
-        self.layout = _open_layout(self.src, self.options.n_head)
+        self.layout = _open_layout(self.src, self.options)
         return self.layout.source
 
     def hparams(self) -> Encoder:
@@ -195,8 +197,14 @@ class VJEPA2(Converter):
 
     def meta(self) -> Meta:
         m = super().meta()
-        return Meta(family=m.family, name=m.name, description=m.description, license=m.license,
-                    source_url=m.source_url, modality="video")
+        return Meta(
+            family=m.family,
+            name=m.name,
+            description=m.description,
+            license=m.license,
+            source_url=m.source_url,
+            modality="video",
+        )
 
     def default_name(self) -> str:
         return self.src.stem if self.src.is_file() else super().default_name()
@@ -209,5 +217,90 @@ class VJEPA2(Converter):
             if part is not None:
                 keys.update(part.keys())
                 shapes.update(part.shapes())
-        return write_gguf(out, self.meta(), enc, self.preprocess(), self.checked_tensors(), ftype,
-                          extra_keys=keys, extra_shapes=shapes)
+        return write_gguf(
+            out,
+            self.meta(),
+            enc,
+            self.preprocess(),
+            self.checked_tensors(),
+            ftype,
+            extra_keys=keys,
+            extra_shapes=shapes,
+        )
+
+
+def write_random(
+    path: str | Path,
+    *,
+    embed_dim: int = 64,
+    n_layer: int = 2,
+    n_head: int = 2,
+    ffn_dim: int | None = None,
+    patch_size: int = 16,
+    tubelet_size: int = 2,
+    img_size: int = 32,
+    n_frames: int = 4,
+    predictor: dict[str, int] | None = None,
+    head: dict[str, int] | None = None,
+    seed: int = 0,
+    ftype: str = "f32",
+) -> str:
+    """A random-weight V-JEPA 2 GGUF at any size, straight from numpy (no torch): for tests, benchmarks
+    and demos. predictor: {embed_dim, n_layer, n_head, n_mask_tokens}; head: {n_classes, n_pool_layers}.
+    Norm gains and biases are random too, so a wrong norm cannot hide."""
+    rng = np.random.default_rng(seed)
+    f = ffn_dim or 4 * embed_dim
+    enc = Encoder(
+        embed_dim=embed_dim,
+        n_layer=n_layer,
+        n_head=n_head,
+        ffn_dim=f,
+        patch_size=patch_size,
+        img_size=img_size,
+        cls_token=False,
+        pos_type="rope3d",
+        tubelet_size=tubelet_size,
+        n_frames=n_frames,
+    )
+    pred = head_spec = None
+    if predictor is not None:
+        dp = predictor.get("embed_dim", embed_dim)
+        pred = PredictorSpec(
+            embed_dim=dp,
+            n_layer=predictor.get("n_layer", 1),
+            n_head=predictor.get("n_head", 1),
+            ffn_dim=4 * dp,
+            n_mask_tokens=predictor.get("n_mask_tokens", 2),
+            out_dim=embed_dim,
+            grid_size=img_size // patch_size,
+            n_frames=n_frames,
+            ln_eps=1e-6,
+        )
+    if head is not None:
+        n_classes = head.get("n_classes", 4)
+        head_spec = HeadSpec(
+            embed_dim=embed_dim,
+            n_pool_layers=head.get("n_pool_layers", 1),
+            ffn_dim=4 * embed_dim,
+            labels=tuple(f"class {i}" for i in range(n_classes)),
+        )
+
+    def value(name: str, shape: tuple[int, ...]) -> np.ndarray:
+        if name.endswith(("ln1.weight", "ln2.weight", "norm.weight", "ln_kv.weight")):
+            return (1.0 + 0.2 * rng.standard_normal(shape)).astype(np.float32)
+        if len(shape) == 2 and not name.endswith(("query", "mask_tokens")):
+            return (rng.standard_normal(shape) / np.sqrt(shape[1])).astype(np.float32)
+        return (0.2 * rng.standard_normal(shape)).astype(np.float32)
+
+    keys: dict[str, Any] = {"jepa.enc.rope_freq_layout": "tiled", "jepa.enc.rope_theta": ROPE_THETA}
+    extra: dict[str, tuple[tuple[int, ...], bool]] = {}
+    for part in (pred, head_spec):
+        if part is not None:
+            keys.update(part.keys())
+            extra.update(part.shapes())
+    shapes = {n: s for n, (s, _) in (expected_shapes(enc) | extra).items()}
+    meta = Meta(family="vjepa2", name=f"random-vjepa2-{embed_dim}x{n_layer}", modality="video")
+    tensors = ((n, value(n, s)) for n, s in shapes.items())
+    return write_gguf(
+        path, meta, enc, vjepa2_recipe(img_size), tensors, ftype, extra_keys=keys, extra_shapes=extra
+    )

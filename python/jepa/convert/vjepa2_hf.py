@@ -24,13 +24,35 @@ from .vjepa2 import HeadSpec, PredictorSpec, vjepa2_recipe
 
 _ACTS = {"gelu": "gelu_erf"}
 # Engine block tensor -> source module, for encoder / predictor layers and the pooler's self-attention.
-_LAYER = {"ln1": "norm1", "attn_q": "attention.query", "attn_k": "attention.key", "attn_v": "attention.value",
-          "attn_out": "attention.proj", "ln2": "norm2", "ffn_up": "mlp.fc1", "ffn_down": "mlp.fc2"}
-_POOL_LAYER = {"ln1": "layer_norm1", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
-               "attn_v": "self_attn.v_proj", "attn_out": "self_attn.out_proj", "ln2": "layer_norm2",
-               "ffn_up": "mlp.fc1", "ffn_down": "mlp.fc2"}
-_XATTN = {"ln_kv": "layer_norm1", "q": "cross_attn.q_proj", "k": "cross_attn.k_proj",
-          "v": "cross_attn.v_proj", "ln2": "layer_norm2", "ffn_up": "mlp.fc1", "ffn_down": "mlp.fc2"}
+_LAYER = {
+    "ln1": "norm1",
+    "attn_q": "attention.query",
+    "attn_k": "attention.key",
+    "attn_v": "attention.value",
+    "attn_out": "attention.proj",
+    "ln2": "norm2",
+    "ffn_up": "mlp.fc1",
+    "ffn_down": "mlp.fc2",
+}
+_POOL_LAYER = {
+    "ln1": "layer_norm1",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_out": "self_attn.out_proj",
+    "ln2": "layer_norm2",
+    "ffn_up": "mlp.fc1",
+    "ffn_down": "mlp.fc2",
+}
+_XATTN = {
+    "ln_kv": "layer_norm1",
+    "q": "cross_attn.q_proj",
+    "k": "cross_attn.k_proj",
+    "v": "cross_attn.v_proj",
+    "ln2": "layer_norm2",
+    "ffn_up": "mlp.fc1",
+    "ffn_down": "mlp.fc2",
+}
 
 
 def detect(src: Path) -> bool:

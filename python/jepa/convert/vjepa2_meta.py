@@ -1,16 +1,18 @@
 """Meta's own V-JEPA 2 .pt checkpoints (github.com/facebookresearch/vjepa2): the encoder only.
 
 The file is a dict of state dicts; like upstream's `src/hub/backbones.py` the encoder is read from
-`target_encoder` (the V-JEPA 2 releases), else `encoder` (V-JEPA 2-AC), else `ema_encoder`, else the
-file itself when it is a bare state dict. Keys lose `module.` and `backbone.` as upstream's
-`_clean_backbone_key` does. Layout: `patch_embed.proj` (Conv3d, 5-D), `blocks.{i}.{norm1, attn.qkv (fused,
-rows q;k;v), attn.proj, norm2, mlp.fc1, mlp.fc2}`, `norm`. A `pos_embed` is skipped: upstream loads these
-encoders with strict=False because they use RoPE and never read it. Anything else unmapped is an error.
+`target_encoder` (the V-JEPA 2 releases), else `encoder`, else `ema_encoder`, else the file itself when
+it is a bare state dict. A file whose predictor is action-conditioned is V-JEPA 2-AC (family vjepa2_ac)
+and is not auto-detected here; --family vjepa2 still converts its encoder alone. Keys lose `module.` and
+`backbone.` as upstream's `_clean_backbone_key` does. Layout: `patch_embed.proj` (Conv3d, 5-D),
+`blocks.{i}.{norm1, attn.qkv (fused, rows q;k;v), attn.proj, norm2, mlp.fc1, mlp.fc2}`, `norm`. A
+`pos_embed` is skipped: upstream loads these encoders with strict=False because they use RoPE and never
+read it. Anything else unmapped is an error.
 
 Shapes give everything but the head count and the native clip size: those come from a config.json beside
 the file (`num_heads`, `img_size` / `crop_size`, `num_frames` / `frames_per_clip`) when present, else
---n-head / the standard width (ViT-B 768: 12, L 1024: 16, H 1280: 16, g 1408: 22, G 1664: 26), and
-upstream's defaults (256 px, 64 frames). Needs torch (read with weights_only=True)."""
+--n-head / --img-size / the standard width (ViT-B 768: 12, L 1024: 16, H 1280: 16, g 1408: 22,
+G 1664: 26), and upstream's defaults (256 px, 64 frames). Needs torch (read with weights_only=True)."""
 
 from __future__ import annotations
 
@@ -28,8 +30,14 @@ from .vjepa2 import HeadSpec, PredictorSpec, vjepa2_recipe
 SUFFIXES = (".pt", ".pth", ".tar", ".ckpt")
 ENCODER_KEYS = ("target_encoder", "encoder", "ema_encoder")
 _HEADS_BY_WIDTH = {768: 12, 1024: 16, 1280: 16, 1408: 22, 1664: 26}
-_BLOCK = {"ln1": "norm1", "attn_qkv": "attn.qkv", "attn_out": "attn.proj", "ln2": "norm2",
-          "ffn_up": "mlp.fc1", "ffn_down": "mlp.fc2"}
+_BLOCK = {
+    "ln1": "norm1",
+    "attn_qkv": "attn.qkv",
+    "attn_out": "attn.proj",
+    "ln2": "norm2",
+    "ffn_up": "mlp.fc1",
+    "ffn_down": "mlp.fc2",
+}
 _SKIPPED = ("pos_embed",)
 
 
@@ -61,14 +69,23 @@ def _encoder_state(ckpt: Any, path: Path) -> dict[str, Any]:
     raise ValueError(f"{path}: no encoder state dict (looked for {looked} and a bare state dict)")
 
 
+def _is_action_conditioned(ckpt: Any) -> bool:
+    """V-JEPA 2-AC files (encoder + action-conditioned predictor) belong to family vjepa2_ac."""
+    pred = ckpt.get("predictor") if isinstance(ckpt, dict) else None
+    return isinstance(pred, dict) and any("action_encoder" in str(k) for k in pred)
+
+
 def detect(src: Path) -> bool:
     if not src.is_file() or src.suffix.lower() not in SUFFIXES:
         return False
     try:
-        state = _encoder_state(_torch_load(src), src)
+        ckpt = _torch_load(src)
+        state = _encoder_state(ckpt, src)
     except (ValueError, OSError, RuntimeError):
         return False
-    return any(_clean(str(k)) == "patch_embed.proj.weight" for k in state)
+    return not _is_action_conditioned(ckpt) and any(
+        _clean(str(k)) == "patch_embed.proj.weight" for k in state
+    )
 
 
 class ArraySource(TensorSource):
@@ -89,7 +106,7 @@ class ArraySource(TensorSource):
 
 
 class MetaLayout:
-    def __init__(self, src: Path, n_head: int | None) -> None:
+    def __init__(self, src: Path, n_head: int | None, img_size: int | None = None) -> None:
         import torch
 
         state = _encoder_state(_torch_load(src), src)
@@ -103,6 +120,7 @@ class MetaLayout:
             arrays[name] = v.detach().to(torch.float32).numpy()
         self.src = src
         self.n_head_flag = n_head
+        self.img_size_flag = img_size
         self.config = read_json(beside(src, "config.json")) or {}
         self.source: TensorSource = ArraySource(arrays, src)
         if self.source.has("blocks.0.mlp.fc3.weight"):
@@ -143,7 +161,7 @@ class MetaLayout:
             n_head=self._n_head(d),
             ffn_dim=s.shape("blocks.0.mlp.fc1.weight")[0],
             patch_size=p,
-            img_size=self._cfg("img_size", "crop_size") or 256,
+            img_size=self.img_size_flag or self._cfg("img_size", "crop_size") or 256,
             in_chans=chans,
             ln_eps=1e-6,
             act="gelu_erf",
