@@ -19,6 +19,7 @@ except ImportError as exc:  # pragma: no cover - only without a build
         "(or `make install` in a checkout)."
     ) from exc
 
+from .classify import Classification, classify, classify_prepared
 from .model import Context, Model
 from .pipeline import embed, encode_prepared
 from .pooling import POOL_MODES, default_pool, pool
@@ -28,6 +29,7 @@ __version__: str = _engine.version()
 __all__ = [
     "POOL_MODES",
     "BackendError",
+    "Classification",
     "Context",
     "InvalidInputError",
     "JepaError",
@@ -36,6 +38,8 @@ __all__ = [
     "ResourceLimitError",
     "UnsupportedError",
     "__version__",
+    "classify",
+    "classify_prepared",
     "default_pool",
     "embed",
     "encode_prepared",
