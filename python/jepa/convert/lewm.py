@@ -277,9 +277,9 @@ class LeWM(Converter):
 
     # -- tensors ---------------------------------------------------------------------------------
 
-    def _linear(self, dst: str, src: str) -> Iterator[tuple[str, np.ndarray]]:
+    def _linear(self, dst: str, src: str, bias: bool = True) -> Iterator[tuple[str, np.ndarray]]:
         yield f"{dst}.weight", self.source.take(f"{src}.weight")
-        if self.source.has(f"{src}.bias"):
+        if bias:
             yield f"{dst}.bias", self.source.take(f"{src}.bias")
 
     def _encoder(self, enc: Encoder) -> Iterator[tuple[str, np.ndarray]]:
@@ -290,9 +290,11 @@ class LeWM(Converter):
         yield "enc.cls_token", s.take("encoder.embeddings.cls_token").reshape(-1)
         pos = s.take("encoder.embeddings.position_embeddings")
         yield "enc.pos_embed", pos.reshape(-1, pos.shape[-1])
+        qkv_bias = bool(_section(self.config, "encoder").get("qkv_bias", True))  # ViTConfig's default
         for i in range(enc.n_layer):
             for dst in HF_VIT_BLOCK:
-                yield from self._linear(f"enc.blk.{i}.{dst}", self._vit_block(dst, i))
+                bias = qkv_bias or dst not in ("attn_q", "attn_k", "attn_v")
+                yield from self._linear(f"enc.blk.{i}.{dst}", self._vit_block(dst, i), bias)
         yield from self._linear("enc.norm", "encoder.layernorm")
         for name in _VIT_SKIPPED:
             if s.has(name):
@@ -320,7 +322,7 @@ class LeWM(Converter):
             for d, m in (("adaln", "adaLN_modulation.1"), ("ln1", "attn.norm"), ("attn_qkv", "attn.to_qkv"),
                          ("attn_out", "attn.to_out.0"), ("ln2", "mlp.net.0"), ("ffn_up", "mlp.net.1"),
                          ("ffn_down", "mlp.net.4")):
-                yield from self._linear(dst + d, src + m)
+                yield from self._linear(dst + d, src + m, bias=d != "attn_qkv")  # to_qkv has no bias
         yield from self._linear("pred.norm", "predictor.transformer.norm")
         yield from self._mlp("pred.proj", "pred_proj")
         conv = s.take("action_encoder.patch_embed.weight")  # Conv1d(A, smoothed, k=1): [smoothed, A, 1]
