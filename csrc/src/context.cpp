@@ -85,10 +85,17 @@ void Context::compute(ggml_cgraph * graph) {
 
 int Context::fit_chunk(const std::function<ggml_cgraph *(int)> & build, int want, const std::string & what) {
     if (params_.max_graph_bytes <= 0) return want;
+    // Measure with an allocator of its own: a no-alloc reserve on galloc_ would leave it a plan
+    // without buffers, which the next ggml_gallocr_alloc_graph of a same-shaped graph would trust.
+    struct Measure {
+        ggml_gallocr_t a;
+        ~Measure() { ggml_gallocr_free(a); }
+    } measure{ggml_gallocr_new(ggml_backend_get_default_buffer_type(backend_))};
+    if (!measure.a) fail(JEPA_ERR_RESOURCE, "cannot create the graph allocator");
     for (int b = want;; b = (b + 1) / 2) {
         ggml_cgraph * graph = build(b);
         size_t size = 0;
-        ggml_gallocr_reserve_n_size(galloc_, graph, nullptr, nullptr, &size);
+        ggml_gallocr_reserve_n_size(measure.a, graph, nullptr, nullptr, &size);
         if (int64_t(size) <= params_.max_graph_bytes) return b;
         if (b == 1) {
             fail(JEPA_ERR_RESOURCE, "one %s needs a %lld-byte compute buffer, over the context's limit of %lld bytes",
