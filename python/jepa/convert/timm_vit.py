@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 
 from .base import Converter, beside, read_json, register
 from .preprocess import load_recipe
@@ -44,9 +44,12 @@ class TimmViT(Converter):
         except (ValueError, OSError):
             return False
         keys: set[str] = set()
-        for path in files:
-            with safe_open(str(path), framework="np") as f:
-                keys.update(f.keys())
+        try:
+            for path in files:
+                with safe_open(str(path), framework="np") as f:
+                    keys.update(f.keys())
+        except (OSError, SafetensorError):  # not a safetensors file (e.g. a .pt checkpoint)
+            return False
         return any(p + "blocks.0.attn.qkv.weight" in keys for p in ("", *PREFIXES))
 
     def open_source(self) -> TensorSource:
