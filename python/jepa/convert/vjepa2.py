@@ -164,7 +164,8 @@ def _open_layout(src: Path, options: Any) -> Layout:
 
     if vjepa2_hf.detect(src):
         return vjepa2_hf.HFLayout(src)
-    if vjepa2_meta.detect(src):
+    if src.is_file() and src.suffix.lower() in vjepa2_meta.SUFFIXES:
+        # Also a V-JEPA 2-AC file when asked for by --family vjepa2: its encoder alone.
         return vjepa2_meta.MetaLayout(src, options.n_head, getattr(options, "img_size", None))
     raise ValueError(
         f"{src}: neither an HF V-JEPA 2 checkpoint (config.json with model_type vjepa2) nor a "
