@@ -688,14 +688,33 @@ void value_cases() {
         {"schema_version 2^64-1 as u64", [](gguf_context * g) { gguf_set_val_u64(g, "jepa.schema_version", ~uint64_t(0)); },
          bad({"jepa.schema_version"})},
         // Known to the schema, not runnable by this build: UNSUPPORTED, naming what.
-        {"family vjepa2", [](gguf_context * g) { gguf_set_val_str(g, "jepa.family", "vjepa2"); },
-         unsupported({"vjepa2"})},
+        {"family vjepa2_1", [](gguf_context * g) { gguf_set_val_str(g, "jepa.family", "vjepa2_1"); },
+         unsupported({"vjepa2_1"})},
         {"family lewm", [](gguf_context * g) { gguf_set_val_str(g, "jepa.family", "lewm"); }, unsupported({"lewm"})},
-        {"pos_type rope3d", [](gguf_context * g) { gguf_set_val_str(g, "jepa.enc.pos_type", "rope3d"); },
+        {"pos_type rope3d with a CLS token", [](gguf_context * g) { gguf_set_val_str(g, "jepa.enc.pos_type", "rope3d"); },
          unsupported({"rope3d"})},
         {"act silu", [](gguf_context * g) { gguf_set_val_str(g, "jepa.enc.act", "silu"); }, unsupported({"silu"})},
-        {"head attentive_pool", [](gguf_context * g) { gguf_set_val_str(g, "jepa.head.kind", "attentive_pool"); },
-         unsupported({"attentive_pool"})},
+        {"head linear_cls", [](gguf_context * g) { gguf_set_val_str(g, "jepa.head.kind", "linear_cls"); },
+         unsupported({"linear_cls"})},
+        {"head kind unknown", [](gguf_context * g) { gguf_set_val_str(g, "jepa.head.kind", "mlp9"); },
+         {{JEPA_ERR_BAD_FILE, JEPA_ERR_UNSUPPORTED}, {"jepa.head.kind", "mlp9"}}},
+        {"head attentive_pool without its keys",
+         [](gguf_context * g) { gguf_set_val_str(g, "jepa.head.kind", "attentive_pool"); },
+         bad({"jepa.head.n_classes"})},
+        {"head attentive_pool without its tensors", [](gguf_context * g) {
+             gguf_set_val_str(g, "jepa.head.kind", "attentive_pool");
+             gguf_set_val_u32(g, "jepa.head.n_classes", 3);
+             gguf_set_val_u32(g, "jepa.head.n_pool_layers", 0);
+         },
+         bad({"head."})},
+        {"head n_classes 0", [](gguf_context * g) {
+             gguf_set_val_str(g, "jepa.head.kind", "attentive_pool");
+             gguf_set_val_u32(g, "jepa.head.n_classes", 0);
+             gguf_set_val_u32(g, "jepa.head.n_pool_layers", 0);
+         },
+         bad({"jepa.head.n_classes"})},
+        {"masked predictor on a learned-position encoder",
+         [](gguf_context * g) { gguf_set_val_str(g, "jepa.pred.kind", "masked"); }, unsupported({"rope3d"})},
         {"predictor ac", [](gguf_context * g) { gguf_set_val_str(g, "jepa.pred.kind", "ac"); },
          unsupported({"jepa.pred.kind"})},
     };
