@@ -186,11 +186,8 @@ class LeWM(Converter):
                 raise ValueError(f"{path}: entry {k!r} is not a tensor")
             if str(k).endswith(".num_batches_tracked"):
                 self.skipped.append(str(k))
-            arrays[str(k)] = v.detach().numpy() if v.is_floating_point() else v.numpy()
+            arrays[str(k)] = v.detach().to(torch.float32).numpy() if v.is_floating_point() else v.numpy()
         return ArraySource(arrays, path)
-
-    def default_name(self) -> str:
-        return (self.src if self.src.is_dir() else self.src.parent).resolve().name
 
     # -- hyperparameters -------------------------------------------------------------------------
 
