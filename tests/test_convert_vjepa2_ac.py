@@ -132,7 +132,8 @@ def test_the_doc_lists_exactly_what_is_written(converted: Converted) -> None:
 
 
 def test_defaults_and_flags(tmp_path: Path) -> None:
-    keys, t = read_gguf(convert(CKPT, tmp_path / "d.gguf", family="vjepa2_ac"))
+    keys, t = read_gguf(convert(CKPT, tmp_path / "d.gguf"))  # auto-detected as vjepa2_ac
+    assert keys["jepa.pred.kind"] == "ac"
     assert (keys["jepa.enc.img_size"], keys["jepa.pred.grid_size"]) == (256, 16)  # the released size
     keys, _ = read_gguf(convert(CKPT, tmp_path / "h.gguf", family="vjepa2_ac", img_size=96, head_dim=32))
     assert (keys["jepa.enc.n_head"], keys["jepa.pred.n_head"], keys["jepa.pred.head_dim"]) == (4, 4, 32)
