@@ -4,6 +4,7 @@ torch and transformers are imported inside the fixtures, so collecting the suite
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,21 @@ from typing import Any
 
 import numpy as np
 import pytest
+
+# Golden outputs of the upstream code (../shared/reference, beside the checkout; CI has it too).
+REFERENCE_DIR = Path(
+    os.environ.get("JEPA_REFERENCE_DIR", Path(__file__).resolve().parents[2] / "shared" / "reference")
+)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The reference bundles are part of the test inputs: a run without them is an error, never a
+    run that quietly skips the world-model and V-JEPA 2-AC checks."""
+    if not (REFERENCE_DIR / "vjepa2_ac").is_dir() or not (REFERENCE_DIR / "lewm").is_dir():
+        raise pytest.UsageError(
+            f"reference bundles not found under {REFERENCE_DIR}: the tests need ../shared/reference "
+            "beside the checkout (or JEPA_REFERENCE_DIR)"
+        )
 
 
 @dataclass

@@ -159,7 +159,7 @@ class Run:
         self.say(f"skipped {entry.name}: {reason}")
 
     def chunk(self, ctx: Any, entries: Sequence[Entry]) -> None:
-        from ..embed import encode_prepared
+        from ..pipeline import encode_prepared
         from ..errors import JepaError
         from ..media import prepare
 
@@ -213,7 +213,7 @@ def _write(path: str | None, names: list[str], vectors: np.ndarray, out: IO[str]
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ..embed import stack_rows
+    from ..pipeline import stack_rows
     from ..errors import JepaError
     from ..model import Model
 
