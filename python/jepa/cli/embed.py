@@ -159,9 +159,9 @@ class Run:
         self.say(f"skipped {entry.name}: {reason}")
 
     def chunk(self, ctx: Any, entries: Sequence[Entry]) -> None:
-        from ..pipeline import encode_prepared
         from ..errors import JepaError
         from ..media import prepare
+        from ..pipeline import encode_prepared
 
         ready: list[tuple[Entry, np.ndarray]] = []
         for e in entries:
@@ -213,9 +213,9 @@ def _write(path: str | None, names: list[str], vectors: np.ndarray, out: IO[str]
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ..pipeline import stack_rows
     from ..errors import JepaError
     from ..model import Model
+    from ..pipeline import stack_rows
 
     try:
         model = Model(args.model, device=args.device)
