@@ -57,6 +57,16 @@ def _blend(sel: np.ndarray, old: np.ndarray, m_xyz: float, m_grip: float) -> np.
     return (sel * keep + old * m).astype(np.float32)
 
 
+def standard_normal_draws(noise: np.ndarray | None, shape: tuple[int, ...], seed: int) -> np.ndarray:
+    """The recorded draws when given (checked against `shape`), else a seeded generator's, float32."""
+    if noise is None:
+        return np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
+    noise = np.asarray(noise, dtype=np.float32)
+    if noise.shape != shape:
+        raise ValueError(f"noise: expected {list(shape)}, got {list(noise.shape)}")
+    return noise
+
+
 def round_small(x: np.ndarray, threshold: float) -> np.ndarray:
     return np.where(np.abs(x) < np.float32(threshold), np.float32(0.0), x).astype(np.float32)
 
@@ -95,12 +105,7 @@ def ac_cem(
         raise ValueError("unsupported topk=1: the elites' unbiased std needs two of them")
     if horizon < 1 or cem_steps < 1:
         raise ValueError(f"unsupported horizon={horizon}, cem_steps={cem_steps}")
-    shape = (cem_steps, horizon, samples, SAMPLED)
-    if noise is None:
-        noise = np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
-    noise = np.asarray(noise, dtype=np.float32)
-    if noise.shape != shape:
-        raise ValueError(f"noise: expected {list(shape)}, got {list(noise.shape)}")
+    noise = standard_normal_draws(noise, (cem_steps, horizon, samples, SAMPLED), seed)
 
     f32 = np.float32
     mean = np.zeros((horizon, SAMPLED), dtype=f32)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .cem_ac import elite_mean, elites, unbiased_std
+from .cem_ac import elite_mean, elites, standard_normal_draws, unbiased_std
 
 CostFn = Callable[[np.ndarray], np.ndarray]
 
@@ -51,12 +51,7 @@ def lewm_cem(
         raise ValueError(f"unsupported topk={topk} (num_samples={num_samples}; the unbiased std needs 2)")
     if horizon < 1 or n_steps < 1 or action_dim < 1:
         raise ValueError(f"unsupported horizon={horizon}, n_steps={n_steps}, action_dim={action_dim}")
-    shape = (n_steps, num_samples, horizon, action_dim)
-    if noise is None:
-        noise = np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
-    noise = np.asarray(noise, dtype=np.float32)
-    if noise.shape != shape:
-        raise ValueError(f"noise: expected {list(shape)}, got {list(noise.shape)}")
+    noise = standard_normal_draws(noise, (n_steps, num_samples, horizon, action_dim), seed)
 
     f32 = np.float32
     mean = np.zeros((horizon, action_dim), dtype=f32)
