@@ -207,6 +207,7 @@ def run_model(
         cell = {
             "model": name,
             "batch": b,
+            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "rounds": rounds,
             "warmup_rounds": WARMUP.get(name, 1),
             "ms_per_img": {k: round(v, 2) for k, v in ms.items()},
@@ -267,6 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--note", default="", help="free text stored in the JSON (e.g. the engine commit)")
+    p.add_argument(
+        "--update",
+        action="store_true",
+        help="keep the other cells of an existing --out file (re-measure one model or batch size)",
+    )
     args = p.parse_args(argv)
 
     models = args.models.split(",") if args.models else (["vit-s16"] if args.quick else list(MODELS))
@@ -282,19 +288,28 @@ def main(argv: list[str] | None = None) -> int:
             return args.rounds
         return QUICK_ROUNDS if args.quick else ROUNDS.get((model, batch), 3)
 
+    out: Path = args.out or (QUICK_OUT if args.quick else DEFAULT_OUT)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     t0 = time.perf_counter()
     cells: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="jepa-bench-") as tmp:
         for m in models:
             cells += run_model(m, batches, args.threads, rounds_for, Path(tmp), args.seed)
+    seconds = time.perf_counter() - t0
+    if args.update and out.is_file():
+        old = json.loads(out.read_text())
+        done = {(c["model"], c["batch"]) for c in cells}
+        kept = [c for c in old["cells"] if (c["model"], c["batch"]) not in done]
+        cells = sorted(kept + cells, key=lambda c: (list(MODELS).index(c["model"]), c["batch"]))
+        started = min(started, old["started"]) if kept else started
+        seconds += sum(c["seconds"] for c in kept)
     result = {
         "benchmark": "bench-engine",
         "description": "jepa (ggml) vs transformers ViTModel (PyTorch eager, default attention), same "
         "weights, inputs and threads; interleaved rounds, warm-up dropped, medians; "
         "ratio = torch / jepa (> 1: jepa faster)",
         "started": started,
-        "seconds": round(time.perf_counter() - t0, 1),
+        "seconds": round(seconds, 1),
         "quick": bool(args.quick),
         "note": args.note,
         "machine": machine_info(args.threads),
@@ -310,7 +325,6 @@ def main(argv: list[str] | None = None) -> int:
         "cells": cells,
         "summary": summarise(cells),
     }
-    out: Path = args.out or (QUICK_OUT if args.quick else DEFAULT_OUT)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {out}", file=sys.stderr)
