@@ -64,7 +64,7 @@ def test_cached_path_concurrent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         t.join()
     assert len(set(paths)) == 1
     path = Path(paths[0])
-    assert path == tmp_path / "cache" / demo.DEMO_FILE
+    assert path == tmp_path / "cache" / demo.DEMO_VERSION / demo.DEMO_FILE
     assert [p.name for p in path.parent.iterdir()] == [demo.DEMO_FILE]  # no temp files left over
     assert path.read_bytes() == Path(demo.write_demo_model(tmp_path / "fresh.gguf")).read_bytes()
 

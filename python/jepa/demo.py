@@ -18,6 +18,9 @@ DEMO_DESCRIPTION = (
     "not a trained model, its embeddings carry no meaning."
 )
 DEMO_FILE = "demo-vit.gguf"
+# Bump when the demo's contents change, so a stale cached file is never served (the file name,
+# which is the served model id, stays the same).
+DEMO_VERSION = "v1"
 
 
 def _demo_tensors(
@@ -97,7 +100,7 @@ def cache_dir() -> Path:
 def demo_model_path() -> str:
     """Path of the default demo model, written on first use. Safe under concurrent callers: the file
     appears by an atomic rename, and every writer writes the same bytes."""
-    path = cache_dir() / DEMO_FILE
+    path = cache_dir() / DEMO_VERSION / DEMO_FILE
     if not path.is_file():
         write_demo_model(path)
     return str(path)
