@@ -175,7 +175,8 @@ typedef struct jepa_context jepa_context;
 typedef struct jepa_context_params {
     int     n_threads;        /* CPU threads per graph; <= 0: all cores                      */
     int     max_batch;        /* items per graph; bigger calls are split (default 32)        */
-    int     flash_attn;       /* -1 auto (where faster), 0 off, 1 on                         */
+    int     flash_attn;       /* -1 auto (CPU: from 1024 tokens per item up; GPU: on), 0 off,
+                                 1 on                                                        */
     int64_t max_graph_bytes;  /* compute-buffer cap: a call needing more is split or refused
                                  (0: no cap)                                                 */
 } jepa_context_params;
@@ -188,7 +189,9 @@ JEPA_API jepa_status jepa_context_get_params(const jepa_context * ctx, jepa_cont
 JEPA_API jepa_status jepa_context_set_threads(jepa_context * ctx, int n_threads);
 JEPA_API jepa_status jepa_context_set_max_batch(jepa_context * ctx, int max_batch);
 
-/* Encode B items. pixels: float32 [B, C, T, H, W], C-contiguous, already normalised.
+/* Encode B items. pixels: float32 [B, C, T, H, W], C-contiguous, already normalised. For video
+ * models T need not be a multiple of the tubelet size: the last frame repeats to fill the last
+ * tubelet (upstream V-JEPA's rule), so T = 5 gives 3 tubelets.
  * out: float32 [B, n_tokens, embed_dim] (n_tokens = jepa_model_n_tokens(model, T, H, W)),
  * the final-norm tokens; out_len is its length in floats and must be at least that.
  * On the CPU the rows of an item do not depend on what else is in the batch (bit for bit). */
