@@ -29,7 +29,7 @@ from .inputs import (
 )
 from .keys import ADMISSION, METRICS, RUNTIME, SETTINGS
 from .metrics import CONTENT_TYPE
-from .pipeline import Embedded
+from .pipeline import Classified, Embedded
 from .runtime import Engine
 
 
@@ -93,7 +93,7 @@ def _encode(v: np.ndarray, fmt: str) -> Any:
     return v.tolist()  # float32 -> Python float is exact, and JSON round-trips it
 
 
-async def _json(payload: Any, timing: Embedded | None = None) -> web.Response:
+async def _json(payload: Any, timing: Embedded | Classified | None = None) -> web.Response:
     # Large answers (token grids) serialise off the event loop.
     text = await asyncio.to_thread(json.dumps, payload, separators=(",", ":"), allow_nan=False)
     resp = web.Response(text=text, content_type="application/json")
@@ -164,16 +164,20 @@ async def classify(request: web.Request) -> web.StreamResponse:
     engine = _engine(request)
     body = await _body(request, {"input", "inputs", "top_k", "model"})
     _check_model(engine, body)
-    opt_int(body, "top_k", 1)
+    top_k = opt_int(body, "top_k", 1)
+    top_k = 5 if top_k is None else top_k
     key = "inputs" if "inputs" in body else "input"
-    parse_items(body.get(key), engine.pipeline.files.resolve, _limits(request), name=key)
+    items = parse_items(body.get(key), engine.pipeline.files.resolve, _limits(request), name=key)
     if not engine.model.has_head:
         raise bad_request(
             f"model {engine.model_id!r} has no classifier head: /classify needs a model converted "
             "with one (a video classifier); use /v1/embeddings for embeddings",
             code="no_classifier_head",
         )
-    raise _not_yet("classification")
+    async with _admission(request).slot():
+        result = await engine.pipeline.classify(items, top_k)
+    data = [{"index": i, **c.to_dict()} for i, c in enumerate(result.results)]
+    return await _json({"object": "list", "data": data, "model": engine.model_id}, result)
 
 
 async def rollout(request: web.Request) -> web.StreamResponse:

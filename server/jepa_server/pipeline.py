@@ -29,6 +29,18 @@ def encode_op(ctx: jepa.Context, inputs: list[np.ndarray], pool: str) -> list[np
     return jepa.pipeline.encode_prepared(ctx, inputs, pool)
 
 
+def classify_op(ctx: jepa.Context, inputs: list[np.ndarray], top_k: int) -> list[jepa.Classification]:
+    """The worker-side operation of a classification group: the same code as jepa.classify."""
+    return jepa.classify_prepared(ctx, inputs, top_k)
+
+
+@dataclass(frozen=True)
+class Classified:
+    results: list[jepa.Classification]
+    queue_s: float
+    inference_s: float
+
+
 @dataclass(frozen=True)
 class Embedded:
     vectors: list[np.ndarray]  # [D] per item, or [N, D] with pool "none"
@@ -107,3 +119,12 @@ class Pipeline:
             raise from_jepa(exc, "input", computing=True) from None
         queue_s, inference_s = timing_of(done)
         return Embedded([d.value for d in done], self.patch_tokens(inputs), queue_s, inference_s)
+
+    async def classify(self, items: list[Item], top_k: int) -> Classified:
+        inputs = await self.prepare(items)
+        try:
+            done = await self.dispatcher.run_batched(classify_op, top_k, inputs)
+        except jepa.JepaError as exc:
+            raise from_jepa(exc, "input", computing=True) from None
+        queue_s, inference_s = timing_of(done)
+        return Classified([d.value for d in done], queue_s, inference_s)
