@@ -159,6 +159,14 @@ typedef struct jepa_model_info {
     int   pred_n_head;
     int   pred_n_mask_tokens;
     int   pred_grid_size;       /* the native patch grid its token ids index           */
+
+    /* world models (pred_kind "ac" or "lewm") */
+    const char * pred_kind;     /* "", "masked", "ac" or "lewm"                        */
+    int   pred_action_dim;      /* action width (ac: 7; lewm: frameskip x env dims)    */
+    int   pred_state_dim;       /* ac: 7                                               */
+    int   pred_n_frames;        /* lewm: the predictor's window; ac: upstream's frames */
+    int   wm_embed_dim;         /* lewm: the embedding width lewm_embed returns        */
+    float pred_norm_reps_eps;   /* ac: eps of the latents' non-affine LayerNorm        */
 } jepa_model_info;
 
 JEPA_API jepa_status jepa_model_get_info(const jepa_model * model, jepa_model_info * out);
@@ -224,6 +232,30 @@ JEPA_API jepa_predict_params jepa_predict_default_params(void);
 JEPA_API jepa_status jepa_predict(jepa_context * ctx, const float * tokens, int B, int n_ctx, int D,
                                   const int32_t * context_ids, const int32_t * target_ids, int n_tgt,
                                   const jepa_predict_params * params, float * out, size_t out_len);
+
+/* ---- world models (docs/world-models.md) ---------------------------------------------------- */
+
+/* LeWM: the embedding of B frames. pixels: float32 [B, C, 1, H, W] (as jepa_encode); out: float32
+ * [B, wm_embed_dim], the encoder's CLS (after its final norm) through the projector. */
+JEPA_API jepa_status jepa_lewm_embed(jepa_context * ctx, const float * pixels, int B, int C, int H, int W,
+                                     float * out, size_t out_len);
+/* LeWM: the projector alone, on CLS rows cls [B, E] (E = embed_dim) -> out [B, wm_embed_dim]. */
+JEPA_API jepa_status jepa_lewm_project(jepa_context * ctx, const float * cls, int B, int E, float * out,
+                                       size_t out_len);
+/* LeWM: the predictor on B sequences of T <= pred_n_frames steps. embs: float32 [B, T, D], actions:
+ * float32 [B, T, A] (A = pred_action_dim). out: [B, T, D], the predictor's projector output (row t
+ * predicts step t + 1). raw_out (before the projector) and act_emb_out (the action embedder's output)
+ * are optional ([B, T, D] each, NULL to skip); out_len applies to all three. */
+JEPA_API jepa_status jepa_lewm_predict(jepa_context * ctx, const float * embs, const float * actions, int B, int T,
+                                       int D, int A, float * out, size_t out_len, float * raw_out,
+                                       float * act_emb_out);
+/* V-JEPA 2-AC: the predictor's raw output for B items of T frames. latents: float32 [B, T*HW, D],
+ * the encoder's tokens after the non-affine LayerNorm (HW = pred_grid_size^2 per frame, T-major);
+ * actions: [B, T, pred_action_dim]; states: [B, T, pred_state_dim]. out: [B, T*HW, D]; row block t
+ * predicts frame t + 1. */
+JEPA_API jepa_status jepa_ac_predict(jepa_context * ctx, const float * latents, const float * actions,
+                                     const float * states, int B, int T, int HW, int D, float * out,
+                                     size_t out_len);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace jepa_py {
 
@@ -126,6 +127,123 @@ struct PyContext {
         return out;
     }
 
+    // LeWM: frames [B, C, H, W] -> embeddings [B, D]
+    py::array_t<float> lewm_embed(const py::array_t<float, py::array::c_style> & x) {
+        if (x.ndim() != 4) {
+            PyErr_SetString(PyExc_ValueError, "lewm_embed expects a 4-D float32 array [B, C, H, W]");
+            throw py::error_already_set();
+        }
+        check_dims(x, "lewm_embed");
+        const int B = int(x.shape(0)), C = int(x.shape(1)), H = int(x.shape(2)), W = int(x.shape(3));
+        py::array_t<float> out({int64_t(B), wm_embed_dim()});
+        const float * src = x.data();
+        float * dst = out.mutable_data();
+        const size_t len = size_t(out.size());
+        jepa_status st;
+        {
+            py::gil_scoped_release nogil;
+            st = jepa_lewm_embed(handle.get(), src, B, C, H, W, dst, len);
+        }
+        check(st);
+        return out;
+    }
+
+    // LeWM: CLS rows [B, E] -> embeddings [B, D]
+    py::array_t<float> lewm_project(const py::array_t<float, py::array::c_style> & x) {
+        if (x.ndim() != 2) {
+            PyErr_SetString(PyExc_ValueError, "lewm_project expects a 2-D float32 array [B, E]");
+            throw py::error_already_set();
+        }
+        check_dims(x, "lewm_project");
+        const int B = int(x.shape(0)), E = int(x.shape(1));
+        py::array_t<float> out({int64_t(B), wm_embed_dim()});
+        const float * src = x.data();
+        float * dst = out.mutable_data();
+        const size_t len = size_t(out.size());
+        jepa_status st;
+        {
+            py::gil_scoped_release nogil;
+            st = jepa_lewm_project(handle.get(), src, B, E, dst, len);
+        }
+        check(st);
+        return out;
+    }
+
+    // LeWM: embeddings [B, T, D], actions [B, T, A] -> (pred, pred_raw, act_emb), each [B, T, D]
+    py::tuple lewm_predict(const py::array_t<float, py::array::c_style> & e,
+                           const py::array_t<float, py::array::c_style> & a) {
+        if (e.ndim() != 3 || a.ndim() != 3) {
+            PyErr_SetString(PyExc_ValueError, "lewm_predict expects embeddings [B, T, D] and actions [B, T, A]");
+            throw py::error_already_set();
+        }
+        check_dims(e, "lewm_predict");
+        check_dims(a, "lewm_predict");
+        if (a.shape(0) != e.shape(0) || a.shape(1) != e.shape(1)) {
+            jepa_error_clear();
+            raise_status(JEPA_ERR_INVALID_ARG, "lewm_predict: actions must be [B, T, A] for embeddings [B, T, D]");
+        }
+        const int B = int(e.shape(0)), T = int(e.shape(1)), D = int(e.shape(2)), A = int(a.shape(2));
+        std::vector<int64_t> shape = {int64_t(B), int64_t(T), int64_t(D)};
+        py::array_t<float> out(shape), raw(shape), act(shape);
+        const float * ep = e.data();
+        const float * ap = a.data();
+        float * op = out.mutable_data();
+        float * rp = raw.mutable_data();
+        float * cp = act.mutable_data();
+        const size_t len = size_t(out.size());
+        jepa_status st;
+        {
+            py::gil_scoped_release nogil;
+            st = jepa_lewm_predict(handle.get(), ep, ap, B, T, D, A, op, len, rp, cp);
+        }
+        check(st);
+        return py::make_tuple(out, raw, act);
+    }
+
+    // V-JEPA 2-AC: latents [B, T*HW, D], actions [B, T, 7], states [B, T, 7] -> [B, T*HW, D]
+    py::array_t<float> ac_predict(const py::array_t<float, py::array::c_style> & z,
+                                  const py::array_t<float, py::array::c_style> & a,
+                                  const py::array_t<float, py::array::c_style> & s) {
+        if (z.ndim() != 3 || a.ndim() != 3 || s.ndim() != 3) {
+            PyErr_SetString(PyExc_ValueError,
+                            "ac_predict expects latents [B, T*HW, D], actions [B, T, 7] and states [B, T, 7]");
+            throw py::error_already_set();
+        }
+        check_dims(z, "ac_predict");
+        check_dims(a, "ac_predict");
+        check_dims(s, "ac_predict");
+        jepa_model_info i;
+        check(jepa_model_get_info(model.get(), &i));
+        const int B = int(z.shape(0)), N = int(z.shape(1)), D = int(z.shape(2)), T = int(a.shape(1));
+        if (a.shape(0) != B || s.shape(0) != B || s.shape(1) != T || a.shape(2) != i.pred_action_dim ||
+            s.shape(2) != i.pred_state_dim || N % T != 0) {
+            jepa_error_clear();
+            const std::string msg = "ac_predict: expected latents [B, T*HW, D], actions [B, T, " +
+                                    std::to_string(i.pred_action_dim) + "], states [B, T, " +
+                                    std::to_string(i.pred_state_dim) + "] with the same B and T";
+            raise_status(JEPA_ERR_INVALID_ARG, msg.c_str());
+        }
+        py::array_t<float> out({int64_t(B), int64_t(N), int64_t(D)});
+        const float * zp = z.data();
+        const float * ap = a.data();
+        const float * sp = s.data();
+        float * op = out.mutable_data();
+        const size_t len = size_t(out.size());
+        jepa_status st;
+        {
+            py::gil_scoped_release nogil;
+            st = jepa_ac_predict(handle.get(), zp, ap, sp, B, T, N / T, D, op, len);
+        }
+        check(st);
+        return out;
+    }
+
+    int64_t wm_embed_dim() const {
+        jepa_model_info i;
+        check(jepa_model_get_info(model.get(), &i));
+        return std::max<int64_t>(i.wm_embed_dim, 1);
+    }
+
     template <typename T>
     static void check_dims(const py::array_t<T, py::array::c_style> & x, const char * what) {
         for (int d = 0; d < x.ndim(); ++d) {
@@ -149,7 +267,11 @@ void register_context(py::module_ & m) {
         .def("encode", &PyContext::encode, py::arg("pixels"))
         .def("classify", &PyContext::classify, py::arg("tokens"))
         .def("predict", &PyContext::predict, py::arg("tokens"), py::arg("context_ids"), py::arg("target_ids"),
-             py::arg("mask_index") = 1, py::arg("grid_h") = 0, py::arg("grid_w") = 0);
+             py::arg("mask_index") = 1, py::arg("grid_h") = 0, py::arg("grid_w") = 0)
+        .def("lewm_embed", &PyContext::lewm_embed, py::arg("pixels"))
+        .def("lewm_project", &PyContext::lewm_project, py::arg("cls"))
+        .def("lewm_predict", &PyContext::lewm_predict, py::arg("embeddings"), py::arg("actions"))
+        .def("ac_predict", &PyContext::ac_predict, py::arg("latents"), py::arg("actions"), py::arg("states"));
 }
 
 }  // namespace jepa_py

@@ -69,6 +69,12 @@ struct PyModel {
         d["pred_n_head"] = i.pred_n_head;
         d["pred_n_mask_tokens"] = i.pred_n_mask_tokens;
         d["pred_grid_size"] = i.pred_grid_size;
+        d["pred_kind"] = i.pred_kind ? i.pred_kind : "";
+        d["pred_action_dim"] = i.pred_action_dim;
+        d["pred_state_dim"] = i.pred_state_dim;
+        d["pred_n_frames"] = i.pred_n_frames;
+        d["wm_embed_dim"] = i.wm_embed_dim;
+        d["pred_norm_reps_eps"] = i.pred_norm_reps_eps;
         py::dict pre;
         pre["mean"] = py::make_tuple(i.mean[0], i.mean[1], i.mean[2]);
         pre["std"] = py::make_tuple(i.std[0], i.std[1], i.std[2]);

@@ -43,7 +43,9 @@ ggml_tensor * build_mlp(ggml_context * ctx, ggml_tensor * x, const LinearW & up,
 }
 
 Qkv build_qkv(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, int n_head) {
-    const int64_t D = x->ne[0], N = x->ne[1], B = x->ne[2];
+    const int64_t N = x->ne[1], B = x->ne[2];
+    // The attention's inner width: D for ViT blocks, n_head x head_dim for LeWM's.
+    const int64_t D = b.qkv.w ? b.qkv.w->ne[1] / 3 : b.q.w->ne[1];
     const int64_t hd = D / n_head;
     if (b.qkv.w) {
         // One fused projection; q, k, v are strided views into its rows.

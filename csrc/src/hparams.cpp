@@ -9,7 +9,7 @@ namespace {
 
 const std::vector<std::string> kFamilies = {"ijepa", "vjepa", "vjepa2", "vjepa2_1", "levjepa", "hfvit", "lewm"};
 // Families whose graphs this build runs; the others are refused with a clear message.
-const std::vector<std::string> kSupportedFamilies = {"ijepa", "levjepa", "hfvit", "vjepa2"};
+const std::vector<std::string> kSupportedFamilies = {"ijepa", "levjepa", "hfvit", "vjepa2", "lewm"};
 
 // RoPE keys under `prefix` (jepa.enc. or jepa.pred.): only the "tiled" layout V-JEPA 2 uses, without
 // grid interpolation, is implemented; the rest is refused by name.
@@ -67,6 +67,8 @@ EncoderHparams parse_encoder(const GgufMeta & m) {
         fail(JEPA_ERR_UNSUPPORTED, "jepa.enc.pos_type sincos3d (V-JEPA 1) is not supported by this build yet");
     }
     if (e.act == Act::Silu) fail(JEPA_ERR_UNSUPPORTED, "jepa.enc.act silu is not supported for encoders");
+    e.has_proj = m.has("jepa.enc.proj_act");
+    if (e.has_proj) e.proj_act = Act(m.get_enum("jepa.enc.proj_act", {"gelu_erf", "gelu_tanh", "silu"}, 0));
     return e;
 }
 
@@ -104,24 +106,31 @@ HeadHparams parse_head(const GgufMeta & m, const ModelHparams & h) {
     return hd;
 }
 
-PredHparams parse_pred(const GgufMeta & m, const EncoderHparams & e) {
-    PredHparams p;
-    p.kind = m.get_str("jepa.pred.kind");
-    if (p.kind != "masked") {
-        fail(JEPA_ERR_UNSUPPORTED, "jepa.pred.kind \"%s\" is not supported by this build yet", p.kind.c_str());
-    }
-    if (e.pos_type != JEPA_POS_ROPE3D) {
-        fail(JEPA_ERR_UNSUPPORTED, "a masked predictor needs a rope3d encoder (jepa.enc.pos_type)");
-    }
+const std::vector<std::string> kActs = {"gelu_erf", "gelu_tanh", "silu"};
+
+void check_eps(float eps, const char * key) {
+    if (!(eps > 0.0f && eps < 1.0f)) fail(JEPA_ERR_BAD_FILE, "%s %g out of range (0, 1)", key, eps);
+}
+
+// Widths, depth and block options every predictor kind has.
+void parse_pred_common(const GgufMeta & m, const EncoderHparams & e, PredHparams & p) {
     p.embed_dim = int(m.get_int("jepa.pred.embed_dim", 1, 16384));
     p.n_layer = int(m.get_int("jepa.pred.n_layer", 1, 256));
     p.block.n_head = int(m.get_int("jepa.pred.n_head", 1, 256));
     p.ffn_dim = int(m.get_int("jepa.pred.ffn_dim", 1, 65536));
-    p.n_mask_tokens = int(m.get_int("jepa.pred.n_mask_tokens", 1, 1024));
     p.out_dim = int(m.get_int("jepa.pred.out_dim", 1, 16384, e.embed_dim));
-    p.grid_size = int(m.get_int("jepa.pred.grid_size", 1, 8192, e.grid()));
     p.block.ln_eps = m.get_f32("jepa.pred.ln_eps", e.ln_eps);
-    p.block.act = Act(m.get_enum("jepa.pred.act", {"gelu_erf", "gelu_tanh", "silu"}, int(e.act)));
+    p.block.act = Act(m.get_enum("jepa.pred.act", kActs, int(e.act)));
+    check_eps(p.block.ln_eps, "jepa.pred.ln_eps");
+    if (p.out_dim != e.embed_dim) {
+        fail(JEPA_ERR_BAD_FILE, "jepa.pred.out_dim %d differs from the encoder width %d", p.out_dim, e.embed_dim);
+    }
+}
+
+void parse_pred_rope(const GgufMeta & m, const EncoderHparams & e, PredHparams & p) {
+    if (e.pos_type != JEPA_POS_ROPE3D) {
+        fail(JEPA_ERR_UNSUPPORTED, "a %s predictor needs a rope3d encoder (jepa.enc.pos_type)", p.kind.c_str());
+    }
     if (p.embed_dim % p.block.n_head != 0) {
         fail(JEPA_ERR_BAD_FILE, "jepa.pred.embed_dim %d is not a multiple of jepa.pred.n_head %d", p.embed_dim,
              p.block.n_head);
@@ -129,12 +138,61 @@ PredHparams parse_pred(const GgufMeta & m, const EncoderHparams & e) {
     if (m.has("jepa.pred.head_dim") && m.get_int("jepa.pred.head_dim", 1, 4096) != p.head_dim()) {
         fail(JEPA_ERR_UNSUPPORTED, "jepa.pred.head_dim other than embed_dim / n_head is not supported");
     }
-    if (p.out_dim != e.embed_dim) {
-        fail(JEPA_ERR_BAD_FILE, "jepa.pred.out_dim %d differs from the encoder width %d", p.out_dim, e.embed_dim);
+    p.grid_size = int(m.get_int("jepa.pred.grid_size", 1, 8192, e.grid()));
+    if (p.block.act == Act::Silu) {
+        fail(JEPA_ERR_UNSUPPORTED, "jepa.pred.act silu is not supported for %s predictors", p.kind.c_str());
     }
-    if (!(p.block.ln_eps > 0.0f && p.block.ln_eps < 1.0f)) fail(JEPA_ERR_BAD_FILE, "jepa.pred.ln_eps out of range (0, 1)");
-    if (p.block.act == Act::Silu) fail(JEPA_ERR_UNSUPPORTED, "jepa.pred.act silu is not supported for masked predictors");
     parse_rope(m, "jepa.pred.", p.head_dim(), &p.rope_theta);
+}
+
+PredHparams parse_pred(const GgufMeta & m, const EncoderHparams & e) {
+    PredHparams p;
+    p.kind = m.get_str("jepa.pred.kind");
+    if (p.kind != "masked" && p.kind != "ac" && p.kind != "lewm") {
+        fail(JEPA_ERR_UNSUPPORTED, "jepa.pred.kind \"%s\" is not supported by this build yet", p.kind.c_str());
+    }
+    if (p.kind == "masked" && e.pos_type != JEPA_POS_ROPE3D) {
+        fail(JEPA_ERR_UNSUPPORTED, "a masked predictor needs a rope3d encoder (jepa.enc.pos_type)");
+    }
+    if (p.kind == "ac" && e.pos_type != JEPA_POS_ROPE3D) {
+        fail(JEPA_ERR_UNSUPPORTED, "an ac predictor needs a rope3d encoder (jepa.enc.pos_type)");
+    }
+    parse_pred_common(m, e, p);
+    if (p.kind == "masked") {
+        p.n_mask_tokens = int(m.get_int("jepa.pred.n_mask_tokens", 1, 1024));
+        parse_pred_rope(m, e, p);
+    } else if (p.kind == "ac") {
+        p.action_dim = int(m.get_int("jepa.pred.action_dim", 1, 1024));
+        p.state_dim = int(m.get_int("jepa.pred.state_dim", 1, 1024));
+        p.n_frames = int(m.get_int("jepa.pred.n_frames", 1, 1 << 16, 0));
+        if (m.get_int("jepa.pred.n_cond_tokens", 0, 16, 2) != 2 || m.get_str("jepa.pred.cond_order", "action,state") != "action,state") {
+            fail(JEPA_ERR_UNSUPPORTED, "an ac predictor must have jepa.pred.n_cond_tokens 2 in cond_order \"action,state\"");
+        }
+        if (!m.get_bool("jepa.pred.frame_causal", true)) {
+            fail(JEPA_ERR_UNSUPPORTED, "an ac predictor without jepa.pred.frame_causal is not supported");
+        }
+        p.norm_reps_eps = m.get_f32("jepa.pred.norm_reps_eps", 1e-5f);
+        check_eps(p.norm_reps_eps, "jepa.pred.norm_reps_eps");
+        parse_pred_rope(m, e, p);
+    } else {  // lewm
+        if (!e.cls_token || !e.has_proj) {
+            fail(JEPA_ERR_BAD_FILE, "a lewm predictor needs an encoder with a CLS token and a projector (jepa.enc.proj_act)");
+        }
+        p.hd = int(m.get_int("jepa.pred.head_dim", 1, 4096, p.embed_dim / p.block.n_head));
+        p.n_frames = int(m.get_int("jepa.pred.n_frames", 1, 1024));
+        p.action_dim = int(m.get_int("jepa.pred.action_dim", 1, 65536));
+        p.adaln_eps = m.get_f32("jepa.pred.adaln_eps", 1e-6f);
+        check_eps(p.adaln_eps, "jepa.pred.adaln_eps");
+        p.action_act = Act(m.get_enum("jepa.pred.action_act", kActs, int(Act::Silu)));
+        p.proj_act = Act(m.get_enum("jepa.pred.proj_act", kActs, int(Act::GeluErf)));
+        if (!m.get_bool("jepa.pred.frame_causal", true)) {
+            fail(JEPA_ERR_UNSUPPORTED, "a lewm predictor without jepa.pred.frame_causal is not supported");
+        }
+        if (p.embed_dim != e.embed_dim) {
+            fail(JEPA_ERR_UNSUPPORTED, "a lewm predictor wider than its encoder (%d vs %d) is not supported", p.embed_dim,
+                 e.embed_dim);
+        }
+    }
     return p;
 }
 
@@ -163,6 +221,9 @@ ModelHparams parse_hparams(const gguf_context * ctx) {
     h.pre = parse_preprocess(m, h.enc);
     h.head = parse_head(m, h);
     if (m.has("jepa.pred.kind")) h.pred = parse_pred(m, h.enc);
+    if (h.family == "lewm" && h.pred.kind != "lewm") {
+        fail(JEPA_ERR_BAD_FILE, "jepa.family lewm needs jepa.pred.kind \"lewm\"");
+    }
     if (m.has("jepa.head.labels")) h.labels = m.get_str_array("jepa.head.labels", 100000);
     if (!h.labels.empty() && int(h.labels.size()) != h.head.n_classes) {
         fail(JEPA_ERR_BAD_FILE, "jepa.head.labels has %zu entries but the head has %d classes", h.labels.size(),

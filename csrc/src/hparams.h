@@ -30,6 +30,8 @@ struct EncoderHparams {
     Act act = Act::GeluErf;
     jepa_pos_type pos_type = JEPA_POS_LEARNED;
     float rope_theta = 10000.0f;  // rope3d only; the frequency layout is "tiled" (see rope.h)
+    bool has_proj = false;        // LeWM: a projector enc.proj.0 -> proj_act -> enc.proj.2 after the CLS
+    Act proj_act = Act::GeluErf;
 
     int head_dim() const { return embed_dim / n_head; }
     int n_prefix() const { return (cls_token ? 1 : 0) + n_registers; }
@@ -55,10 +57,11 @@ struct HeadHparams {
     BlockHparams block;         // heads, eps and activation: the encoder's
 };
 
-// The masked predictor (jepa.pred.*, kind masked): context tokens embedded, mask tokens at the target
-// positions, RoPE from the token ids on the encoder grid, blocks, norm, projection back.
+// The predictors (jepa.pred.*). kind masked: context tokens embedded, mask tokens at the target
+// positions, RoPE from the token ids on the encoder grid, blocks, norm, projection back. kind ac
+// (V-JEPA 2-AC) and lewm (LeWM): the world-model predictors of docs/world-models.md.
 struct PredHparams {
-    std::string kind;           // empty: no predictor
+    std::string kind;           // empty: no predictor; masked | ac | lewm
     int embed_dim = 0;
     int n_layer = 0;
     int ffn_dim = 0;
@@ -67,8 +70,18 @@ struct PredHparams {
     int grid_size = 0;          // native patch grid (crop / patch); ids decompose on it by default
     float rope_theta = 10000.0f;
     BlockHparams block;
+    int hd = 0;                 // jepa.pred.head_dim (0: embed_dim / n_head); LeWM's inner width differs
+    // World models.
+    int n_frames = 0;           // lewm: the window (position rows); ac: frames upstream's mask covers
+    int action_dim = 0;
+    int state_dim = 0;          // ac
+    float adaln_eps = 1e-6f;    // lewm: the non-affine norms the adaLN modulates
+    float norm_reps_eps = 1e-5f;  // ac: the non-affine LayerNorm of the latents
+    Act action_act = Act::Silu;   // lewm: the action embedder's activation
+    Act proj_act = Act::GeluErf;  // lewm: pred.proj.0 -> act -> pred.proj.2
 
-    int head_dim() const { return embed_dim / block.n_head; }
+    int head_dim() const { return hd > 0 ? hd : embed_dim / block.n_head; }
+    int inner_dim() const { return head_dim() * block.n_head; }
 };
 
 struct PreprocessHparams {

@@ -114,6 +114,12 @@ jepa_status jepa_model_get_info(const jepa_model * model, jepa_model_info * out)
         i.pred_n_head = m.hp.pred.kind.empty() ? 0 : m.hp.pred.block.n_head;
         i.pred_n_mask_tokens = m.hp.pred.n_mask_tokens;
         i.pred_grid_size = m.hp.pred.grid_size;
+        i.pred_kind = m.hp.pred.kind.c_str();
+        i.pred_action_dim = m.hp.pred.action_dim;
+        i.pred_state_dim = m.hp.pred.state_dim;
+        i.pred_n_frames = m.hp.pred.n_frames;
+        i.wm_embed_dim = m.enc.proj2.w ? int(m.enc.proj2.w->ne[1]) : 0;
+        i.pred_norm_reps_eps = m.hp.pred.norm_reps_eps;
         *out = i;
         return JEPA_OK;
     })
@@ -249,6 +255,50 @@ jepa_status jepa_predict(jepa_context * ctx, const float * tokens, int B, int n_
         o.grid_h = p.grid_h;
         o.grid_w = p.grid_w;
         as_ctx(ctx)->predict(tokens, B, n_ctx, D, context_ids, target_ids, n_tgt, o, out, out_len);
+        return JEPA_OK;
+    })
+}
+
+jepa_status jepa_lewm_embed(jepa_context * ctx, const float * pixels, int B, int C, int H, int W, float * out,
+                            size_t out_len) {
+    if (!ctx) return invalid("jepa_lewm_embed: ctx must not be NULL");
+    JEPA_GUARD({
+        if (B < 1 || C < 1 || H < 1 || W < 1 || H > 16384 || W > 16384) {
+            jepa::fail(JEPA_ERR_INVALID_ARG, "jepa_lewm_embed: bad shape [%d, %d, 1, %d, %d]", B, C, H, W);
+        }
+        jepa::InputShape s;
+        s.B = B;
+        s.C = C;
+        s.T = 1;
+        s.H = H;
+        s.W = W;
+        as_ctx(ctx)->lewm_embed(pixels, s, out, out_len);
+        return JEPA_OK;
+    })
+}
+
+jepa_status jepa_lewm_project(jepa_context * ctx, const float * cls, int B, int E, float * out, size_t out_len) {
+    if (!ctx) return invalid("jepa_lewm_project: ctx must not be NULL");
+    JEPA_GUARD({
+        as_ctx(ctx)->lewm_project(cls, B, E, out, out_len);
+        return JEPA_OK;
+    })
+}
+
+jepa_status jepa_lewm_predict(jepa_context * ctx, const float * embs, const float * actions, int B, int T, int D,
+                              int A, float * out, size_t out_len, float * raw_out, float * act_emb_out) {
+    if (!ctx) return invalid("jepa_lewm_predict: ctx must not be NULL");
+    JEPA_GUARD({
+        as_ctx(ctx)->lewm_predict(embs, actions, B, T, D, A, out, out_len, raw_out, act_emb_out);
+        return JEPA_OK;
+    })
+}
+
+jepa_status jepa_ac_predict(jepa_context * ctx, const float * latents, const float * actions, const float * states,
+                            int B, int T, int HW, int D, float * out, size_t out_len) {
+    if (!ctx) return invalid("jepa_ac_predict: ctx must not be NULL");
+    JEPA_GUARD({
+        as_ctx(ctx)->ac_predict(latents, actions, states, B, T, HW, D, out, out_len);
         return JEPA_OK;
     })
 }

@@ -52,18 +52,20 @@ struct FileCloser {
 };
 
 // One pre-norm block `p` (e.g. "enc.blk.3."): fused qkv when the file has attn_qkv, else q / k / v.
-VitBlockW declare_block(TensorTable & t, const std::string & p, int64_t D, int64_t F, bool fused, bool layer_scale) {
+VitBlockW declare_block(TensorTable & t, const std::string & p, int64_t D, int64_t F, bool fused, bool layer_scale,
+                        int64_t inner = 0) {
     VitBlockW b;
+    const int64_t I = inner > 0 ? inner : D;  // attention width (LeWM: n_head x head_dim != D)
     b.ln1 = {t.require(p + "ln1.weight", {D}), t.require(p + "ln1.bias", {D})};
     b.ln2 = {t.require(p + "ln2.weight", {D}), t.require(p + "ln2.bias", {D})};
     if (fused) {
-        b.qkv = t.linear(p + "attn_qkv", D, 3 * D);
+        b.qkv = t.linear(p + "attn_qkv", D, 3 * I);
     } else {
-        b.q = t.linear(p + "attn_q", D, D);
-        b.k = t.linear(p + "attn_k", D, D);
-        b.v = t.linear(p + "attn_v", D, D);
+        b.q = t.linear(p + "attn_q", D, I);
+        b.k = t.linear(p + "attn_k", D, I);
+        b.v = t.linear(p + "attn_v", D, I);
     }
-    b.attn_out = t.linear(p + "attn_out", D, D);
+    b.attn_out = t.linear(p + "attn_out", I, D);
     b.ffn_up = t.linear(p + "ffn_up", D, F);
     b.ffn_down = t.linear(p + "ffn_down", F, D);
     if (layer_scale) {
@@ -93,6 +95,13 @@ void declare_encoder(TensorTable & t, const EncoderHparams & e, EncoderW & w) {
                                             e.layer_scale);
     }
     w.norm = {t.require("enc.norm.weight", {D}), t.require("enc.norm.bias", {D})};
+    if (e.has_proj) {
+        const int64_t hidden = t.ne("enc.proj.0.weight", 1);
+        const int64_t out = t.ne("enc.proj.2.weight", 1);
+        if (hidden < 1 || out < 1) fail(JEPA_ERR_BAD_FILE, "missing tensor enc.proj.0.weight or enc.proj.2.weight");
+        w.proj0 = t.linear("enc.proj.0", D, hidden);
+        w.proj2 = t.linear("enc.proj.2", hidden, out);
+    }
 }
 
 void declare_head(TensorTable & t, HeadHparams & h, int64_t D, HeadW & w) {
@@ -116,7 +125,7 @@ void declare_head(TensorTable & t, HeadHparams & h, int64_t D, HeadW & w) {
     w.cls = t.linear("head.cls", D, h.n_classes);
 }
 
-void declare_pred(TensorTable & t, const PredHparams & h, int64_t D_enc, PredW & w) {
+void declare_pred_masked(TensorTable & t, const PredHparams & h, int64_t D_enc, PredW & w) {
     const int64_t D = h.embed_dim;
     w.embed = t.linear("pred.embed", D_enc, D);
     w.mask_tokens = t.require("pred.mask_tokens", {D, h.n_mask_tokens});
@@ -127,6 +136,47 @@ void declare_pred(TensorTable & t, const PredHparams & h, int64_t D_enc, PredW &
     }
     w.norm = {t.require("pred.norm.weight", {D}), t.require("pred.norm.bias", {D})};
     w.proj = t.linear("pred.proj", D, h.out_dim);
+}
+
+void declare_pred_ac(TensorTable & t, const PredHparams & h, int64_t D_enc, PredW & w) {
+    const int64_t D = h.embed_dim;
+    w.embed = t.linear("pred.embed", D_enc, D);
+    w.action_embed = t.linear("pred.action_embed", h.action_dim, D);
+    w.state_embed = t.linear("pred.state_embed", h.state_dim, D);
+    w.blocks.resize(size_t(h.n_layer));
+    for (int i = 0; i < h.n_layer; ++i) {
+        const std::string p = "pred.blk." + std::to_string(i) + ".";
+        w.blocks[size_t(i)] = declare_block(t, p, D, h.ffn_dim, t.ne(p + "attn_qkv.weight", 0) > 0, false);
+    }
+    w.norm = {t.require("pred.norm.weight", {D}), t.require("pred.norm.bias", {D})};
+    w.proj = t.linear("pred.proj", D, h.out_dim);
+}
+
+void declare_pred_lewm(TensorTable & t, const PredHparams & h, PredW & w) {
+    const int64_t D = h.embed_dim;
+    w.pos_embed = t.require("pred.pos_embed", {D, h.n_frames});
+    const int64_t M = t.ne("pred.action_embed.0.weight", 1);
+    const int64_t Hq = t.ne("pred.proj.0.weight", 1);
+    if (M < 1) fail(JEPA_ERR_BAD_FILE, "missing tensor pred.action_embed.0.weight");
+    if (Hq < 1) fail(JEPA_ERR_BAD_FILE, "missing tensor pred.proj.0.weight");
+    w.action_embed0 = t.linear("pred.action_embed.0", h.action_dim, M);
+    w.action_embed2 = t.linear("pred.action_embed.2", M, D);
+    w.blocks.resize(size_t(h.n_layer));
+    for (int i = 0; i < h.n_layer; ++i) {
+        const std::string p = "pred.blk." + std::to_string(i) + ".";
+        VitBlockW b = declare_block(t, p, D, h.ffn_dim, true, false, h.inner_dim());
+        b.adaln = t.linear(p + "adaln", D, 6 * D);
+        w.blocks[size_t(i)] = b;
+    }
+    w.norm = {t.require("pred.norm.weight", {D}), t.require("pred.norm.bias", {D})};
+    w.proj = t.linear("pred.proj.0", D, Hq);
+    w.proj2 = t.linear("pred.proj.2", Hq, D);
+}
+
+void declare_pred(TensorTable & t, const PredHparams & h, int64_t D_enc, PredW & w) {
+    if (h.kind == "masked") declare_pred_masked(t, h, D_enc, w);
+    else if (h.kind == "ac") declare_pred_ac(t, h, D_enc, w);
+    else declare_pred_lewm(t, h, w);
 }
 
 void read_weights(const char * path, const gguf_context * g, ggml_context * ctx_w) {
@@ -199,6 +249,10 @@ Model * load_model(const char * path, const jepa_model_params & params) {
     declare_encoder(table, model->hp.enc, model->enc);
     if (model->hp.head.kind != "none") declare_head(table, model->hp.head, model->hp.enc.embed_dim, model->head);
     if (!model->hp.pred.kind.empty()) declare_pred(table, model->hp.pred, model->hp.enc.embed_dim, model->pred);
+    if (model->hp.pred.kind == "lewm" && model->enc.proj2.w->ne[1] != model->hp.pred.embed_dim) {
+        fail(JEPA_ERR_BAD_FILE, "enc.proj.2.weight gives %lld-wide embeddings, the lewm predictor reads %d",
+             (long long) model->enc.proj2.w->ne[1], model->hp.pred.embed_dim);
+    }
     table.check_all_used();
     model->n_params = table.n_elements();
 

@@ -29,6 +29,7 @@ struct VitBlockW {
     LinearW ffn_up, ffn_down;
     ggml_tensor * ls1 = nullptr;  // layer scales (optional)
     ggml_tensor * ls2 = nullptr;
+    LinearW adaln;        // LeWM: SiLU(c) -> shift/scale/gate x 2 ([D, 6 D])
 };
 
 struct EncoderW {
@@ -38,6 +39,7 @@ struct EncoderW {
     ggml_tensor * reg = nullptr;   // [D, n_registers]
     std::vector<VitBlockW> blocks;
     NormW norm;
+    LinearW proj0, proj2;          // LeWM's projector of the CLS (BatchNorm folded into proj0)
 };
 
 // The attentive-pool head: self-attention blocks, then one cross-attention from learned queries
@@ -52,13 +54,19 @@ struct HeadW {
     LinearW cls;                    // [D, n_classes]
 };
 
-// The masked predictor: embed, mask tokens, blocks, norm, projection back to the encoder width.
+// The predictors. masked: embed, mask tokens, blocks, norm, projection back to the encoder width.
+// ac: embed, action / state embeds, blocks, norm, proj. lewm: pos_embed, action embedder, adaLN
+// blocks, norm, proj0 -> act -> proj2.
 struct PredW {
-    LinearW embed;                       // [D_enc, D_pred]
-    ggml_tensor * mask_tokens = nullptr; // [D_pred, n_mask_tokens]
+    LinearW embed;                       // [D_enc, D_pred] (masked, ac)
+    ggml_tensor * mask_tokens = nullptr; // [D_pred, n_mask_tokens] (masked)
+    LinearW action_embed, state_embed;   // [7, D_pred] (ac)
+    ggml_tensor * pos_embed = nullptr;   // [D, n_frames] (lewm)
+    LinearW action_embed0, action_embed2;  // [A, M], [M, D] (lewm)
     std::vector<VitBlockW> blocks;
     NormW norm;
-    LinearW proj;                        // [D_pred, out_dim]
+    LinearW proj;                        // [D_pred, out_dim] (masked, ac); pred.proj.0 for lewm
+    LinearW proj2;                       // pred.proj.2 (lewm)
 };
 
 struct Model {

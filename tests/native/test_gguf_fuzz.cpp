@@ -690,7 +690,9 @@ void value_cases() {
         // Known to the schema, not runnable by this build: UNSUPPORTED, naming what.
         {"family vjepa2_1", [](gguf_context * g) { gguf_set_val_str(g, "jepa.family", "vjepa2_1"); },
          unsupported({"vjepa2_1"})},
-        {"family lewm", [](gguf_context * g) { gguf_set_val_str(g, "jepa.family", "lewm"); }, unsupported({"lewm"})},
+        // lewm runs now, but only with its predictor and projector: a bare ViT under that name is a bad file.
+        {"family lewm without its predictor", [](gguf_context * g) { gguf_set_val_str(g, "jepa.family", "lewm"); },
+         bad({"lewm"})},
         {"pos_type rope3d with a CLS token", [](gguf_context * g) { gguf_set_val_str(g, "jepa.enc.pos_type", "rope3d"); },
          unsupported({"rope3d"})},
         {"act silu", [](gguf_context * g) { gguf_set_val_str(g, "jepa.enc.act", "silu"); }, unsupported({"silu"})},
@@ -715,8 +717,12 @@ void value_cases() {
          bad({"jepa.head.n_classes"})},
         {"masked predictor on a learned-position encoder",
          [](gguf_context * g) { gguf_set_val_str(g, "jepa.pred.kind", "masked"); }, unsupported({"rope3d"})},
-        {"predictor ac", [](gguf_context * g) { gguf_set_val_str(g, "jepa.pred.kind", "ac"); },
-         unsupported({"jepa.pred.kind"})},
+        {"ac predictor on a learned-position encoder",
+         [](gguf_context * g) { gguf_set_val_str(g, "jepa.pred.kind", "ac"); }, unsupported({"rope3d"})},
+        {"lewm predictor without its keys", [](gguf_context * g) { gguf_set_val_str(g, "jepa.pred.kind", "lewm"); },
+         {{JEPA_ERR_BAD_FILE}, {"jepa.pred."}}},
+        {"predictor kind unknown", [](gguf_context * g) { gguf_set_val_str(g, "jepa.pred.kind", "diffusion"); },
+         unsupported({"jepa.pred.kind", "diffusion"})},
     };
     for (const auto & c : cases) expect_refused(std::string("value: ") + c.name, build(c.edit), c.expect);
 }
