@@ -188,7 +188,10 @@ void Context::predict(const float * tokens, int B, int64_t n_ctx, int D, const i
                       const int32_t * tgt_ids, int64_t n_tgt, const PredictOptions & opt, float * out, size_t out_len) {
     const Model & m = model_;
     const PredHparams & p = m.hp.pred;
-    if (p.kind.empty()) fail(JEPA_ERR_UNSUPPORTED, "predict: this model has no predictor");
+    if (p.kind != "masked") {
+        fail(JEPA_ERR_UNSUPPORTED, "predict: this model has no masked predictor%s",
+             p.kind.empty() ? "" : " (its predictor is a world model's: see ac_predict / lewm_predict)");
+    }
     if (!tokens || !ctx_ids || !tgt_ids || !out) {
         fail(JEPA_ERR_INVALID_ARG, "predict: tokens, context ids, target ids and out must not be NULL");
     }

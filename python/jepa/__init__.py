@@ -22,6 +22,7 @@ except ImportError as exc:  # pragma: no cover - only without a build
 from .classify import Classification, classify, classify_prepared
 from .model import Context, Model
 from .pipeline import embed, encode_prepared
+from .planning import ac_next_state
 from .pooling import POOL_MODES, default_pool, pool
 
 __version__: str = _engine.version()
@@ -38,6 +39,7 @@ __all__ = [
     "ResourceLimitError",
     "UnsupportedError",
     "__version__",
+    "ac_next_state",
     "classify",
     "classify_prepared",
     "default_pool",

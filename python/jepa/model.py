@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _engine
+from . import _engine, world
 from .errors import InvalidInputError, UnsupportedError
 
 _DEVICES = {"cpu": 0, "cuda": 1}
@@ -61,7 +61,13 @@ class Model:
     @property
     def has_predictor(self) -> bool:
         """Whether the file holds a masked predictor (Context.predict)."""
-        return bool(self.info["has_predictor"])
+        return bool(self.info["has_predictor"]) and self.info.get("pred_kind") == "masked"
+
+    @property
+    def world_model(self) -> str:
+        """The world-model predictor the file holds: "lewm", "ac", or "" for none."""
+        kind = str(self.info.get("pred_kind", ""))
+        return kind if kind in ("lewm", "ac") else ""
 
     @property
     def n_prefix(self) -> int:
@@ -195,6 +201,62 @@ class Context:
         return self._native.predict(
             np.ascontiguousarray(tokens), ctx, tgt, int(mask_index), int(gh), int(gw)
         )
+
+
+    # ---- world models (jepa.world) ------------------------------------------------------------
+
+    def lewm_embed(self, pixels: np.ndarray) -> np.ndarray:
+        """LeWM: frames [N, 3, S, S] -> embeddings [N, D] (CLS through the projector)."""
+        return world.lewm_embed(self, pixels)
+
+    def lewm_project(self, cls: np.ndarray) -> np.ndarray:
+        """LeWM: CLS rows [N, E] of encoder tokens -> embeddings [N, D] (the 'lewm' pool)."""
+        return world.lewm_project(self, cls)
+
+    def lewm_predict(self, embs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """LeWM: embeddings [B, T, D], actions [B, T, A] -> predictions [B, T, D]."""
+        return world.lewm_predict(self, embs, actions)
+
+    def lewm_predict_parts(self, embs: np.ndarray, actions: np.ndarray) -> dict[str, np.ndarray]:
+        """LeWM: lewm_predict with the pred_raw and act_emb taps."""
+        return world.lewm_predict_parts(self, embs, actions)
+
+    def lewm_rollout(self, history: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """LeWM: history [Hh, D], actions [K, T, A] -> `JEPA.rollout`'s predicted_emb [K, T + 1, D]."""
+        return world.lewm_rollout(self, history, actions)
+
+    def lewm_cost(self, history: np.ndarray, goal: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """LeWM: `JEPA.get_cost` of actions [K, T, A] -> [K]."""
+        return world.lewm_cost(self, history, goal, actions)
+
+    def lewm_plan(self, history: np.ndarray, goal: np.ndarray, **options: Any) -> dict[str, Any]:
+        """LeWM: the CEM plan (see jepa.world.lewm_plan for the options)."""
+        return world.lewm_plan(self, history, goal, **options)
+
+    def ac_encode(self, frames: np.ndarray) -> np.ndarray:
+        """V-JEPA 2-AC: frames [N, 3, S, S] -> normalised latents [N, HW, D]."""
+        return world.ac_encode(self, frames)
+
+    def ac_predict(self, latents: np.ndarray, actions: np.ndarray, states: np.ndarray) -> np.ndarray:
+        """V-JEPA 2-AC: latents [B, T*HW, D], actions and states [B, T, 7] -> [B, T*HW, D]."""
+        return world.ac_predict(self, latents, actions, states)
+
+    def ac_rollout(
+        self,
+        context: np.ndarray,
+        state: np.ndarray,
+        actions: np.ndarray,
+        goal: np.ndarray | None = None,
+        return_latents: bool = False,
+    ) -> dict[str, np.ndarray]:
+        """V-JEPA 2-AC: K rollouts of actions [K, H, 7] from context [HW, D] and state [7]."""
+        return world.ac_rollout(self, context, state, actions, goal, return_latents)
+
+    def ac_plan(
+        self, context: np.ndarray, state: np.ndarray, goal: np.ndarray, **options: Any
+    ) -> dict[str, Any]:
+        """V-JEPA 2-AC: Meta's CEM plan (see jepa.world.ac_plan for the options and defaults)."""
+        return world.ac_plan(self, context, state, goal, **options)
 
 
 def _float_array(x: np.ndarray, what: str, name: str) -> np.ndarray:

@@ -1,0 +1,133 @@
+"""LeWM on the engine against the le-wm goldens (../shared/reference/lewm): the embedding, the
+action embedder and predictor, rollouts and costs, the CEM planner with the engine as the cost and
+upstream's draws replayed; batched candidates equal single ones bit for bit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REFERENCE_DIR
+
+import jepa
+from jepa.convert import convert
+from jepa.planning.reference import assert_agrees, assert_rel_close
+
+LEWM = REFERENCE_DIR / "lewm"
+pytestmark = pytest.mark.torch
+TOL = 1e-5
+
+
+def g(name: str) -> np.ndarray:
+    return np.load(LEWM / f"{name}.npy")
+
+
+def bits(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> jepa.Model:
+    path = convert(LEWM, Path(tmp_path_factory.mktemp("lewm")) / "lewm.gguf", family="lewm")
+    return jepa.Model(path)
+
+
+@pytest.fixture(scope="module")
+def ctx(model: jepa.Model) -> jepa.Context:
+    return model.context(threads=2)
+
+
+def test_info(model: jepa.Model) -> None:
+    i = model.info
+    assert model.world_model == "lewm" and not model.has_predictor and not model.has_head
+    got = (i["pred_kind"], i["pred_n_frames"], i["pred_action_dim"], i["wm_embed_dim"])
+    assert got == ("lewm", 3, 10, 64)
+    assert jepa.default_pool(model) == "lewm"
+
+
+def test_embedding(ctx: jepa.Context, model: jepa.Model) -> None:
+    pixels = g("pixels")[0]
+    tokens = ctx.encode(pixels[:3])
+    assert_agrees(tokens, g("enc_tokens"), "enc_tokens")
+    assert_agrees(ctx.lewm_project(g("enc_cls")), g("emb")[0], "emb from enc_cls")
+    emb = ctx.lewm_embed(pixels[:3])
+    assert_agrees(emb, g("emb")[0], "emb")
+    assert_agrees(ctx.lewm_embed(pixels[3:]), g("goal_emb")[0], "goal_emb")
+    # The 'lewm' pool is the same function: same bits, batched or one at a time.
+    np.testing.assert_array_equal(bits(jepa.pool(tokens, "lewm", model)), bits(emb))
+    np.testing.assert_array_equal(bits(jepa.pool(tokens, None, model)), bits(emb))
+    for i in range(3):
+        np.testing.assert_array_equal(bits(ctx.lewm_embed(pixels[i : i + 1])), bits(emb[i : i + 1]))
+
+
+def test_predictor(ctx: jepa.Context) -> None:
+    parts = ctx.lewm_predict_parts(g("emb"), g("actions"))
+    assert_agrees(parts["act_emb"], g("act_emb"), "act_emb")
+    assert_agrees(parts["pred_raw"], g("pred_raw"), "pred_raw")
+    assert_agrees(parts["pred"], g("pred"), "pred")
+    np.testing.assert_array_equal(bits(ctx.lewm_predict(g("emb"), g("actions"))), bits(parts["pred"]))
+
+
+def test_rollouts_and_cost(ctx: jepa.Context) -> None:
+    emb = ctx.lewm_embed(g("pixels")[0])  # history and goal from the pixels, through the engine
+    assert_agrees(ctx.lewm_rollout(emb[:1], g("cand_eval")[0]), g("rollout_h1")[0], "rollout_h1")
+    assert_agrees(ctx.lewm_rollout(emb[:3], g("cand_hist")[0]), g("rollout_h3")[0], "rollout_h3")
+    cost = ctx.lewm_cost(emb[:1], emb[3], g("cand_eval")[0])
+    assert_rel_close(cost, g("cost_eval")[0], "cost_eval", rtol=TOL)
+
+
+def test_batched_candidates_equal_single_rollouts(ctx: jepa.Context) -> None:
+    emb = ctx.lewm_embed(g("pixels")[0])
+    for hist, cand in ((emb[:1], g("cand_eval")[0]), (emb[:3], g("cand_hist")[0])):
+        batched = ctx.lewm_rollout(hist, cand)
+        for k in range(len(cand)):
+            np.testing.assert_array_equal(bits(ctx.lewm_rollout(hist, cand[k : k + 1])[0]), bits(batched[k]))
+    rng = np.random.default_rng(3)
+    cand = rng.standard_normal((40, 5, 10), dtype=np.float32)  # more than max_batch: chunked graphs
+    ctx.max_batch = 16
+    try:
+        batched = ctx.lewm_cost(emb[:1], emb[3], cand)
+    finally:
+        ctx.max_batch = 32
+    single = np.concatenate([ctx.lewm_cost(emb[:1], emb[3], cand[k : k + 1]) for k in range(len(cand))])
+    np.testing.assert_array_equal(bits(batched), bits(single))
+
+
+def test_plan_reproduces_upstream_cem(ctx: jepa.Context) -> None:
+    """The engine as the cost, only upstream's draws replayed: same elites, same plan."""
+    emb = ctx.lewm_embed(g("pixels")[0])
+    names = ("cem_noise", "cem_candidates", "cem_costs", "cem_topk", "cem_mean", "cem_var")
+    ref = {n: g(n)[:, 0] for n in names}
+    out = ctx.lewm_plan(emb[:1], emb[3], horizon=5, num_samples=8, topk=3, n_steps=3, noise=ref["cem_noise"],
+                        trace=True)
+    assert_rel_close(out["costs"], ref["cem_costs"], "cem_costs", rtol=TOL)
+    np.testing.assert_array_equal(out["topk"], ref["cem_topk"])
+    for key in ("candidates", "mean", "var"):
+        np.testing.assert_allclose(out[key], ref[f"cem_{key}"], rtol=0, atol=TOL, err_msg=key)
+    np.testing.assert_allclose(out["actions"], g("cem_actions")[0], rtol=0, atol=TOL)
+    assert out["actions"].shape == (5, 10) and out["cost_per_iteration"].shape == (3,)
+
+
+def test_seeded_plan_is_repeatable(ctx: jepa.Context) -> None:
+    emb = ctx.lewm_embed(g("pixels")[0])
+    a = ctx.lewm_plan(emb[:1], emb[3], num_samples=12, topk=4, n_steps=2, horizon=3, seed=7)
+    b = ctx.lewm_plan(emb[:1], emb[3], num_samples=12, topk=4, n_steps=2, horizon=3, seed=7)
+    np.testing.assert_array_equal(bits(a["actions"]), bits(b["actions"]))
+
+
+def test_refusals(ctx: jepa.Context) -> None:
+    emb, acts = g("emb"), g("actions")
+    with pytest.raises(jepa.InvalidInputError, match="window"):
+        ctx.lewm_predict(np.concatenate([emb, emb], axis=1), np.concatenate([acts, acts], axis=1))
+    with pytest.raises(jepa.InvalidInputError, match="actions"):
+        ctx.lewm_predict(emb, acts[:, :, :7])
+    with pytest.raises(jepa.InvalidInputError):
+        ctx.lewm_predict(emb, acts[:, :2])
+    with pytest.raises(jepa.InvalidInputError):
+        ctx.lewm_rollout(emb[0], g("cand_eval")[0, :, :2])  # 3 history frames, 2 actions
+    with pytest.raises(jepa.UnsupportedError, match="V-JEPA 2-AC"):
+        ctx.ac_predict(np.zeros((1, 4, 64), np.float32), np.zeros((1, 1, 7), np.float32),
+                       np.zeros((1, 1, 7), np.float32))
+    with pytest.raises(jepa.UnsupportedError, match="masked predictor"):
+        ctx.predict(np.zeros((1, 17, 64), np.float32), [0], [1])
