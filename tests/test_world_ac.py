@@ -122,3 +122,11 @@ def test_refusals(ctx: jepa.Context) -> None:
         ctx.lewm_predict(np.zeros((1, 1, 128), np.float32), np.zeros((1, 1, 7), np.float32))
     with pytest.raises(jepa.UnsupportedError, match="masked predictor"):
         ctx.predict(np.zeros((1, 72, 128), np.float32), [0], [1])
+
+
+def test_f16_weights(tmp_path: Path) -> None:
+    path = convert(AC / "checkpoint.pt", tmp_path / "ac16.gguf", family="vjepa2_ac", img_size=96, ftype="f16")
+    ctx = jepa.Model(path).context(threads=2)
+    out = ctx.ac_rollout(g("z_ctx")[0], g("states")[0, 0], g("rollout_actions"), g("z_goal")[0],
+                         return_latents=True)
+    assert_agrees(out["latents"], g("rollout_latents"), "rollout_latents f16", min_cos=0.9999, max_rel=1.0)

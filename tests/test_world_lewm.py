@@ -131,3 +131,11 @@ def test_refusals(ctx: jepa.Context) -> None:
                        np.zeros((1, 1, 7), np.float32))
     with pytest.raises(jepa.UnsupportedError, match="masked predictor"):
         ctx.predict(np.zeros((1, 17, 64), np.float32), [0], [1])
+
+
+def test_f16_weights(tmp_path: Path) -> None:
+    ctx = jepa.Model(convert(LEWM, tmp_path / "lewm16.gguf", family="lewm", ftype="f16")).context(threads=2)
+    emb = ctx.lewm_embed(g("pixels")[0])
+    assert_agrees(emb[:3], g("emb")[0], "emb f16", min_cos=0.9999, max_rel=1.0)
+    assert_agrees(ctx.lewm_rollout(emb[:1], g("cand_eval")[0]), g("rollout_h1")[0], "rollout_h1 f16",
+                  min_cos=0.9999, max_rel=1.0)
