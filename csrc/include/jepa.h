@@ -140,7 +140,7 @@ typedef struct jepa_model_info {
 
     /* what else the file holds */
     int   has_head;
-    int   has_predictor;
+    int   has_predictor;        /* a masked predictor (jepa_predict); see pred_kind    */
     int   n_labels;
 
     /* preprocessing recipe (jepa.pre.*) */

@@ -97,7 +97,7 @@ jepa_status jepa_model_get_info(const jepa_model * model, jepa_model_info * out)
         i.pos_type = e.pos_type;
         i.ln_eps = e.ln_eps;
         i.has_head = m.hp.head.kind != "none" ? 1 : 0;
-        i.has_predictor = m.hp.pred.kind.empty() ? 0 : 1;
+        i.has_predictor = m.hp.pred.kind == "masked" ? 1 : 0;  // world-model predictors: pred_kind
         i.n_labels = int(m.hp.labels.size());
         for (int c = 0; c < 3; ++c) {
             i.mean[c] = p.mean[c];

@@ -1,0 +1,339 @@
+// The world-model C API on tiny random LeWM and V-JEPA 2-AC files built here with ggml's gguf API:
+// loading and the info fields, the loader's refusals of a broken tensor table, every argument
+// refusal of jepa_lewm_* / jepa_ac_predict (a status and a message, never a crash), the wrong-kind
+// refusals, batch invariance bit for bit, and the causal masks (an early step does not see a later one).
+#include "jepa.h"
+
+#include "ggml.h"
+#include "gguf.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+int g_failures = 0;
+
+#define CHECK(cond)                                                                 \
+    do {                                                                            \
+        if (!(cond)) {                                                              \
+            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+            ++g_failures;                                                           \
+        }                                                                           \
+    } while (0)
+
+struct TensorDef {
+    std::string name;
+    std::vector<int64_t> ne;
+};
+
+using Keys = std::function<void(gguf_context *)>;
+
+std::string write_model(const std::string & path, const Keys & keys, const std::vector<TensorDef> & tensors) {
+    size_t mem = ggml_tensor_overhead() * (tensors.size() + 1);
+    for (const auto & t : tensors) {
+        int64_t n = 1;
+        for (int64_t d : t.ne) n *= d;
+        mem += size_t(n) * sizeof(float) + 64;
+    }
+    ggml_init_params ip{mem, nullptr, false};
+    ggml_context * ctx = ggml_init(ip);
+    gguf_context * g = gguf_init_empty();
+    keys(g);
+    uint32_t state = 777;
+    for (const auto & d : tensors) {
+        ggml_tensor * t = ggml_new_tensor(ctx, GGML_TYPE_F32, int(d.ne.size()), d.ne.data());
+        ggml_set_name(t, d.name.c_str());
+        const bool gain = d.name.find("ln") != std::string::npos || d.name.find("norm.weight") != std::string::npos;
+        for (int64_t i = 0; i < ggml_nelements(t); ++i) {
+            state = state * 1664525u + 1013904223u;
+            const float v = (float(state >> 8) / float(1u << 24) - 0.5f) * 0.4f;
+            static_cast<float *>(t->data)[i] = gain ? 1.0f + v : v;
+        }
+        gguf_add_tensor(g, t);
+    }
+    const bool ok = gguf_write_to_file(g, path.c_str(), false);
+    gguf_free(g);
+    ggml_free(ctx);
+    if (!ok) {
+        std::fprintf(stderr, "cannot write %s\n", path.c_str());
+        std::exit(2);
+    }
+    return path;
+}
+
+void common_keys(gguf_context * g, const char * family) {
+    gguf_set_val_str(g, "general.architecture", "jepa");
+    gguf_set_val_u32(g, "jepa.schema_version", 1);
+    gguf_set_val_str(g, "jepa.family", family);
+    gguf_set_val_str(g, "jepa.head.kind", "none");
+}
+
+// ---- LeWM: E = D = 16, 2 layers, predictor 2 heads x 12 (inner 24 != D), window 3, A = 5 ---------
+constexpr int kD = 16, kImg = 8, kPatch = 4, kA = 5, kInner = 24, kM = 20, kHq = 12;
+
+void lewm_keys(gguf_context * g) {
+    common_keys(g, "lewm");
+    for (auto kv : std::vector<std::pair<const char *, uint32_t>>{
+             {"jepa.enc.embed_dim", kD}, {"jepa.enc.n_layer", 1}, {"jepa.enc.n_head", 2}, {"jepa.enc.ffn_dim", 32},
+             {"jepa.enc.patch_size", kPatch}, {"jepa.enc.img_size", kImg}, {"jepa.pred.embed_dim", kD},
+             {"jepa.pred.n_layer", 2}, {"jepa.pred.n_head", 2}, {"jepa.pred.head_dim", kInner / 2},
+             {"jepa.pred.ffn_dim", 32}, {"jepa.pred.n_frames", 3}, {"jepa.pred.action_dim", kA}}) {
+        gguf_set_val_u32(g, kv.first, kv.second);
+    }
+    gguf_set_val_bool(g, "jepa.enc.cls_token", true);
+    gguf_set_val_str(g, "jepa.enc.pos_type", "learned");
+    gguf_set_val_f32(g, "jepa.enc.ln_eps", 1e-12f);
+    gguf_set_val_str(g, "jepa.enc.proj_act", "gelu_erf");
+    gguf_set_val_str(g, "jepa.pred.kind", "lewm");
+    gguf_set_val_f32(g, "jepa.pred.ln_eps", 1e-5f);
+    gguf_set_val_f32(g, "jepa.pred.adaln_eps", 1e-6f);
+}
+
+std::vector<TensorDef> lewm_tensors() {
+    const int64_t D = kD;
+    std::vector<TensorDef> t = {{"enc.patch_embed.weight", {3 * kPatch * kPatch, D}}, {"enc.patch_embed.bias", {D}},
+                                {"enc.cls_token", {D}}, {"enc.pos_embed", {D, 5}}};
+    const std::string b = "enc.blk.0.";
+    for (const char * n : {"ln1", "ln2"}) {
+        t.push_back({b + n + ".weight", {D}});
+        t.push_back({b + n + ".bias", {D}});
+    }
+    for (const char * n : {"attn_q", "attn_k", "attn_v", "attn_out"}) {
+        t.push_back({b + n + ".weight", {D, D}});
+        t.push_back({b + n + ".bias", {D}});
+    }
+    t.insert(t.end(), {{b + "ffn_up.weight", {D, 32}}, {b + "ffn_up.bias", {32}}, {b + "ffn_down.weight", {32, D}},
+                       {b + "ffn_down.bias", {D}}, {"enc.norm.weight", {D}}, {"enc.norm.bias", {D}},
+                       {"enc.proj.0.weight", {D, 24}}, {"enc.proj.0.bias", {24}}, {"enc.proj.2.weight", {24, D}},
+                       {"enc.proj.2.bias", {D}}, {"pred.pos_embed", {D, 3}}});
+    for (int i = 0; i < 2; ++i) {
+        const std::string p = "pred.blk." + std::to_string(i) + ".";
+        t.insert(t.end(), {{p + "adaln.weight", {D, 6 * D}}, {p + "adaln.bias", {6 * D}}, {p + "ln1.weight", {D}},
+                           {p + "ln1.bias", {D}}, {p + "attn_qkv.weight", {D, 3 * kInner}},
+                           {p + "attn_out.weight", {kInner, D}}, {p + "attn_out.bias", {D}}, {p + "ln2.weight", {D}},
+                           {p + "ln2.bias", {D}}, {p + "ffn_up.weight", {D, 32}}, {p + "ffn_up.bias", {32}},
+                           {p + "ffn_down.weight", {32, D}}, {p + "ffn_down.bias", {D}}});
+    }
+    t.insert(t.end(), {{"pred.norm.weight", {D}}, {"pred.norm.bias", {D}}, {"pred.proj.0.weight", {D, kHq}},
+                       {"pred.proj.0.bias", {kHq}}, {"pred.proj.2.weight", {kHq, D}}, {"pred.proj.2.bias", {D}},
+                       {"pred.action_embed.0.weight", {kA, kM}}, {"pred.action_embed.0.bias", {kM}},
+                       {"pred.action_embed.2.weight", {kM, D}}, {"pred.action_embed.2.bias", {D}}});
+    return t;
+}
+
+// ---- V-JEPA 2-AC: encoder 24 wide (2 heads x 12), grid 2 x 2, predictor 24 wide -----------------
+constexpr int kE = 24, kGrid = 2, kHW = kGrid * kGrid;
+
+void ac_keys(gguf_context * g) {
+    common_keys(g, "vjepa2");
+    for (auto kv : std::vector<std::pair<const char *, uint32_t>>{
+             {"jepa.enc.embed_dim", kE}, {"jepa.enc.n_layer", 1}, {"jepa.enc.n_head", 2}, {"jepa.enc.ffn_dim", 32},
+             {"jepa.enc.patch_size", 4}, {"jepa.enc.tubelet_size", 2}, {"jepa.enc.img_size", 4 * kGrid},
+             {"jepa.enc.n_frames", 16}, {"jepa.pred.embed_dim", kE}, {"jepa.pred.n_layer", 2},
+             {"jepa.pred.n_head", 2}, {"jepa.pred.ffn_dim", 48}, {"jepa.pred.action_dim", 7},
+             {"jepa.pred.state_dim", 7}, {"jepa.pred.grid_size", kGrid}}) {
+        gguf_set_val_u32(g, kv.first, kv.second);
+    }
+    gguf_set_val_str(g, "jepa.enc.pos_type", "rope3d");
+    gguf_set_val_bool(g, "jepa.enc.qkv_fused", true);
+    gguf_set_val_str(g, "jepa.pred.kind", "ac");
+}
+
+std::vector<TensorDef> ac_tensors() {
+    const int64_t D = kE;
+    std::vector<TensorDef> t = {{"enc.patch_embed.weight", {3 * 2 * 16, D}}, {"enc.patch_embed.bias", {D}}};
+    auto block = [&](const std::string & p, int64_t F) {
+        t.insert(t.end(), {{p + "ln1.weight", {D}}, {p + "ln1.bias", {D}}, {p + "attn_qkv.weight", {D, 3 * D}},
+                           {p + "attn_qkv.bias", {3 * D}}, {p + "attn_out.weight", {D, D}}, {p + "attn_out.bias", {D}},
+                           {p + "ln2.weight", {D}}, {p + "ln2.bias", {D}}, {p + "ffn_up.weight", {D, F}},
+                           {p + "ffn_up.bias", {F}}, {p + "ffn_down.weight", {F, D}}, {p + "ffn_down.bias", {D}}});
+    };
+    block("enc.blk.0.", 32);
+    t.insert(t.end(), {{"enc.norm.weight", {D}}, {"enc.norm.bias", {D}}, {"pred.embed.weight", {D, D}},
+                       {"pred.embed.bias", {D}}, {"pred.action_embed.weight", {7, D}}, {"pred.action_embed.bias", {D}},
+                       {"pred.state_embed.weight", {7, D}}, {"pred.state_embed.bias", {D}}});
+    block("pred.blk.0.", 48);
+    block("pred.blk.1.", 48);
+    t.insert(t.end(), {{"pred.norm.weight", {D}}, {"pred.norm.bias", {D}}, {"pred.proj.weight", {D, D}},
+                       {"pred.proj.bias", {D}}});
+    return t;
+}
+
+std::vector<float> noise(size_t n, uint32_t seed) {
+    std::vector<float> v(n);
+    for (auto & x : v) {
+        seed = seed * 1664525u + 1013904223u;
+        x = float(seed >> 8) / float(1u << 24) * 2.0f - 1.0f;
+    }
+    return v;
+}
+
+bool refused(jepa_status st, jepa_status want) {
+    return st == want && std::strlen(jepa_error_text()) > 0;
+}
+
+void test_lewm(const std::string & dir) {
+    jepa_model * m = jepa_model_load(write_model(dir + "/lewm.gguf", lewm_keys, lewm_tensors()).c_str(), nullptr);
+    if (!m) {
+        std::fprintf(stderr, "lewm load failed: %s\n", jepa_error_text());
+        ++g_failures;
+        return;
+    }
+    jepa_model_info i;
+    CHECK(jepa_model_get_info(m, &i) == JEPA_OK);
+    CHECK(std::string(i.pred_kind) == "lewm" && i.pred_n_frames == 3 && i.pred_action_dim == kA);
+    CHECK(i.wm_embed_dim == kD && !i.has_head && !i.has_predictor);
+    jepa_context * c = jepa_context_new(m, nullptr);
+    CHECK(c);
+
+    const int B = 3, T = 3;
+    const auto embs = noise(size_t(B * T * kD), 1), acts = noise(size_t(B * T * kA), 2);
+    std::vector<float> out(size_t(B * T * kD)), raw(out.size()), ae(out.size());
+    CHECK(jepa_lewm_predict(c, embs.data(), acts.data(), B, T, kD, kA, out.data(), out.size(), raw.data(), ae.data()) ==
+          JEPA_OK);
+    // Batch invariance, bit for bit, and causality: step t does not depend on steps after it.
+    for (int b = 0; b < B; ++b) {
+        std::vector<float> one(size_t(T * kD));
+        CHECK(jepa_lewm_predict(c, embs.data() + b * T * kD, acts.data() + b * T * kA, 1, T, kD, kA, one.data(),
+                                one.size(), nullptr, nullptr) == JEPA_OK);
+        CHECK(std::memcmp(one.data(), out.data() + b * T * kD, one.size() * sizeof(float)) == 0);
+    }
+    std::vector<float> e2 = embs, a2 = acts;
+    for (int k = 0; k < kD; ++k) e2[size_t(2 * kD + k)] += 1.0f;  // item 0, step 2
+    for (int k = 0; k < kA; ++k) a2[size_t(2 * kA + k)] -= 1.0f;
+    std::vector<float> out2(out.size());
+    CHECK(jepa_lewm_predict(c, e2.data(), a2.data(), B, T, kD, kA, out2.data(), out2.size(), nullptr, nullptr) == JEPA_OK);
+    float early = 0.0f, late = 0.0f;
+    for (int k = 0; k < 2 * kD; ++k) early = std::fmax(early, std::fabs(out2[size_t(k)] - out[size_t(k)]));
+    for (int k = 2 * kD; k < 3 * kD; ++k) late = std::fmax(late, std::fabs(out2[size_t(k)] - out[size_t(k)]));
+    CHECK(early < 1e-6f && late > 1e-3f);
+
+    // Refusals: a status and a message, never a crash.
+    CHECK(refused(jepa_lewm_predict(nullptr, embs.data(), acts.data(), 1, 1, kD, kA, out.data(), out.size(), nullptr, nullptr),
+                  JEPA_ERR_INVALID_ARG));
+    CHECK(refused(jepa_lewm_predict(c, nullptr, acts.data(), 1, 1, kD, kA, out.data(), out.size(), nullptr, nullptr),
+                  JEPA_ERR_INVALID_ARG));
+    std::vector<float> big(size_t(4 * kD * 4));
+    CHECK(refused(jepa_lewm_predict(c, big.data(), big.data(), 1, 4, kD, kA, big.data(), big.size(), nullptr, nullptr),
+                  JEPA_ERR_INVALID_ARG));  // past the window
+    CHECK(refused(jepa_lewm_predict(c, embs.data(), acts.data(), 1, 1, kD, kA + 1, out.data(), out.size(), nullptr, nullptr),
+                  JEPA_ERR_INVALID_ARG));
+    CHECK(refused(jepa_lewm_predict(c, embs.data(), acts.data(), 1, 1, kD - 1, kA, out.data(), out.size(), nullptr, nullptr),
+                  JEPA_ERR_INVALID_ARG));
+    CHECK(refused(jepa_lewm_predict(c, embs.data(), acts.data(), B, T, kD, kA, out.data(), out.size() - 1, nullptr, nullptr),
+                  JEPA_ERR_INVALID_ARG));
+    CHECK(refused(jepa_lewm_predict(c, embs.data(), acts.data(), 0, T, kD, kA, out.data(), out.size(), nullptr, nullptr),
+                  JEPA_ERR_INVALID_ARG));
+
+    // The embedding: pixels -> CLS -> projector, batched = single.
+    const auto px = noise(size_t(2 * 3 * kImg * kImg), 3);
+    std::vector<float> emb(size_t(2) * kD), emb1(size_t{kD});
+    CHECK(jepa_lewm_embed(c, px.data(), 2, 3, kImg, kImg, emb.data(), emb.size()) == JEPA_OK);
+    CHECK(jepa_lewm_embed(c, px.data() + 3 * kImg * kImg, 1, 3, kImg, kImg, emb1.data(), emb1.size()) == JEPA_OK);
+    CHECK(std::memcmp(emb1.data(), emb.data() + kD, sizeof(float) * kD) == 0);
+    CHECK(refused(jepa_lewm_embed(c, px.data(), 2, 3, kImg, kImg, emb.data(), emb.size() - 1), JEPA_ERR_INVALID_ARG));
+    CHECK(refused(jepa_lewm_project(c, emb.data(), 1, kD + 1, emb1.data(), emb1.size()), JEPA_ERR_INVALID_ARG));
+
+    // Not an AC model, not a masked predictor.
+    CHECK(refused(jepa_ac_predict(c, embs.data(), acts.data(), acts.data(), 1, 1, 4, kD, out.data(), out.size()),
+                  JEPA_ERR_UNSUPPORTED));
+    const int32_t ids[1] = {0};
+    CHECK(refused(jepa_predict(c, embs.data(), 1, 1, kD, ids, ids, 1, nullptr, out.data(), out.size()),
+                  JEPA_ERR_UNSUPPORTED));
+    jepa_context_free(c);
+    jepa_model_free(m);
+
+    // A broken tensor table is refused by name.
+    auto without = [&](const std::string & name) {
+        auto t = lewm_tensors();
+        for (auto it = t.begin(); it != t.end(); ++it) {
+            if (it->name == name) {
+                t.erase(it);
+                break;
+            }
+        }
+        return t;
+    };
+    auto expect_bad = [&](const std::vector<TensorDef> & t, const char * needle) {
+        jepa_model * bad = jepa_model_load(write_model(dir + "/bad.gguf", lewm_keys, t).c_str(), nullptr);
+        CHECK(!bad && jepa_error_status() == JEPA_ERR_BAD_FILE && std::strstr(jepa_error_text(), needle));
+        if (bad) jepa_model_free(bad);
+    };
+    expect_bad(without("pred.blk.1.adaln.weight"), "pred.blk.1.adaln.weight");
+    expect_bad(without("pred.action_embed.2.weight"), "pred.action_embed.2.weight");
+    auto t = lewm_tensors();
+    for (auto & d : t) {
+        if (d.name == "pred.blk.0.attn_out.weight") d.ne = {kD, kD};  // inner width must be n_head x head_dim
+    }
+    expect_bad(t, "pred.blk.0.attn_out.weight");
+}
+
+void test_ac(const std::string & dir) {
+    jepa_model * m = jepa_model_load(write_model(dir + "/ac.gguf", ac_keys, ac_tensors()).c_str(), nullptr);
+    if (!m) {
+        std::fprintf(stderr, "ac load failed: %s\n", jepa_error_text());
+        ++g_failures;
+        return;
+    }
+    jepa_model_info i;
+    CHECK(jepa_model_get_info(m, &i) == JEPA_OK);
+    CHECK(std::string(i.pred_kind) == "ac" && i.pred_action_dim == 7 && i.pred_state_dim == 7 && !i.has_predictor);
+    jepa_context * c = jepa_context_new(m, nullptr);
+
+    const int B = 2, T = 3, N = T * kHW;
+    const auto z = noise(size_t(B * N * kE), 4), a = noise(size_t(B * T * 7), 5), s = noise(size_t(B * T * 7), 6);
+    std::vector<float> out(size_t(B * N * kE));
+    CHECK(jepa_ac_predict(c, z.data(), a.data(), s.data(), B, T, kHW, kE, out.data(), out.size()) == JEPA_OK);
+    std::vector<float> one(size_t(N * kE));
+    CHECK(jepa_ac_predict(c, z.data() + N * kE, a.data() + T * 7, s.data() + T * 7, 1, T, kHW, kE, one.data(),
+                          one.size()) == JEPA_OK);
+    CHECK(std::memcmp(one.data(), out.data() + N * kE, one.size() * sizeof(float)) == 0);
+    // Frame-causal: the first frame's rows from a 1-frame context equal those of the 3-frame one.
+    std::vector<float> first(size_t(kHW * kE));
+    CHECK(jepa_ac_predict(c, z.data(), a.data(), s.data(), 1, 1, kHW, kE, first.data(), first.size()) == JEPA_OK);
+    float d = 0.0f;
+    for (size_t k = 0; k < first.size(); ++k) d = std::fmax(d, std::fabs(first[k] - out[k]));
+    CHECK(d < 1e-5f);
+
+    CHECK(refused(jepa_ac_predict(c, z.data(), a.data(), s.data(), 1, 1, kHW + 1, kE, out.data(), out.size()),
+                  JEPA_ERR_UNSUPPORTED));  // not the native grid
+    CHECK(refused(jepa_ac_predict(c, z.data(), a.data(), s.data(), 1, 1, kHW, kE + 1, out.data(), out.size()),
+                  JEPA_ERR_INVALID_ARG));
+    CHECK(refused(jepa_ac_predict(c, z.data(), nullptr, s.data(), 1, 1, kHW, kE, out.data(), out.size()),
+                  JEPA_ERR_INVALID_ARG));
+    CHECK(refused(jepa_ac_predict(c, z.data(), a.data(), s.data(), B, T, kHW, kE, out.data(), out.size() - 1),
+                  JEPA_ERR_INVALID_ARG));
+    CHECK(refused(jepa_lewm_predict(c, z.data(), a.data(), 1, 1, kE, 7, out.data(), out.size(), nullptr, nullptr),
+                  JEPA_ERR_UNSUPPORTED));
+    const int32_t ids[1] = {0};
+    CHECK(refused(jepa_predict(c, z.data(), 1, 1, kE, ids, ids, 1, nullptr, out.data(), out.size()),
+                  JEPA_ERR_UNSUPPORTED));
+    jepa_context_free(c);
+    jepa_model_free(m);
+}
+
+}  // namespace
+
+int main() {
+    char tmpl[] = "/tmp/jepa_test_world_XXXXXX";
+    const char * dir = mkdtemp(tmpl);
+    if (!dir) return 2;
+    test_lewm(dir);
+    test_ac(dir);
+    for (const char * f : {"lewm.gguf", "ac.gguf", "bad.gguf"}) std::remove((std::string(dir) + "/" + f).c_str());
+    rmdir(dir);
+    if (g_failures) {
+        std::fprintf(stderr, "%d check(s) failed\n", g_failures);
+        return 1;
+    }
+    std::printf("test_world: all checks passed\n");
+    return 0;
+}
