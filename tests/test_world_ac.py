@@ -4,6 +4,7 @@ energy and upstream's draws replayed; batched candidates equal single rollouts b
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,10 @@ from jepa.planning.reference import assert_agrees, assert_rel_close
 AC = REFERENCE_DIR / "vjepa2_ac"
 pytestmark = pytest.mark.torch
 TOL = 1e-5
-HW = 36  # 96 px / 16: a 6 x 6 grid per latent frame
+# Sizes and planner settings from the bundle itself, so an independent bundle runs unchanged.
+HP = json.loads((AC / "hparams.json").read_text())
+HW = int(HP["tokens_per_frame"])
+MPC = HP["mpc_args"]
 
 
 def g(name: str) -> np.ndarray:
@@ -31,7 +35,8 @@ def bits(x: np.ndarray) -> np.ndarray:
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> jepa.Model:
     out = Path(tmp_path_factory.mktemp("ac")) / "ac.gguf"
-    return jepa.Model(convert(AC / "checkpoint.pt", out, family="vjepa2_ac", img_size=96))
+    return jepa.Model(convert(AC / "checkpoint.pt", out, family="vjepa2_ac", img_size=int(HP["img_size"]),
+                              head_dim=int(HP["predictor_derived"]["head_dim"])))
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +47,9 @@ def ctx(model: jepa.Model) -> jepa.Context:
 def test_info(model: jepa.Model) -> None:
     i = model.info
     assert model.world_model == "ac" and not model.has_predictor
-    assert (i["pred_kind"], i["pred_action_dim"], i["pred_state_dim"], i["pred_grid_size"]) == ("ac", 7, 7, 6)
-    assert i["pred_norm_reps_eps"] == pytest.approx(1e-5)
+    got = (i["pred_kind"], i["pred_action_dim"], i["pred_state_dim"], i["pred_grid_size"] ** 2)
+    assert got == ("ac", 7, 7, HW)
+    assert i["pred_norm_reps_eps"] == pytest.approx(HP["normalize_reps_eps"])
 
 
 def test_encode_frames(ctx: jepa.Context) -> None:
@@ -70,7 +76,7 @@ def test_rollout(ctx: jepa.Context) -> None:
     assert_rel_close(out["energies"], g("rollout_energy"), "rollout_energy", rtol=TOL)
     np.testing.assert_array_equal(out["states"], g("rollout_poses"))
     drift = ctx.ac_rollout(g("z_ctx")[0], g("states")[0, 0], g("rollout_actions"))
-    assert drift["energies"].shape == (4, 2) and "latents" not in drift
+    assert drift["energies"].shape == g("rollout_energy").shape and "latents" not in drift
 
 
 def test_batched_candidates_equal_single_rollouts(ctx: jepa.Context) -> None:
@@ -85,14 +91,17 @@ def test_batched_candidates_equal_single_rollouts(ctx: jepa.Context) -> None:
 def test_plan_reproduces_upstream_cem(ctx: jepa.Context) -> None:
     """The engine as the energy from the pixels on, only upstream's draws replayed."""
     z = ctx.ac_encode(g("input_clip")[0].transpose(1, 0, 2, 3))
-    out = ctx.ac_plan(z[0], g("states")[0, 0], z[1], horizon=2, samples=16, topk=4, cem_steps=3,
+    out = ctx.ac_plan(z[0], g("states")[0, 0], z[1], horizon=MPC["rollout"], samples=MPC["samples"],
+                      topk=MPC["topk"], cem_steps=MPC["cem_steps"], momentum_mean=MPC["momentum_mean"],
+                      momentum_mean_gripper=MPC["momentum_mean_gripper"], momentum_std=MPC["momentum_std"],
+                      momentum_std_gripper=MPC["momentum_std_gripper"], maxnorm=MPC["maxnorm"],
                       noise=g("cem_noise"), trace=True)
     assert_rel_close(out["energies"], g("cem_energy"), "cem_energy", rtol=TOL)
     np.testing.assert_array_equal(out["topk"], g("cem_topk"))
     for key in ("samples", "mean", "std"):
         np.testing.assert_allclose(out[key], g(f"cem_{key}"), rtol=0, atol=TOL, err_msg=key)
     np.testing.assert_allclose(out["actions"], g("cem_action"), rtol=0, atol=TOL)
-    assert out["energy_per_iteration"].shape == (3,)
+    assert out["energy_per_iteration"].shape == (MPC["cem_steps"],)
 
 
 def test_seeded_plan_is_repeatable(ctx: jepa.Context) -> None:
@@ -115,17 +124,18 @@ def test_refusals(ctx: jepa.Context) -> None:
     with pytest.raises(jepa.InvalidInputError):
         ctx.ac_predict(en, acts[:, :2], states[:, :1])  # frames disagree
     with pytest.raises(jepa.UnsupportedError, match="grid"):
-        ctx.ac_predict(en[:, :50], acts[:, :2], states[:, :2])  # 25 tokens per frame
+        ctx.ac_predict(en[:, : 2 * (HW - 1)], acts[:, :2], states[:, :2])  # HW - 1 tokens per frame
     with pytest.raises(jepa.InvalidInputError):
         ctx.ac_rollout(g("z_ctx")[0], g("states")[0, 0, :6], g("rollout_actions"))
     with pytest.raises(jepa.UnsupportedError, match="LeWM"):
-        ctx.lewm_predict(np.zeros((1, 1, 128), np.float32), np.zeros((1, 1, 7), np.float32))
+        ctx.lewm_predict(en[:, :1], np.zeros((1, 1, 7), np.float32))
     with pytest.raises(jepa.UnsupportedError, match="masked predictor"):
-        ctx.predict(np.zeros((1, 72, 128), np.float32), [0], [1])
+        ctx.predict(en, [0], [1])
 
 
 def test_f16_weights(tmp_path: Path) -> None:
-    path = convert(AC / "checkpoint.pt", tmp_path / "ac16.gguf", family="vjepa2_ac", img_size=96, ftype="f16")
+    path = convert(AC / "checkpoint.pt", tmp_path / "ac16.gguf", family="vjepa2_ac", ftype="f16",
+                   img_size=int(HP["img_size"]), head_dim=int(HP["predictor_derived"]["head_dim"]))
     ctx = jepa.Model(path).context(threads=2)
     out = ctx.ac_rollout(g("z_ctx")[0], g("states")[0, 0], g("rollout_actions"), g("z_goal")[0],
                          return_latents=True)

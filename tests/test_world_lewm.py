@@ -4,6 +4,7 @@ upstream's draws replayed; batched candidates equal single ones bit for bit."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,10 @@ from jepa.planning.reference import assert_agrees, assert_rel_close
 LEWM = REFERENCE_DIR / "lewm"
 pytestmark = pytest.mark.torch
 TOL = 1e-5
+# Sizes and planner settings from the bundle itself, so an independent bundle runs unchanged.
+HP = json.loads((LEWM / "hparams.json").read_text())
+CEM = HP["cem"]
+A = int(HP["action_dim"])
 
 
 def g(name: str) -> np.ndarray:
@@ -42,7 +47,7 @@ def test_info(model: jepa.Model) -> None:
     i = model.info
     assert model.world_model == "lewm" and not model.has_predictor and not model.has_head
     got = (i["pred_kind"], i["pred_n_frames"], i["pred_action_dim"], i["wm_embed_dim"])
-    assert got == ("lewm", 3, 10, 64)
+    assert got == ("lewm", HP["history_size"], A, g("emb").shape[-1])
     assert jepa.default_pool(model) == "lewm"
 
 
@@ -84,7 +89,7 @@ def test_batched_candidates_equal_single_rollouts(ctx: jepa.Context) -> None:
         for k in range(len(cand)):
             np.testing.assert_array_equal(bits(ctx.lewm_rollout(hist, cand[k : k + 1])[0]), bits(batched[k]))
     rng = np.random.default_rng(3)
-    cand = rng.standard_normal((40, 5, 10), dtype=np.float32)  # more than max_batch: chunked graphs
+    cand = rng.standard_normal((40, 5, A), dtype=np.float32)  # more than max_batch: chunked graphs
     ctx.max_batch = 16
     try:
         batched = ctx.lewm_cost(emb[:1], emb[3], cand)
@@ -99,14 +104,16 @@ def test_plan_reproduces_upstream_cem(ctx: jepa.Context) -> None:
     emb = ctx.lewm_embed(g("pixels")[0])
     names = ("cem_noise", "cem_candidates", "cem_costs", "cem_topk", "cem_mean", "cem_var")
     ref = {n: g(n)[:, 0] for n in names}
-    out = ctx.lewm_plan(emb[:1], emb[3], horizon=5, num_samples=8, topk=3, n_steps=3, noise=ref["cem_noise"],
-                        trace=True)
+    out = ctx.lewm_plan(emb[:1], emb[3], horizon=CEM["horizon"], num_samples=CEM["num_samples"],
+                        topk=CEM["topk"], n_steps=CEM["n_steps"], var_scale=CEM["var_scale"],
+                        noise=ref["cem_noise"], trace=True)
     assert_rel_close(out["costs"], ref["cem_costs"], "cem_costs", rtol=TOL)
     np.testing.assert_array_equal(out["topk"], ref["cem_topk"])
     for key in ("candidates", "mean", "var"):
         np.testing.assert_allclose(out[key], ref[f"cem_{key}"], rtol=0, atol=TOL, err_msg=key)
     np.testing.assert_allclose(out["actions"], g("cem_actions")[0], rtol=0, atol=TOL)
-    assert out["actions"].shape == (5, 10) and out["cost_per_iteration"].shape == (3,)
+    assert out["actions"].shape == (CEM["horizon"], A)
+    assert out["cost_per_iteration"].shape == (CEM["n_steps"],)
 
 
 def test_seeded_plan_is_repeatable(ctx: jepa.Context) -> None:
@@ -121,16 +128,15 @@ def test_refusals(ctx: jepa.Context) -> None:
     with pytest.raises(jepa.InvalidInputError, match="window"):
         ctx.lewm_predict(np.concatenate([emb, emb], axis=1), np.concatenate([acts, acts], axis=1))
     with pytest.raises(jepa.InvalidInputError, match="actions"):
-        ctx.lewm_predict(emb, acts[:, :, :7])
+        ctx.lewm_predict(emb, acts[:, :, : A - 1])
     with pytest.raises(jepa.InvalidInputError):
         ctx.lewm_predict(emb, acts[:, :2])
     with pytest.raises(jepa.InvalidInputError):
         ctx.lewm_rollout(emb[0], g("cand_eval")[0, :, :2])  # 3 history frames, 2 actions
     with pytest.raises(jepa.UnsupportedError, match="V-JEPA 2-AC"):
-        ctx.ac_predict(np.zeros((1, 4, 64), np.float32), np.zeros((1, 1, 7), np.float32),
-                       np.zeros((1, 1, 7), np.float32))
+        ctx.ac_predict(emb[:, :1], np.zeros((1, 1, 7), np.float32), np.zeros((1, 1, 7), np.float32))
     with pytest.raises(jepa.UnsupportedError, match="masked predictor"):
-        ctx.predict(np.zeros((1, 17, 64), np.float32), [0], [1])
+        ctx.predict(g("enc_tokens")[:1], [0], [1])
 
 
 def test_f16_weights(tmp_path: Path) -> None:
