@@ -140,3 +140,15 @@ def test_f16_weights(tmp_path: Path) -> None:
     out = ctx.ac_rollout(g("z_ctx")[0], g("states")[0, 0], g("rollout_actions"), g("z_goal")[0],
                          return_latents=True)
     assert_agrees(out["latents"], g("rollout_latents"), "rollout_latents f16", min_cos=0.9999, max_rel=1.0)
+
+
+def test_flash_attention(model: jepa.Model) -> None:
+    """The flash path (f16 frame-causal mask; the default on GPUs and for long CPU sequences)."""
+    ctx = model.context(threads=2, flash_attn=True)
+    z, s, goal, acts = g("z_ctx")[0], g("states")[0, 0], g("z_goal")[0], g("rollout_actions")
+    out = ctx.ac_rollout(z, s, acts, goal, return_latents=True)
+    assert_agrees(out["latents"], g("rollout_latents"), "rollout_latents (flash)")
+    assert_rel_close(out["energies"], g("rollout_energy"), "rollout_energy (flash)", rtol=TOL)
+    for k in range(len(acts)):
+        single = ctx.ac_rollout(z, s, acts[k : k + 1], goal, return_latents=True)
+        np.testing.assert_array_equal(bits(single["latents"][0]), bits(out["latents"][k]))

@@ -11,7 +11,7 @@ namespace {
 constexpr int64_t kCond = 2;  // action, state
 }  // namespace
 
-AcPredGraph build_ac_pred_graph(ggml_context * ctx, const Model & m, int64_t T, int64_t HW, int B) {
+AcPredGraph build_ac_pred_graph(ggml_context * ctx, const Model & m, int64_t T, int64_t HW, int B, bool flash) {
     const PredHparams & p = m.hp.pred;
     const PredW & w = m.pred;
     const int64_t D_enc = m.hp.enc.embed_dim, D = p.embed_dim, hd = p.head_dim();
@@ -24,7 +24,7 @@ AcPredGraph build_ac_pred_graph(ggml_context * ctx, const Model & m, int64_t T, 
     g.states = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, p.state_dim, T, B);
     g.rope_cos = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, hd, 1, n_tok, 1);
     g.rope_sin = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, hd, 1, n_tok, 1);
-    g.mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n_tok, n_tok);
+    g.mask = ggml_new_tensor_2d(ctx, flash ? GGML_TYPE_F16 : GGML_TYPE_F32, n_tok, n_tok);
     ggml_set_name(g.latents, "ac.latents");
     ggml_set_name(g.actions, "ac.actions");
     ggml_set_name(g.states, "ac.states");
@@ -44,6 +44,7 @@ AcPredGraph build_ac_pred_graph(ggml_context * ctx, const Model & m, int64_t T, 
     AttnOptions attn;
     attn.n_head = p.block.n_head;
     attn.scale = 1.0f / std::sqrt(float(hd));
+    attn.flash = flash;
     attn.mask = g.mask;
     attn.rope_cos = g.rope_cos;
     attn.rope_sin = g.rope_sin;

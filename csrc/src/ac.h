@@ -18,11 +18,11 @@ struct AcPredGraph {
     ggml_tensor * states = nullptr;    // input  [state_dim, T, B]
     ggml_tensor * rope_cos = nullptr;  // input  [head_dim, 1, T*(2+HW), 1]
     ggml_tensor * rope_sin = nullptr;
-    ggml_tensor * mask = nullptr;      // input  [T*(2+HW), T*(2+HW)]: frame-causal, additive
+    ggml_tensor * mask = nullptr;      // input  [T*(2+HW), T*(2+HW)]: frame-causal, additive (f16 for flash)
     ggml_tensor * out = nullptr;       // output [D_enc, T*HW, B]
 };
 
-AcPredGraph build_ac_pred_graph(ggml_context * ctx, const Model & m, int64_t T, int64_t HW, int B);
+AcPredGraph build_ac_pred_graph(ggml_context * ctx, const Model & m, int64_t T, int64_t HW, int B, bool flash);
 
 // Host inputs of that graph: RoPE tables and the frame-causal mask for T frames of a gh x gw grid.
 void ac_rope_tables(const Model & m, int64_t T, int gh, int gw, std::vector<float> & cos, std::vector<float> & sin);

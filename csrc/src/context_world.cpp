@@ -126,19 +126,26 @@ void Context::ac_predict(const float * latents, const float * actions, const flo
     std::vector<float> cos, sin, mask;
     ac_rope_tables(m, T, g, g, cos, sin);
     ac_frame_causal_mask(T, 2 + HW, mask);
-    auto build = [&](int b) { return build_ac_pred_graph(graph_ctx(), m, T, HW, b).graph; };
+    const bool flash = use_flash(T * (2 + HW));
+    std::vector<ggml_fp16_t> mask16;
+    if (flash) {
+        mask16.resize(mask.size());
+        for (size_t i = 0; i < mask.size(); ++i) mask16[i] = ggml_fp32_to_fp16(mask[i]);
+    }
+    auto build = [&](int b) { return build_ac_pred_graph(graph_ctx(), m, T, HW, b, flash).graph; };
     const int chunk = fit_chunk(build, std::min(B, params_.max_batch),
                                 format("prediction of %lld frames", (long long) T));
     for (int b0 = 0; b0 < B; b0 += chunk) {
         const int b = std::min(chunk, B - b0);
-        AcPredGraph pg = build_ac_pred_graph(graph_ctx(), m, T, HW, b);
+        AcPredGraph pg = build_ac_pred_graph(graph_ctx(), m, T, HW, b, flash);
         allocate(pg.graph);
         ggml_backend_tensor_set(pg.latents, latents + size_t(b0) * size_t(per_item), 0, ggml_nbytes(pg.latents));
         ggml_backend_tensor_set(pg.actions, actions + size_t(b0) * size_t(T * p.action_dim), 0, ggml_nbytes(pg.actions));
         ggml_backend_tensor_set(pg.states, states + size_t(b0) * size_t(T * p.state_dim), 0, ggml_nbytes(pg.states));
         ggml_backend_tensor_set(pg.rope_cos, cos.data(), 0, ggml_nbytes(pg.rope_cos));
         ggml_backend_tensor_set(pg.rope_sin, sin.data(), 0, ggml_nbytes(pg.rope_sin));
-        ggml_backend_tensor_set(pg.mask, mask.data(), 0, ggml_nbytes(pg.mask));
+        ggml_backend_tensor_set(pg.mask, flash ? static_cast<const void *>(mask16.data()) : mask.data(), 0,
+                                ggml_nbytes(pg.mask));
         compute(pg.graph);
         ggml_backend_tensor_get(pg.out, out + size_t(b0) * size_t(per_item), 0, ggml_nbytes(pg.out));
     }
