@@ -152,3 +152,11 @@ def test_flash_attention(model: jepa.Model) -> None:
     for k in range(len(acts)):
         single = ctx.ac_rollout(z, s, acts[k : k + 1], goal, return_latents=True)
         np.testing.assert_array_equal(bits(single["latents"][0]), bits(out["latents"][k]))
+
+
+def test_threads_do_not_change_the_bits(model: jepa.Model) -> None:
+    z, s, goal, acts = g("z_ctx")[0], g("states")[0, 0], g("z_goal")[0], g("rollout_actions")
+    runs = [model.context(threads=t).ac_rollout(z, s, acts, goal, return_latents=True)["latents"]
+            for t in (1, 2, 3)]
+    for r in runs[1:]:
+        np.testing.assert_array_equal(bits(r), bits(runs[0]))

@@ -145,3 +145,10 @@ def test_f16_weights(tmp_path: Path) -> None:
     assert_agrees(emb[:3], g("emb")[0], "emb f16", min_cos=0.9999, max_rel=1.0)
     assert_agrees(ctx.lewm_rollout(emb[:1], g("cand_eval")[0]), g("rollout_h1")[0], "rollout_h1 f16",
                   min_cos=0.9999, max_rel=1.0)
+
+
+def test_threads_do_not_change_the_bits(model: jepa.Model) -> None:
+    emb = g("emb")[0]
+    runs = [model.context(threads=t).lewm_rollout(emb[:1], g("cand_eval")[0]) for t in (1, 2, 3)]
+    for r in runs[1:]:
+        np.testing.assert_array_equal(bits(r), bits(runs[0]))
