@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from .errors import InvalidInputError, JepaError, UnsupportedError
+from .pipeline import batch_groups
 
 if TYPE_CHECKING:
     from .media.items import Item
@@ -86,18 +87,6 @@ def answer(logits_row: np.ndarray, labels: Sequence[str], k: int) -> Classificat
     )
 
 
-def _groups(inputs: Sequence[np.ndarray], max_batch: int) -> list[list[int]]:
-    """Indices of same-shaped inputs, in chunks of at most max_batch, in order of first appearance."""
-    by_shape: dict[tuple[int, ...], list[int]] = {}
-    for i, x in enumerate(inputs):
-        if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim != 4:
-            got = f"{x.dtype} {list(x.shape)}" if isinstance(x, np.ndarray) else type(x).__name__
-            raise InvalidInputError(f"input {i}: expected a prepared float32 [C, T, H, W] array, got {got}")
-        by_shape.setdefault(x.shape, []).append(i)
-    step = max(1, int(max_batch))
-    return [idx[s : s + step] for idx in by_shape.values() for s in range(0, len(idx), step)]
-
-
 def classify_prepared(
     context: Classifier, inputs: Sequence[np.ndarray], top_k: int = 5
 ) -> list[Classification]:
@@ -108,7 +97,7 @@ def classify_prepared(
     if not model.has_head:
         raise UnsupportedError(f"{model!r} has no classifier head: classification needs one")
     out: list[Classification | None] = [None] * len(inputs)
-    for chunk in _groups(inputs, context.max_batch):
+    for chunk in batch_groups(inputs, context.max_batch):
         tokens = context.encode(np.stack([inputs[i] for i in chunk]))
         logits, _ = context.classify(tokens)
         for j, i in enumerate(chunk):

@@ -40,7 +40,7 @@ def _pool_mode(model: Model, pool: str | None) -> str:
     return mode
 
 
-def _groups(inputs: Sequence[np.ndarray], max_batch: int) -> list[list[int]]:
+def batch_groups(inputs: Sequence[np.ndarray], max_batch: int) -> list[list[int]]:
     """Indices of same-shaped inputs, in chunks of at most max_batch, in order of first appearance."""
     by_shape: dict[tuple[int, ...], list[int]] = {}
     for i, x in enumerate(inputs):
@@ -61,7 +61,7 @@ def encode_prepared(
     model = context.model
     mode = _pool_mode(model, pool)
     out: list[np.ndarray | None] = [None] * len(inputs)
-    for chunk in _groups(inputs, context.max_batch):
+    for chunk in batch_groups(inputs, context.max_batch):
         tokens = context.encode(np.stack([inputs[i] for i in chunk]))
         for j, i in enumerate(chunk):
             # Pool row by row: a row's result must not depend on the batch it was encoded in.
