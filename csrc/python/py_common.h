@@ -17,6 +17,25 @@ inline void check(jepa_status status) {
     if (status != JEPA_OK) raise_status(status);
 }
 
+// A wrong array rank is a ValueError (the Python layer checks first; this guards direct use).
+inline void require_shape(bool ok, const char * message) {
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, message);
+        throw py::error_already_set();
+    }
+}
+
+// Run an engine call with the GIL released, then raise its status as a jepa error.
+template <class F>
+void run_nogil(F && call) {
+    jepa_status st;
+    {
+        py::gil_scoped_release nogil;
+        st = call();
+    }
+    check(st);
+}
+
 void register_model(py::module_ & m);
 void register_context(py::module_ & m);
 

@@ -41,10 +41,7 @@ struct PyContext {
     }
 
     py::array_t<float> encode(const py::array_t<float, py::array::c_style> & x) {
-        if (x.ndim() != 5) {
-            PyErr_SetString(PyExc_ValueError, "encode expects a 5-D float32 array [B, C, T, H, W]");
-            throw py::error_already_set();
-        }
+        require_shape(x.ndim() == 5, "encode expects a 5-D float32 array [B, C, T, H, W]");
         check_dims(x, "encode");
         const int B = int(x.shape(0)), C = int(x.shape(1)), T = int(x.shape(2)), H = int(x.shape(3)), W = int(x.shape(4));
         if (C != in_chans) {
@@ -60,21 +57,13 @@ struct PyContext {
         const float * src = x.data();
         float * dst = out.mutable_data();
         const size_t out_len = size_t(out.size());
-        jepa_status st;
-        {
-            py::gil_scoped_release nogil;
-            st = jepa_encode(handle.get(), src, B, C, T, H, W, dst, out_len);
-        }
-        check(st);
+        run_nogil([&] { return jepa_encode(handle.get(), src, B, C, T, H, W, dst, out_len); });
         return out;
     }
 
     // tokens [B, N, D] -> (logits [B, n_classes], pooled [B, D])
     py::tuple classify(const py::array_t<float, py::array::c_style> & x) {
-        if (x.ndim() != 3) {
-            PyErr_SetString(PyExc_ValueError, "classify expects a 3-D float32 array [B, N, D]");
-            throw py::error_already_set();
-        }
+        require_shape(x.ndim() == 3, "classify expects a 3-D float32 array [B, N, D]");
         check_dims(x, "classify");
         const int B = int(x.shape(0)), N = int(x.shape(1)), D = int(x.shape(2));
         py::array_t<float> logits({int64_t(B), std::max<int64_t>(n_classes, 1)});
@@ -83,12 +72,7 @@ struct PyContext {
         float * lp = logits.mutable_data();
         float * pp = pooled.mutable_data();
         const size_t ll = size_t(logits.size()), pl = size_t(pooled.size());
-        jepa_status st;
-        {
-            py::gil_scoped_release nogil;
-            st = jepa_classify(handle.get(), src, B, N, D, lp, ll, pp, pl);
-        }
-        check(st);
+        run_nogil([&] { return jepa_classify(handle.get(), src, B, N, D, lp, ll, pp, pl); });
         return py::make_tuple(logits, pooled);
     }
 
@@ -97,10 +81,8 @@ struct PyContext {
                                const py::array_t<int32_t, py::array::c_style> & ctx_ids,
                                const py::array_t<int32_t, py::array::c_style> & tgt_ids, int mask_index, int grid_h,
                                int grid_w) {
-        if (x.ndim() != 3 || ctx_ids.ndim() != 2 || tgt_ids.ndim() != 2) {
-            PyErr_SetString(PyExc_ValueError, "predict expects tokens [B, Nc, D] and int32 ids [B, Nc], [B, Nt]");
-            throw py::error_already_set();
-        }
+        require_shape(x.ndim() == 3 && ctx_ids.ndim() == 2 && tgt_ids.ndim() == 2,
+                      "predict expects tokens [B, Nc, D] and int32 ids [B, Nc], [B, Nt]");
         check_dims(x, "predict");
         check_dims(tgt_ids, "predict");
         const int B = int(x.shape(0)), Nc = int(x.shape(1)), D = int(x.shape(2)), Nt = int(tgt_ids.shape(1));
@@ -118,64 +100,40 @@ struct PyContext {
         const int32_t * ti = tgt_ids.data();
         float * dst = out.mutable_data();
         const size_t out_len = size_t(out.size());
-        jepa_status st;
-        {
-            py::gil_scoped_release nogil;
-            st = jepa_predict(handle.get(), src, B, Nc, D, ci, ti, Nt, &p, dst, out_len);
-        }
-        check(st);
+        run_nogil([&] { return jepa_predict(handle.get(), src, B, Nc, D, ci, ti, Nt, &p, dst, out_len); });
         return out;
     }
 
     // LeWM: frames [B, C, H, W] -> embeddings [B, D]
     py::array_t<float> lewm_embed(const py::array_t<float, py::array::c_style> & x) {
-        if (x.ndim() != 4) {
-            PyErr_SetString(PyExc_ValueError, "lewm_embed expects a 4-D float32 array [B, C, H, W]");
-            throw py::error_already_set();
-        }
+        require_shape(x.ndim() == 4, "lewm_embed expects a 4-D float32 array [B, C, H, W]");
         check_dims(x, "lewm_embed");
         const int B = int(x.shape(0)), C = int(x.shape(1)), H = int(x.shape(2)), W = int(x.shape(3));
         py::array_t<float> out({int64_t(B), wm_embed_dim()});
         const float * src = x.data();
         float * dst = out.mutable_data();
         const size_t len = size_t(out.size());
-        jepa_status st;
-        {
-            py::gil_scoped_release nogil;
-            st = jepa_lewm_embed(handle.get(), src, B, C, H, W, dst, len);
-        }
-        check(st);
+        run_nogil([&] { return jepa_lewm_embed(handle.get(), src, B, C, H, W, dst, len); });
         return out;
     }
 
     // LeWM: CLS rows [B, E] -> embeddings [B, D]
     py::array_t<float> lewm_project(const py::array_t<float, py::array::c_style> & x) {
-        if (x.ndim() != 2) {
-            PyErr_SetString(PyExc_ValueError, "lewm_project expects a 2-D float32 array [B, E]");
-            throw py::error_already_set();
-        }
+        require_shape(x.ndim() == 2, "lewm_project expects a 2-D float32 array [B, E]");
         check_dims(x, "lewm_project");
         const int B = int(x.shape(0)), E = int(x.shape(1));
         py::array_t<float> out({int64_t(B), wm_embed_dim()});
         const float * src = x.data();
         float * dst = out.mutable_data();
         const size_t len = size_t(out.size());
-        jepa_status st;
-        {
-            py::gil_scoped_release nogil;
-            st = jepa_lewm_project(handle.get(), src, B, E, dst, len);
-        }
-        check(st);
+        run_nogil([&] { return jepa_lewm_project(handle.get(), src, B, E, dst, len); });
         return out;
     }
 
     // LeWM: embeddings [B, T, D], actions [B, T, A] -> (pred, pred_raw, act_emb), each [B, T, D]
     py::tuple lewm_predict(const py::array_t<float, py::array::c_style> & e,
                            const py::array_t<float, py::array::c_style> & a) {
-        if (e.ndim() != 3 || a.ndim() != 3) {
-            PyErr_SetString(PyExc_ValueError, "lewm_predict expects embeddings [B, T, D] and actions [B, T, A]");
-            throw py::error_already_set();
-        }
+        require_shape(e.ndim() == 3 && a.ndim() == 3, "lewm_predict expects embeddings [B, T, D] and actions [B, T, A]");
         check_dims(e, "lewm_predict");
         check_dims(a, "lewm_predict");
         if (a.shape(0) != e.shape(0) || a.shape(1) != e.shape(1)) {
@@ -191,12 +149,7 @@ struct PyContext {
         float * rp = raw.mutable_data();
         float * cp = act.mutable_data();
         const size_t len = size_t(out.size());
-        jepa_status st;
-        {
-            py::gil_scoped_release nogil;
-            st = jepa_lewm_predict(handle.get(), ep, ap, B, T, D, A, op, len, rp, cp);
-        }
-        check(st);
+        run_nogil([&] { return jepa_lewm_predict(handle.get(), ep, ap, B, T, D, A, op, len, rp, cp); });
         return py::make_tuple(out, raw, act);
     }
 
@@ -204,11 +157,8 @@ struct PyContext {
     py::array_t<float> ac_predict(const py::array_t<float, py::array::c_style> & z,
                                   const py::array_t<float, py::array::c_style> & a,
                                   const py::array_t<float, py::array::c_style> & s) {
-        if (z.ndim() != 3 || a.ndim() != 3 || s.ndim() != 3) {
-            PyErr_SetString(PyExc_ValueError,
-                            "ac_predict expects latents [B, T*HW, D], actions [B, T, 7] and states [B, T, 7]");
-            throw py::error_already_set();
-        }
+        require_shape(z.ndim() == 3 && a.ndim() == 3 && s.ndim() == 3,
+                      "ac_predict expects latents [B, T*HW, D], actions [B, T, 7] and states [B, T, 7]");
         check_dims(z, "ac_predict");
         check_dims(a, "ac_predict");
         check_dims(s, "ac_predict");
@@ -229,12 +179,7 @@ struct PyContext {
         const float * sp = s.data();
         float * op = out.mutable_data();
         const size_t len = size_t(out.size());
-        jepa_status st;
-        {
-            py::gil_scoped_release nogil;
-            st = jepa_ac_predict(handle.get(), zp, ap, sp, B, T, N / T, D, op, len);
-        }
-        check(st);
+        run_nogil([&] { return jepa_ac_predict(handle.get(), zp, ap, sp, B, T, N / T, D, op, len); });
         return out;
     }
 
