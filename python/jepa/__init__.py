@@ -24,6 +24,7 @@ from .model import Context, Model
 from .pipeline import embed, encode_prepared
 from .planning import ac_next_state
 from .pooling import POOL_MODES, default_pool, pool
+from .world import plan, rollout
 
 __version__: str = _engine.version()
 
@@ -45,5 +46,7 @@ __all__ = [
     "default_pool",
     "embed",
     "encode_prepared",
+    "plan",
     "pool",
+    "rollout",
 ]

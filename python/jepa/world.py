@@ -224,3 +224,148 @@ def ac_plan(
         )
     except ValueError as exc:
         raise _planning_error(exc) from exc
+
+
+# ---- the one pipeline: frames in (jepa.rollout, jepa.plan) --------------------------------------
+# The server's /rollout calls these same functions on the frames it prepared off the event loop.
+
+
+def prepare_frames(model: Model, frames: Any, what: str = "frames") -> np.ndarray:
+    """Frames -> float32 [N, 3, S, S], each preprocessed on its own with the model's recipe.
+
+    `frames` is one frame (a path, bytes, a PIL image, a uint8 [H, W, 3] array) or a sequence of
+    them (a list, or a uint8 [N, H, W, 3] array); a float32 [N, 3, S, S] array is taken as already
+    prepared (this function's own output). A video file is not a frame: decode it with
+    jepa.media.load_video and pass the frames."""
+    from .media import prepare  # Pillow loads on first use: `import jepa` stays light
+
+    if isinstance(frames, np.ndarray) and frames.dtype.kind == "f":
+        return _f32(frames, what, 4)
+    if isinstance(frames, np.ndarray) and frames.ndim == 4:
+        seq: list[Any] = list(frames)
+    elif isinstance(frames, list | tuple):
+        seq = list(frames)
+    else:
+        seq = [frames]
+    if not seq:
+        raise InvalidInputError(f"{what}: no frames")
+    out = []
+    for i, f in enumerate(seq):
+        try:
+            # [C, T, H, W]; a tubelet model repeats the frame to fill one tubelet: keep the first.
+            out.append(prepare(f, model, as_video=False)[:, 0])
+        except InvalidInputError as e:
+            raise InvalidInputError(f"{what}[{i}]: {e.message}") from None
+    return np.ascontiguousarray(np.stack(out))
+
+
+def _candidates(actions: Any, dim: int) -> np.ndarray:
+    """Actions [K, H, dim] or one sequence [H, dim] -> float32 [K, H, dim]."""
+    a = np.asarray(actions)
+    if a.dtype.kind not in "iuf" or a.ndim not in (2, 3) or a.size == 0 or a.shape[-1] != dim:
+        raise InvalidInputError(
+            f"actions must be [K, H, {dim}] or [H, {dim}] numbers for this model, got "
+            f"{a.dtype} {list(a.shape)}"
+        )
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    return a[None] if a.ndim == 2 else a
+
+
+def _ac_state(ctx: Context, state: Any) -> np.ndarray:
+    """The robot state of the current (last) frame: [dim], or [T, dim] whose last row is taken."""
+    dim = int(ctx.model.info["pred_state_dim"])
+    if state is None:
+        raise InvalidInputError(f"state is required for a V-JEPA 2-AC model: the robot's pose [{dim}]")
+    s = np.asarray(state)
+    if s.dtype.kind not in "iuf" or s.ndim not in (1, 2) or s.shape[-1] != dim or s.size == 0:
+        raise InvalidInputError(f"state must be [{dim}] or [T, {dim}] numbers, got {s.dtype} {list(s.shape)}")
+    return np.ascontiguousarray(s.reshape(-1, dim)[-1], dtype=np.float32)
+
+
+def _no_state(state: Any) -> None:
+    if state is not None:
+        raise InvalidInputError("state: a LeWM model takes no robot state (its actions carry everything)")
+
+
+def _world_kind(ctx: Context, what: str) -> str:
+    kind = ctx.model.world_model
+    if not kind:
+        raise UnsupportedError(
+            f"{what}: {ctx.model!r} is not a world model (no LeWM or V-JEPA 2-AC predictor)"
+        )
+    return kind
+
+
+def _ac_latent(ctx: Context, frames: Any, what: str) -> np.ndarray:
+    """The normalised latent [HW, D] of the last frame (only that frame is encoded)."""
+    x = prepare_frames(ctx.model, frames, what)
+    return ac_encode(ctx, x[-1:])[0]
+
+
+def _lewm_embs(ctx: Context, frames: Any, what: str, last: bool = False) -> np.ndarray:
+    """The LeWM embeddings [N, D] of the frames (of the last one only when `last`)."""
+    x = prepare_frames(ctx.model, frames, what)
+    return lewm_embed(ctx, x[-1:] if last else x)
+
+
+def rollout(
+    context: Context,
+    frames: Any,
+    actions: Any,
+    goal: Any = None,
+    state: Any = None,
+    return_latents: bool = False,
+) -> dict[str, Any]:
+    """Score K candidate action sequences from frames, under the context's world model.
+
+    frames and goal are frames as `prepare_frames` takes them; actions [K, H, A] or [H, A].
+    - V-JEPA 2-AC: the last frame of `frames` is the current observation and `state` its robot pose
+      ([7], or [T, 7] whose last row is taken; required). -> {"energies" [K, H] (mean |pred - goal|
+      per step; against the context frame without a goal), "best" (argmin of the last step's
+      energy), "states" [K, H + 1, 7], "latents" [K, H, HW, D] when asked}: `ctx.ac_rollout`.
+    - LeWM: every frame of `frames` is history (their embeddings), `state` is refused; H must be at
+      least the number of history frames. -> {"costs" [K] (`JEPA.get_cost`: squared distance of the
+      last predicted embedding to the goal's; to the last history embedding without a goal),
+      "best" (argmin), "latents" [K, H + 1, D] (`JEPA.rollout`'s predicted_emb) when asked}:
+      `ctx.lewm_cost` / `ctx.lewm_rollout`.
+    Ties in "best" go to the smaller index."""
+    kind = _world_kind(context, "rollout")
+    dim = int(context.model.info["pred_action_dim"])
+    acts = _candidates(actions, dim)
+    if kind == "ac":
+        s = _ac_state(context, state)
+        z = _ac_latent(context, frames, "frames")
+        g = None if goal is None else _ac_latent(context, goal, "goal")
+        out: dict[str, Any] = dict(ac_rollout(context, z, s, acts, g, return_latents=return_latents))
+        out["best"] = int(np.argmin(out["energies"][:, -1]))
+        return out
+    _no_state(state)
+    hist = _lewm_embs(context, frames, "frames")
+    tgt = hist[-1] if goal is None else _lewm_embs(context, goal, "goal", last=True)[0]
+    costs = lewm_cost(context, hist, tgt, acts)
+    res: dict[str, Any] = {"costs": costs, "best": int(np.argmin(costs))}
+    if return_latents:
+        res["latents"] = lewm_rollout(context, hist, acts)
+    return res
+
+
+def plan(
+    context: Context, frames: Any, goal: Any, state: Any = None, **planner_options: Any
+) -> dict[str, Any]:
+    """Plan an action sequence from frames towards a goal frame with the model's CEM planner.
+
+    - V-JEPA 2-AC: `ctx.ac_plan` from the last frame's latent and `state` (required) to the goal's
+      -> {"actions" [horizon, 7], "energy_per_iteration" [cem_steps]}; options as ac_plan's.
+    - LeWM: `ctx.lewm_plan` from the history embeddings of `frames` to the goal's -> {"actions"
+      [horizon, A], "cost_per_iteration" [n_steps]}; options as lewm_plan's; `state` is refused."""
+    kind = _world_kind(context, "plan")
+    if goal is None:
+        raise InvalidInputError("goal: a plan needs a goal frame to plan towards")
+    if kind == "ac":
+        s = _ac_state(context, state)
+        z, g = _ac_latent(context, frames, "frames"), _ac_latent(context, goal, "goal")
+        return ac_plan(context, z, s, g, **planner_options)
+    _no_state(state)
+    hist = _lewm_embs(context, frames, "frames")
+    g = _lewm_embs(context, goal, "goal", last=True)[0]
+    return lewm_plan(context, hist, g, **planner_options)
