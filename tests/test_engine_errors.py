@@ -122,11 +122,6 @@ def test_empty_batch_is_refused(ctx: jepa.Context, reference: np.ndarray) -> Non
     _still_works(ctx, reference)
 
 
-@pytest.mark.xfail(
-    reason="encode's own dimension check raises with the thread's previous engine message "
-    "(raise_status prefers jepa_error_text() over its fallback; it needs jepa_error_clear() first)",
-    strict=False,
-)
 def test_empty_batch_message_is_not_stale(ctx: jepa.Context) -> None:
     with pytest.raises(jepa.InvalidInputError):
         ctx.encode(_images(c=4))  # leaves "expected 3 channels, got 4" as the thread's engine message
@@ -135,11 +130,6 @@ def test_empty_batch_message_is_not_stale(ctx: jepa.Context) -> None:
     assert "channels" not in str(info.value), str(info.value)
 
 
-@pytest.mark.xfail(
-    reason="the token count (H, W) is checked before the channel count, so a channels-last image "
-    "[B, H, W, C] is reported as 'input HxC is not a multiple of the patch size'",
-    strict=False,
-)
 def test_channels_last_names_the_channels(ctx: jepa.Context) -> None:
     with pytest.raises(jepa.InvalidInputError, match="channels"):
         ctx.encode(_images().transpose(0, 2, 3, 1).copy())

@@ -28,9 +28,13 @@ std::string vformat(const char * fmt, va_list ap) {
 thread_local bool t_ggml_last_was_error = false;
 
 void ggml_logger(enum ggml_log_level level, const char * text, void *) {
-    // Keep the last error line (and its continuations): it says why ggml refused a file.
+    // Keep the error lines of the current call (and their continuations): they say why ggml refused a file.
     if (level == GGML_LOG_LEVEL_ERROR) {
-        t_ggml_log = text;
+        // ggml says the specific reason first and a generic "failed to read ..." after it: keep both.
+        if (t_ggml_log.size() < 2048) {
+            if (!t_ggml_log.empty()) t_ggml_log += "; ";
+            t_ggml_log += text;
+        }
         t_ggml_last_was_error = true;
     } else if (level == GGML_LOG_LEVEL_CONT && t_ggml_last_was_error) {
         t_ggml_log += text;

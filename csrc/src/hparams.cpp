@@ -209,6 +209,8 @@ ModelHparams parse_hparams(const gguf_context * ctx) {
              (long long) version);
     }
     h.name = m.get_str("general.name", "");
+    // Required: a file that does not say what it is must not load as some default family.
+    if (!m.has("jepa.family")) fail(JEPA_ERR_BAD_FILE, "missing metadata key jepa.family");
     h.family = kFamilies[size_t(m.get_enum("jepa.family", kFamilies, 0))];
     bool supported = false;
     for (const auto & f : kSupportedFamilies) supported = supported || f == h.family;

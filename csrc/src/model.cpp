@@ -179,34 +179,37 @@ void declare_pred(TensorTable & t, const PredHparams & h, int64_t D_enc, PredW &
     else declare_pred_lewm(t, h, w);
 }
 
-void read_weights(const char * path, const gguf_context * g, ggml_context * ctx_w) {
-    std::unique_ptr<FILE, FileCloser> f(std::fopen(path, "rb"));
-    if (!f) fail(JEPA_ERR_BAD_FILE, "cannot open %s", path);
-    struct stat st {};
-    if (fstat(fileno(f.get()), &st) != 0) fail(JEPA_ERR_BAD_FILE, "cannot stat %s", path);
-    const uint64_t file_size = uint64_t(st.st_size);
+// Every tensor's bytes lie inside the file: checked before anything is allocated, so a header
+// that promises gigabytes the file does not hold costs nothing.
+void check_data_extents(const gguf_context * g, ggml_context * ctx_w, uint64_t file_size) {
     const uint64_t data_offset = gguf_get_data_offset(g);
-
-    std::vector<uint8_t> staging;
     for (ggml_tensor * t = ggml_get_first_tensor(ctx_w); t; t = ggml_get_next_tensor(ctx_w, t)) {
-        const int64_t id = gguf_find_tensor(g, ggml_get_name(t));
-        const uint64_t off = data_offset + gguf_get_tensor_offset(g, id);
+        const uint64_t off = data_offset + gguf_get_tensor_offset(g, gguf_find_tensor(g, ggml_get_name(t)));
         const uint64_t size = ggml_nbytes(t);
         if (off > file_size || size > file_size - off) {
             fail(JEPA_ERR_BAD_FILE, "%s: tensor data [%llu, +%llu) lies past the end of the file (%llu bytes): truncated?",
                  ggml_get_name(t), (unsigned long long) off, (unsigned long long) size, (unsigned long long) file_size);
         }
-        if (ggml_backend_buffer_is_host(t->buffer)) {
-            if (fseeko(f.get(), off_t(off), SEEK_SET) != 0 || std::fread(t->data, 1, size, f.get()) != size) {
-                fail(JEPA_ERR_BAD_FILE, "%s: cannot read tensor data", ggml_get_name(t));
-            }
-        } else {
+    }
+}
+
+void read_weights(const char * path, const gguf_context * g, ggml_context * ctx_w) {
+    std::unique_ptr<FILE, FileCloser> f(std::fopen(path, "rb"));
+    if (!f) fail(JEPA_ERR_BAD_FILE, "cannot open %s", path);
+    const uint64_t data_offset = gguf_get_data_offset(g);
+    std::vector<uint8_t> staging;
+    for (ggml_tensor * t = ggml_get_first_tensor(ctx_w); t; t = ggml_get_next_tensor(ctx_w, t)) {
+        const uint64_t off = data_offset + gguf_get_tensor_offset(g, gguf_find_tensor(g, ggml_get_name(t)));
+        const uint64_t size = ggml_nbytes(t);
+        void * dst = t->data;
+        if (!ggml_backend_buffer_is_host(t->buffer)) {
             staging.resize(size);
-            if (fseeko(f.get(), off_t(off), SEEK_SET) != 0 || std::fread(staging.data(), 1, size, f.get()) != size) {
-                fail(JEPA_ERR_BAD_FILE, "%s: cannot read tensor data", ggml_get_name(t));
-            }
-            ggml_backend_tensor_set(t, staging.data(), 0, size);
+            dst = staging.data();
         }
+        if (fseeko(f.get(), off_t(off), SEEK_SET) != 0 || std::fread(dst, 1, size, f.get()) != size) {
+            fail(JEPA_ERR_BAD_FILE, "%s: cannot read tensor data (the file changed while loading?)", ggml_get_name(t));
+        }
+        if (dst != t->data) ggml_backend_tensor_set(t, staging.data(), 0, size);
     }
 }
 
@@ -255,6 +258,7 @@ Model * load_model(const char * path, const jepa_model_params & params) {
     }
     table.check_all_used();
     model->n_params = table.n_elements();
+    check_data_extents(g.get(), meta, uint64_t(st.st_size));
 
     model->buf_w = ggml_backend_alloc_ctx_tensors_from_buft(meta, model->buffer_type());
     if (!model->buf_w) fail(JEPA_ERR_RESOURCE, "cannot allocate %lld bytes for the weights", (long long) table.n_bytes());
