@@ -206,8 +206,11 @@ class Client:
         plan: dict[str, Any] | None = None,
         return_latents: bool = False,
     ) -> dict[str, Any]:
-        """Energies of action sequences from `context` frames (a world model); with `plan`, the
-        planner's action sequence and its energy per iteration."""
+        """A world model's scores of action sequences [K, H, dim] (or [H, dim]) from `context`
+        frames: {"energies", "best", "states"} (V-JEPA 2-AC; `state`, the robot pose, required) or
+        {"costs", "best"} (LeWM), plus "latents" with return_latents. With `plan` (samples, topk,
+        cem_steps, horizon, seed; AC also maxnorm, gripper_clamp) and a `goal`, the planner's
+        {"actions", "energy_per_iteration" | "cost_per_iteration"}. See docs/serving.md."""
         ctx = context if isinstance(context, Clip | Video | dict) else clip(context)
         body: dict[str, Any] = {"context": encode_item(ctx), "return_latents": return_latents}
         if actions is not None:

@@ -17,6 +17,8 @@ from .errors import ApiError, bad_request
 from .inputs import (
     Item,
     Limits,
+    Resolver,
+    _opt_int,
     check_keys,
     numeric_array,
     opt_bool,
@@ -29,7 +31,7 @@ from .inputs import (
 )
 from .keys import ADMISSION, METRICS, RUNTIME, SETTINGS
 from .metrics import CONTENT_TYPE
-from .pipeline import Classified, Embedded
+from .pipeline import Classified, Embedded, WorldJob, WorldResult
 from .runtime import Engine
 
 
@@ -93,7 +95,7 @@ def _encode(v: np.ndarray, fmt: str) -> Any:
     return v.tolist()  # float32 -> Python float is exact, and JSON round-trips it
 
 
-async def _json(payload: Any, timing: Embedded | Classified | None = None) -> web.Response:
+async def _json(payload: Any, timing: Embedded | Classified | WorldResult | None = None) -> web.Response:
     # Large answers (token grids) serialise off the event loop.
     text = await asyncio.to_thread(json.dumps, payload, separators=(",", ":"), allow_nan=False)
     resp = web.Response(text=text, content_type="application/json")
@@ -147,16 +149,29 @@ async def _embed(request: web.Request, engine: Engine, items: list[Item], pool: 
 
 # -- heads and world models ------------------------------------------------------------------------
 # Both parse and validate the whole request first (so a malformed one is refused the same way on
-# any model), then check the model can do it. The models with a classifier head or an action
-# predictor arrive with later issues; they will run here through the dispatcher, a classification
-# as a batched op beside encode_op, a rollout or a plan whole on one worker (Dispatcher.run_whole).
+# any model), then check the model can do it. A classification runs as a batched op beside
+# encode_op; a rollout or a plan runs whole on one worker (Dispatcher.run_whole).
 
-# Families whose files carry an action-conditioned predictor. A masked predictor (V-JEPA 2's,
-# Model.has_predictor) does not make a world model: it fills masked tokens, it takes no actions.
-WORLD_MODEL_FAMILIES = frozenset({"vjepa2_ac", "lewm"})
-
-_PLAN_INTS = {"samples": 1, "topk": 1, "cem_steps": 1, "horizon": 1, "seed": 0}
-_PLAN_NUMBERS = {"maxnorm": 0.0}
+# Plan fields: (lowest, highest) for the integers; the highest bound the work one request may ask.
+_PLAN_INTS: dict[str, tuple[int, int | None]] = {
+    "samples": (1, 4096),
+    "topk": (1, 4096),
+    "cem_steps": (1, 100),
+    "horizon": (1, 64),
+    "seed": (0, None),
+}
+_PLAN_NUMBERS = ("maxnorm", "gripper_clamp")  # both more than 0
+# The planners' own names of the plan fields, per world model; a field missing here is refused.
+_PLAN_NAMES = {
+    "ac": {k: k for k in (*_PLAN_INTS, *_PLAN_NUMBERS)},
+    "lewm": {"samples": "num_samples", "topk": "topk", "cem_steps": "n_steps", "horizon": "horizon",
+             "seed": "seed"},
+}
+_WORLD_KEYS = ("energies", "costs", "best", "states", "latents", "actions", "energy_per_iteration",
+               "cost_per_iteration")
+_ACTION_SHAPES = "[K][H][dim] (K candidate sequences) or [H][dim]"
+MAX_CANDIDATES = 1024  # K of `actions`
+MAX_STEPS = 64  # H of `actions`
 
 
 async def classify(request: web.Request) -> web.StreamResponse:
@@ -181,38 +196,116 @@ async def classify(request: web.Request) -> web.StreamResponse:
 
 
 async def rollout(request: web.Request) -> web.StreamResponse:
-    """POST /rollout: energies of action sequences (or a plan) under a world model."""
+    """POST /rollout: energies of action sequences (or a plan) under a world model, through
+    jepa.rollout / jepa.plan run whole on one worker."""
     engine = _engine(request)
     body = await _body(request, {"context", "actions", "goal", "state", "return_latents", "plan", "model"})
     _check_model(engine, body)
-    limits, resolve = _limits(request), engine.pipeline.files.resolve
+    job = _world_job(body, engine, _limits(request))
+    async with _admission(request).slot():
+        result = await engine.pipeline.world(job)
+    kind = engine.model.world_model
+    head = {"object": "plan" if job.plan is not None else "rollout", "model": engine.model_id, "kind": kind}
+    return await _json({**head, **_world_answer(result.value)}, result)
+
+
+def _world_answer(value: dict[str, Any]) -> dict[str, Any]:
+    """jepa.rollout's / jepa.plan's dict as JSON: arrays as nested lists (float32 -> Python float is
+    exact, and JSON round-trips it), the trace-free keys only."""
+    out = {k: value[k] for k in _WORLD_KEYS if k in value}
+    return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in out.items()}
+
+
+def _world_job(body: dict[str, Any], engine: Engine, limits: Limits) -> WorldJob:
+    """Validate the whole request (the same way on any model), then check the model can run it."""
+    resolve = engine.pipeline.files.resolve
     context = body.get("context")
     if context is None:
         raise bad_request("'context' is required: the frames the rollout starts from", param="context")
-    parse_item({"frames": context} if isinstance(context, list) else context, "context", resolve, limits)
+    ctx_item = _frames_item(context, "context", resolve, limits)
     plan = _plan(body.get("plan"))
+    actions = None
     if body.get("actions") is not None:
-        numeric_array(body["actions"], "actions", (2, 3), "[K][H][dim] (K candidate sequences) or [H][dim]")
+        if plan is not None:
+            raise bad_request("give 'actions' to score, or a 'plan' to make some; not both", param="actions")
+        actions = numeric_array(body["actions"], "actions", (2, 3), _ACTION_SHAPES)
     elif plan is None:
         raise bad_request("'actions' is required unless a 'plan' is given", param="actions")
+    goal = None
     if body.get("goal") is not None:
-        parse_item(body["goal"], "goal", resolve, limits)
+        goal = _frames_item(body["goal"], "goal", resolve, limits)
     elif plan is not None:
         raise bad_request("a 'plan' needs a 'goal' to plan towards", param="goal")
+    state = None
     if body.get("state") is not None:
-        numeric_array(body["state"], "state", (1, 2), "[dim] or [T][dim]")
-    opt_bool(body, "return_latents", False)
-    if not is_world_model(engine.model):
+        state = numeric_array(body["state"], "state", (1, 2), "[dim] or [T][dim]")
+    return_latents = opt_bool(body, "return_latents", False)
+    kind = engine.model.world_model
+    if not kind:
         raise bad_request(
             f"model {engine.model_id!r} is not a world model: /rollout needs an action-conditioned "
             "predictor (V-JEPA 2-AC, LeWM)",
             code="not_a_world_model",
         )
-    raise _not_yet("rollout")
+    info = engine.model.info
+    if actions is not None:
+        actions = _check_actions(actions, int(info["pred_action_dim"]))
+    _check_state(kind, state, int(info.get("pred_state_dim", 0)))
+    options = None if plan is None else _planner_options(kind, plan)
+    return WorldJob(ctx_item, goal, actions, state, options, return_latents)
 
 
-def is_world_model(model: jepa.Model) -> bool:
-    return str(model.info.get("family")) in WORLD_MODEL_FAMILIES
+def _frames_item(value: Any, param: str, resolve: Resolver, limits: Limits) -> Item:
+    """Frames: a list of frames, or one item (an image, a clip, a video)."""
+    return parse_item({"frames": value} if isinstance(value, list) else value, param, resolve, limits)
+
+
+def _check_actions(actions: np.ndarray, dim: int) -> np.ndarray:
+    a = actions[None] if actions.ndim == 2 else actions
+    k, h, d = a.shape
+    if d != dim:
+        raise bad_request(
+            f"'actions' must be [K][H][{dim}] or [H][{dim}] for this model (action dim {dim}); got "
+            f"{d} numbers per step",
+            param="actions",
+            code="invalid_shape",
+        )
+    if k > MAX_CANDIDATES or h > MAX_STEPS:
+        raise bad_request(
+            f"'actions' is [{k}][{h}][{d}]: at most {MAX_CANDIDATES} candidates of {MAX_STEPS} steps",
+            param="actions",
+            code="invalid_shape",
+        )
+    return np.ascontiguousarray(a)
+
+
+def _check_state(kind: str, state: np.ndarray | None, dim: int) -> None:
+    if kind == "lewm":
+        if state is not None:
+            raise bad_request("a LeWM model takes no 'state' (its actions carry everything)", param="state")
+        return
+    if state is None:
+        raise bad_request(
+            f"'state' is required for a V-JEPA 2-AC model: the robot's pose [{dim}] at the last frame",
+            param="state",
+        )
+    if state.shape[-1] != dim:
+        raise bad_request(
+            f"'state' must be [{dim}] or [T][{dim}] for this model; got shape {list(state.shape)}",
+            param="state",
+            code="invalid_shape",
+        )
+
+
+def _planner_options(kind: str, plan: dict[str, Any]) -> dict[str, Any]:
+    names = _PLAN_NAMES[kind]
+    for key in plan:
+        if key not in names:
+            raise bad_request(
+                f"'plan.{key}' is not an option of this model's planner; it takes {', '.join(names)}",
+                param=f"plan.{key}",
+            )
+    return {names[k]: v for k, v in plan.items()}
 
 
 def _plan(value: Any) -> dict[str, Any] | None:
@@ -220,23 +313,17 @@ def _plan(value: Any) -> dict[str, Any] | None:
         return None
     if not isinstance(value, dict):
         raise bad_request("'plan' must be an object", param="plan")
-    check_keys(value, {*_PLAN_INTS, *_PLAN_NUMBERS, "gripper_clamp"}, "plan")
+    check_keys(value, {*_PLAN_INTS, *_PLAN_NUMBERS}, "plan")
     out: dict[str, Any] = {}
-    for key, lo in _PLAN_INTS.items():
-        if (v := opt_int(value, key, lo)) is not None:
+    for key, (lo, hi) in _PLAN_INTS.items():
+        if (v := _opt_int(value.get(key), f"plan.{key}", lo, hi)) is not None:
             out[key] = v
-    for key, above in _PLAN_NUMBERS.items():
-        if (f := opt_number(value, key, above)) is not None:
+    for key in _PLAN_NUMBERS:
+        if (f := opt_number(value, key, 0.0)) is not None:
             out[key] = f
-    if "gripper_clamp" in value:
-        out["gripper_clamp"] = opt_bool(value, "gripper_clamp")
     if "topk" in out and "samples" in out and out["topk"] > out["samples"]:
         raise bad_request("'plan.topk' must not exceed 'plan.samples'", param="plan.topk")
     return out
-
-
-def _not_yet(what: str) -> ApiError:
-    return ApiError(501, f"this server cannot run {what} yet", code="not_implemented", type="server_error")
 
 
 # -- reading the server -----------------------------------------------------------------------------

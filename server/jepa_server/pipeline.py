@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 import jepa
 import jepa.media
 import jepa.pipeline
+import jepa.world
 
 from .dispatcher import Dispatcher, timing_of
 from .errors import ApiError, from_jepa
@@ -47,6 +50,50 @@ class Embedded:
     tokens: int  # patch tokens encoded, for `usage`
     queue_s: float
     inference_s: float
+
+
+@dataclass(frozen=True)
+class WorldJob:
+    """A validated /rollout request: a rollout of `actions`, or a plan when `plan` is given."""
+
+    context: Item
+    goal: Item | None
+    actions: np.ndarray | None  # [K, H, A]
+    state: np.ndarray | None
+    plan: dict[str, Any] | None  # the planner's own keyword arguments
+    return_latents: bool = False
+
+
+@dataclass(frozen=True)
+class WorldResult:
+    value: dict[str, Any]  # jepa.rollout's or jepa.plan's dict
+    queue_s: float
+    inference_s: float
+
+
+def world_op(
+    job: WorldJob, frames: np.ndarray, goal: np.ndarray | None
+) -> Callable[[jepa.Context], dict[str, Any]]:
+    """The worker-side operation of a /rollout request: jepa.rollout or jepa.plan, whole, on one
+    context, from the prepared frames."""
+
+    def op(ctx: jepa.Context) -> dict[str, Any]:
+        if job.plan is not None:
+            return jepa.plan(ctx, frames, goal, state=job.state, **job.plan)
+        return jepa.rollout(ctx, frames, job.actions, goal=goal, state=job.state,
+                            return_latents=job.return_latents)
+
+    return op
+
+
+def _world_param(message: str) -> str | None:
+    """The request field a jepa.rollout / jepa.plan refusal is about (its messages start with the
+    argument's name)."""
+    for name, param in (("actions", "actions"), ("state", "state"), ("goal", "goal"), ("frames", "context"),
+                        ("history", "context")):
+        if message.startswith(name):
+            return param
+    return None
 
 
 class Pipeline:
@@ -84,8 +131,25 @@ class Pipeline:
         return results  # type: ignore[return-value]
 
     def _prepare_one(self, item: Item) -> np.ndarray:
+        return self._reading(item, lambda: jepa.media.prepare(
+            item.source, self.model, as_video=item.as_video, frames=item.frames))
+
+    def _frames_of(self, item: Item) -> np.ndarray:
+        """A world model's frames, each prepared on its own, as [C, N, S, S] (the layout the
+        frame-count check reads)."""
+
+        def read() -> np.ndarray:
+            src: Any = item.source
+            if item.as_video:
+                n = item.frames or max(1, int(self.model.info.get("n_frames", 1)))
+                src = jepa.media.load_video(item.source, n)  # type: ignore[arg-type]
+            return jepa.world.prepare_frames(self.model, src, "frames").transpose(1, 0, 2, 3)
+
+        return self._reading(item, read)
+
+    def _reading(self, item: Item, read: Callable[[], np.ndarray]) -> np.ndarray:
         try:
-            x = jepa.media.prepare(item.source, self.model, as_video=item.as_video, frames=item.frames)
+            x = read()
         except jepa.ResourceLimitError as exc:
             raise from_jepa(exc, item.param) from None
         except (jepa.JepaError, ValueError, OSError, EOFError) as exc:
@@ -128,3 +192,21 @@ class Pipeline:
             raise from_jepa(exc, "input", computing=True) from None
         queue_s, inference_s = timing_of(done)
         return Classified([d.value for d in done], queue_s, inference_s)
+
+    async def world(self, job: WorldJob) -> WorldResult:
+        """A rollout or a plan: the frames prepared off the event loop, then the whole request on one
+        worker (Dispatcher.run_whole) through jepa.rollout / jepa.plan."""
+        loop = asyncio.get_running_loop()
+        items = [job.context] if job.goal is None else [job.context, job.goal]
+        jobs = [loop.run_in_executor(self._prep, self._frames_of, item) for item in items]
+        prepared = await asyncio.gather(*jobs, return_exceptions=True)
+        for r in prepared:
+            if isinstance(r, BaseException):
+                raise r
+        frames = [np.ascontiguousarray(x.transpose(1, 0, 2, 3)) for x in prepared]  # type: ignore[union-attr]
+        goal = frames[1] if len(frames) > 1 else None
+        try:
+            done = await self.dispatcher.run_whole(world_op(job, frames[0], goal))
+        except jepa.JepaError as exc:
+            raise from_jepa(exc, _world_param(exc.message), computing=True) from None
+        return WorldResult(done.value, done.queue_s, done.inference_s)

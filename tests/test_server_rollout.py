@@ -1,0 +1,207 @@
+"""/rollout on world models (the reference bundles' tiny V-JEPA 2-AC and LeWM files): the server's
+answers are in-process jepa.rollout / jepa.plan's, bit for bit through JSON (a float32 as a JSON
+number round-trips exactly); refusals name their field and leave the server healthy; the Python
+client's rollout works end to end."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import REFERENCE_DIR
+from test_server_support import ServerProcess, assert_envelope, bits, http, server_process
+
+import jepa
+from jepa.client import Client, ServerError, encode_item
+from jepa.convert import convert
+
+LEWM, AC = REFERENCE_DIR / "lewm", REFERENCE_DIR / "vjepa2_ac"
+pytestmark = pytest.mark.torch
+
+
+def lg(name: str) -> np.ndarray:
+    return np.load(LEWM / f"{name}.npy")
+
+
+def ag(name: str) -> np.ndarray:
+    return np.load(AC / f"{name}.npy")
+
+
+@pytest.fixture(scope="module")
+def ac_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    hp = json.loads((AC / "hparams.json").read_text())
+    out = Path(tmp_path_factory.mktemp("ac")) / "ac.gguf"
+    return convert(AC / "checkpoint.pt", out, family="vjepa2_ac", img_size=int(hp["img_size"]),
+                   head_dim=int(hp["predictor_derived"]["head_dim"]))
+
+
+@pytest.fixture(scope="module")
+def lewm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return convert(LEWM, Path(tmp_path_factory.mktemp("lewm")) / "lewm.gguf", family="lewm")
+
+
+@pytest.fixture(scope="module")
+def ac_server(ac_path: Path) -> Iterator[ServerProcess]:
+    with server_process("--model", str(ac_path), "--port", "0", "--threads", "2") as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def lewm_server(lewm_path: Path) -> Iterator[ServerProcess]:
+    with server_process("--model", str(lewm_path), "--port", "0", "--threads", "2") as s:
+        yield s
+
+
+def post(server: ServerProcess, body: dict[str, Any]) -> dict[str, Any]:
+    reply = http(server.url + "/rollout", "POST", body)
+    assert reply.status == 200, reply.body[:400]
+    assert float(reply.headers["x-inference-time"]) > 0
+    return dict(reply.json())
+
+
+def same_bits(got: Any, want: np.ndarray) -> None:
+    np.testing.assert_array_equal(bits(np.asarray(got, dtype=np.float32)), bits(want))
+
+
+def frame(u8: np.ndarray) -> dict[str, str]:
+    return dict(encode_item(u8))  # a PNG: the server sees exactly these pixels
+
+
+# ---- V-JEPA 2-AC ----------------------------------------------------------------------------------
+
+
+def test_ac_rollout_equals_in_process(ac_server: ServerProcess, ac_path: Path) -> None:
+    u8, s, acts = ag("frames_u8"), ag("states")[0, 0], ag("rollout_actions")
+    got = post(ac_server, {"context": [frame(u8[0])], "actions": acts.tolist(), "goal": frame(u8[1]),
+                           "state": s.tolist(), "return_latents": True})
+    want = jepa.rollout(jepa.Model(ac_path).context(threads=1), u8[0], acts, goal=u8[1], state=s,
+                        return_latents=True)
+    assert (got["object"], got["kind"], got["best"]) == ("rollout", "ac", want["best"])
+    for key in ("energies", "states", "latents"):
+        same_bits(got[key], want[key])
+    assert set(got) == {"object", "model", "kind", "energies", "best", "states", "latents"}
+    # One sequence [H][7] is one candidate; no latents unless asked.
+    one = post(ac_server, {"context": frame(u8[0]), "actions": acts[2].tolist(), "goal": frame(u8[1]),
+                           "state": s.tolist()})
+    same_bits(one["energies"], want["energies"][2:3])
+    assert one["best"] == 0 and "latents" not in one
+
+
+def test_ac_plan_equals_in_process(ac_server: ServerProcess, ac_path: Path) -> None:
+    u8, s = ag("frames_u8"), ag("states")[0, 0]
+    plan = {"samples": 6, "topk": 3, "cem_steps": 2, "horizon": 2, "seed": 5, "maxnorm": 0.05,
+            "gripper_clamp": 0.5}
+    body = {"context": [frame(u8[0])], "goal": frame(u8[1]), "state": s.tolist(), "plan": plan}
+    got = post(ac_server, body)
+    want = jepa.plan(jepa.Model(ac_path).context(threads=1), u8[0], u8[1], state=s, **plan)
+    assert (got["object"], got["kind"]) == ("plan", "ac")
+    same_bits(got["actions"], want["actions"])
+    same_bits(got["energy_per_iteration"], want["energy_per_iteration"])
+    assert np.asarray(got["actions"]).shape == (2, 7)
+
+
+# ---- LeWM -----------------------------------------------------------------------------------------
+
+
+def test_lewm_rollout_equals_in_process(lewm_server: ServerProcess, lewm_path: Path) -> None:
+    u8, cand = lg("frames_u8"), lg("cand_hist")[0]
+    got = post(lewm_server, {"context": [frame(f) for f in u8[:3]], "actions": cand.tolist(),
+                             "goal": frame(u8[3]), "return_latents": True})
+    want = jepa.rollout(jepa.Model(lewm_path).context(threads=1), list(u8[:3]), cand, goal=u8[3],
+                        return_latents=True)
+    assert (got["object"], got["kind"], got["best"]) == ("rollout", "lewm", want["best"])
+    same_bits(got["costs"], want["costs"])
+    same_bits(got["latents"], want["latents"])
+    assert "energies" not in got and "states" not in got
+
+
+def test_lewm_plan_equals_in_process(lewm_server: ServerProcess, lewm_path: Path) -> None:
+    u8 = lg("frames_u8")
+    got = post(lewm_server, {"context": [frame(u8[0])], "goal": frame(u8[3]),
+                             "plan": {"samples": 8, "topk": 3, "cem_steps": 2, "horizon": 3, "seed": 9}})
+    want = jepa.plan(jepa.Model(lewm_path).context(threads=1), u8[0], u8[3], num_samples=8, topk=3,
+                     n_steps=2, horizon=3, seed=9)
+    assert (got["object"], got["kind"]) == ("plan", "lewm")
+    same_bits(got["actions"], want["actions"])
+    same_bits(got["cost_per_iteration"], want["cost_per_iteration"])
+
+
+# ---- refusals, each followed by /health -----------------------------------------------------------
+
+def _refusals(u8: np.ndarray, dim: int) -> list[tuple[str, dict[str, Any], str, str]]:
+    ctx, goal = [frame(u8[0])], frame(u8[-1])
+    acts = np.zeros((2, 2, dim), np.float32).tolist()
+    return [
+        ("wrong action dim", {"context": ctx, "actions": np.zeros((2, 2, dim + 1)).tolist()}, "actions",
+         "invalid_shape"),
+        ("plan without goal", {"context": ctx, "plan": {"samples": 4}}, "goal", "invalid_value"),
+        ("actions and plan", {"context": ctx, "goal": goal, "actions": acts, "plan": {}}, "actions",
+         "invalid_value"),
+        ("too many candidates", {"context": ctx, "actions": np.zeros((1025, 1, dim)).tolist()}, "actions",
+         "invalid_shape"),
+        ("plan samples over the cap", {"context": ctx, "goal": goal, "plan": {"samples": 5000}},
+         "plan.samples", "invalid_value"),
+        ("undecodable frame", {"context": [{"b64": "bm90IGFuIGltYWdl"}], "actions": acts}, "context",
+         "invalid_input"),
+    ]
+
+
+def _check_refusal(server: ServerProcess, body: dict[str, Any], param: str, code: str) -> dict[str, Any]:
+    err = assert_envelope(http(server.url + "/rollout", "POST", body), 400)
+    assert (err["param"], err["code"]) == (param, code), err
+    assert http(server.url + "/health").json()["status"] == "ok"
+    return err
+
+
+def test_ac_refusals_then_health(ac_server: ServerProcess) -> None:
+    u8, s = ag("frames_u8"), ag("states")[0, 0].tolist()
+    for _, body, param, code in _refusals(u8, 7):
+        _check_refusal(ac_server, {**body, "state": s}, param, code)
+    ctx, acts = [frame(u8[0])], np.zeros((1, 2, 7)).tolist()
+    err = _check_refusal(ac_server, {"context": ctx, "actions": acts}, "state", "invalid_value")
+    assert "'state' is required" in err["message"]
+    _check_refusal(ac_server, {"context": ctx, "actions": acts, "state": [0.0] * 6}, "state", "invalid_shape")
+    _check_refusal(ac_server, {"context": ctx, "plan": {}, "state": s}, "goal", "invalid_value")
+    err = _check_refusal(ac_server, {"context": ctx, "actions": np.zeros((2, 6)).tolist(), "state": s},
+                         "actions", "invalid_shape")
+    assert "action dim 7" in err["message"]
+
+
+def test_lewm_refusals_then_health(lewm_server: ServerProcess) -> None:
+    u8 = lg("frames_u8")
+    for _, body, param, code in _refusals(u8, int(lg("actions").shape[-1])):
+        _check_refusal(lewm_server, body, param, code)
+    ctx, goal = [frame(u8[0])], frame(u8[3])
+    acts = np.zeros((1, 2, 10)).tolist()
+    body = {"context": ctx, "actions": acts, "state": [0.0] * 7}
+    _check_refusal(lewm_server, body, "state", "invalid_value")
+    body = {"context": ctx, "goal": goal, "plan": {"maxnorm": 0.1}}
+    err = _check_refusal(lewm_server, body, "plan.maxnorm", "invalid_value")
+    assert "num_samples" not in err["message"] and "samples" in err["message"]
+    # Fewer actions than history frames: the library's refusal, as a 400 naming the field.
+    body = {"context": [frame(f) for f in u8[:3]], "actions": acts}
+    err = _check_refusal(lewm_server, body, "actions", "invalid_input")
+    assert "pair with the history" in err["message"]
+
+
+# ---- the Python client ----------------------------------------------------------------------------
+
+
+def test_client_rollout_end_to_end(ac_server: ServerProcess, ac_path: Path) -> None:
+    u8, s, acts = ag("frames_u8"), ag("states")[0, 0], ag("rollout_actions")
+    client = Client(ac_server.url)
+    got = client.rollout([u8[0]], actions=acts, goal=u8[1], state=s)
+    ctx = jepa.Model(ac_path).context(threads=1)
+    want = jepa.rollout(ctx, u8[0], acts, goal=u8[1], state=s)
+    same_bits(got["energies"], want["energies"])
+    assert got["best"] == want["best"]
+    plan = client.rollout([u8[0]], goal=u8[1], state=s, plan={"samples": 5, "topk": 2, "cem_steps": 1})
+    want_plan = jepa.plan(ctx, u8[0], u8[1], state=s, samples=5, topk=2, cem_steps=1)
+    same_bits(plan["actions"], want_plan["actions"])
+    with pytest.raises(ServerError) as e:
+        client.rollout([u8[0]], actions=acts[..., :6], state=s)
+    assert e.value.status == 400 and e.value.param == "actions"
