@@ -223,14 +223,7 @@ def _world_job(body: dict[str, Any], engine: Engine, limits: Limits) -> WorldJob
     if context is None:
         raise bad_request("'context' is required: the frames the rollout starts from", param="context")
     ctx_item = _frames_item(context, "context", resolve, limits)
-    plan = _plan(body.get("plan"))
-    actions = None
-    if body.get("actions") is not None:
-        if plan is not None:
-            raise bad_request("give 'actions' to score, or a 'plan' to make some; not both", param="actions")
-        actions = numeric_array(body["actions"], "actions", (2, 3), _ACTION_SHAPES)
-    elif plan is None:
-        raise bad_request("'actions' is required unless a 'plan' is given", param="actions")
+    actions, plan = _actions_or_plan(body)
     goal = None
     if body.get("goal") is not None:
         goal = _frames_item(body["goal"], "goal", resolve, limits)
@@ -253,6 +246,18 @@ def _world_job(body: dict[str, Any], engine: Engine, limits: Limits) -> WorldJob
     _check_state(kind, state, int(info.get("pred_state_dim", 0)))
     options = None if plan is None else _planner_options(kind, plan)
     return WorldJob(ctx_item, goal, actions, state, options, return_latents)
+
+
+def _actions_or_plan(body: dict[str, Any]) -> tuple[np.ndarray | None, dict[str, Any] | None]:
+    """Exactly one of: actions to score, a plan to make."""
+    plan = _plan(body.get("plan"))
+    if body.get("actions") is None:
+        if plan is None:
+            raise bad_request("'actions' is required unless a 'plan' is given", param="actions")
+        return None, plan
+    if plan is not None:
+        raise bad_request("give 'actions' to score, or a 'plan' to make some; not both", param="actions")
+    return numeric_array(body["actions"], "actions", (2, 3), _ACTION_SHAPES), None
 
 
 def _frames_item(value: Any, param: str, resolve: Resolver, limits: Limits) -> Item:
