@@ -5,9 +5,10 @@ For each model (ViT-S/16, ViT-L/16 at 224, random weights) a transformers ViTMod
 save_pretrained and converted by jepa-convert to f32 and f16 GGUF files, so both engines run the same
 weights. For each batch size the variants run interleaved (jepa f32, jepa f32 + flash attention, jepa
 f16, jepa f16 + flash, torch; the order rotates every round), the first rounds are a warm-up and are
-dropped, and the median of the rest is reported as ms per image. Ratios are torch / jepa: above 1,
-jepa is faster. Each variant is also checked for batch bit-identity (first, middle and last item of
-the batched call against the same item encoded alone) and its tokens compared with torch's.
+dropped, and the median of the rest is reported as ms per image. Ratios are torch / jepa (above 1,
+jepa is faster), each the median over rounds of the ratio within a round. Each variant is also
+checked for batch bit-identity (first, middle and last item of the batched call against the same item
+encoded alone) and its tokens compared with torch's.
 
     python tools/bench_engine.py --quick            # ViT-S, batch 1 and 8, few rounds: a smoke run
     python tools/bench_engine.py --threads 2        # the full run (ViT-L at batch 32 takes a while)
@@ -130,6 +131,21 @@ def build_models(name: str, cfg: dict[str, int], workdir: Path, seed: int) -> tu
     return model, files
 
 
+def machine_busy_s() -> float:
+    """CPU-seconds all processes on the machine have used since boot (/proc/stat; 0 where absent)."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return 0.0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def self_busy_s() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
 def bit_identical(run: Callable[[np.ndarray], np.ndarray], x: np.ndarray, batched: np.ndarray) -> bool:
     """Items of a batched call equal (bit for bit) the same items encoded alone (first, middle, last)."""
     b = x.shape[0]
@@ -195,9 +211,18 @@ def run_model(
         x = rng.standard_normal((b, 3, IMG, IMG)).astype(np.float32)
         rounds = rounds_for(name, b)
         load_before = os.getloadavg()[0]
+        busy0, self0 = machine_busy_s(), self_busy_s()
         t0 = time.perf_counter()
         samples, outputs = time_cell(variants, x, rounds, WARMUP.get(name, 1))
         elapsed = time.perf_counter() - t0
+        # The share of the machine's CPUs that other processes used while this cell ran.
+        others = (machine_busy_s() - busy0 - (self_busy_s() - self0)) / (elapsed * (os.cpu_count() or 1))
+        # Ratios paired within each round (the variants of a round run back to back, so a burst of load
+        # from elsewhere mostly hits both sides of a pair): the median over rounds.
+        paired = {
+            k: statistics.median(t / j for t, j in zip(samples["torch"], samples[k], strict=True))
+            for k in ctxs
+        }
         ms = {k: statistics.median(v) for k, v in samples.items()}
         ident = {k: (None if b == 1 else bit_identical(ctxs[k].encode, x, outputs[k])) for k in ctxs}
         ident["torch"] = None if b == 1 else bit_identical(torch_run, x, outputs["torch"])
@@ -211,18 +236,26 @@ def run_model(
             "rounds": rounds,
             "warmup_rounds": WARMUP.get(name, 1),
             "ms_per_img": {k: round(v, 2) for k, v in ms.items()},
-            "ratio_torch_over": {k: round(ms["torch"] / ms[k], 3) for k in ctxs},
+            "ratio_torch_over": {k: round(paired[k], 3) for k in ctxs},
+            "ratio_of_medians": {k: round(ms["torch"] / ms[k], 3) for k in ctxs},
             "batch_bit_identical": ident,
             "goal": GOAL.get(b),
             "max_rel_diff_vs_torch": agree,
             "samples_ms_per_img": {k: [round(s, 2) for s in v] for k, v in samples.items()},
             "load_avg_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+            "others_cpu_share": round(max(others, 0.0), 3),
             "seconds": round(elapsed, 1),
         }
         cells.append(cell)
         summary = "  ".join(f"{k}={v:.1f}" for k, v in ms.items())
         print(f"[{name} b{b}] ms/img {summary}  ({elapsed:.0f} s, load {load_before:.1f})", file=sys.stderr)
     return cells
+
+
+def paired_ratio(samples: dict[str, list[float]], num: str, den: str) -> float:
+    """Median over rounds of samples[num] / samples[den]. The variants of a round run back to back, so a
+    burst of load from elsewhere mostly hits both sides of a pair."""
+    return statistics.median(a / b for a, b in zip(samples[num], samples[den], strict=True))
 
 
 def summarise(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -232,8 +265,8 @@ def summarise(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ok = [k for k in JEPA_VARIANTS if c["batch_bit_identical"][k] is not False]
         best = max(ok, key=lambda k: c["ratio_torch_over"][k]) if ok else None
         ratio = c["ratio_torch_over"][best] if best else None
-        flash_f32 = c["ms_per_img"]["jepa-f32"] / c["ms_per_img"]["jepa-f32-flash"]
-        flash_f16 = c["ms_per_img"]["jepa-f16"] / c["ms_per_img"]["jepa-f16-flash"]
+        flash_f32 = paired_ratio(c["samples_ms_per_img"], "jepa-f32", "jepa-f32-flash")
+        flash_f16 = paired_ratio(c["samples_ms_per_img"], "jepa-f16", "jepa-f16-flash")
         out.append(
             {
                 "model": c["model"],

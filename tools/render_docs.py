@@ -60,6 +60,15 @@ def _ratio(v: float | None) -> str:
     return "–" if v is None else f"{v:.2f}×"
 
 
+def _others(cell: dict[str, Any]) -> str:
+    """How busy the rest of the machine was during the cell."""
+    share = cell.get("others_cpu_share")
+    if share is not None:
+        return f"{100 * share:.0f}%"
+    lo, hi = sorted(cell["load_avg_before_after"])
+    return f"load {lo:.1f}–{hi:.1f}"
+
+
 def render_bench_engine(data: dict[str, Any]) -> str:
     m, v = data["machine"], data["versions"]
     lines = [
@@ -69,8 +78,10 @@ def render_bench_engine(data: dict[str, Any]) -> str:
         f"Image {data['image_size']}×{data['image_size']}, random weights"
         + (" — a `--quick` smoke run." if data.get("quick") else "."),
         "",
-        "Milliseconds per image (median of the interleaved rounds), and torch / jepa for the fastest "
-        "jepa variant that is batch bit-identical (above 1: jepa is faster):",
+        "Milliseconds per image (median of the interleaved rounds), and torch / jepa (median of the "
+        "per-round ratios; above 1, jepa is faster) for the fastest jepa variant that is batch "
+        "bit-identical. *Other load*: the share of the machine's cores that other processes used "
+        "while the cell ran.",
         "",
     ]
     summary = {(s["model"], s["batch"]): s for s in data["summary"]}
@@ -90,7 +101,7 @@ def render_bench_engine(data: dict[str, Any]) -> str:
                 _ratio(s["ratio"]),
                 _ratio(s["goal"]),
                 met,
-                "{:.1f}–{:.1f}".format(*sorted(c["load_avg_before_after"])),
+                _others(c),
             ]
         )
     lines += _table(
@@ -104,14 +115,15 @@ def render_bench_engine(data: dict[str, Any]) -> str:
             "torch / jepa",
             "goal",
             "met",
-            "load avg",
+            "other load",
         ],
         rows,
         "lrrrrlrrlr",
     )
     lines += [
         "",
-        "Flash attention (`model.context(flash_attn=True)`) against the plain path, ms per image:",
+        "Flash attention (`model.context(flash_attn=True)`) against the plain path, ms per image; the "
+        "speed-up is the median of the per-round ratios:",
         "",
     ]
     rows = []
