@@ -183,8 +183,51 @@ def render_bench_engine(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+WORLD_CELLS = {
+    "ac_step": "V-JEPA 2-AC rollout step (`ac_predict`, {K} × {H} frames)",
+    "ac_cem_iter": "V-JEPA 2-AC CEM iteration (`ac_plan`, {K} samples, H = {H})",
+    "lewm_step": "LeWM predict step (`lewm_predict`, {K} × {T} steps)",
+    "lewm_plan": "LeWM plan (`lewm_plan`, {num_samples} samples × {n_steps} steps, horizon {horizon})",
+}
+
+
+def render_bench_world(data: dict[str, Any]) -> str:
+    m, v, cfg = data["machine"], data["versions"], data["config"]
+    ac = cfg["ac"]
+    kind = " — a `--smoke` run (tiny dims)." if data.get("smoke") else (
+        " — a `--quick` run." if data.get("quick") else ".")
+    lines = [
+        f"Measured {data['started'][:10]} on {m['cpu']} ({m['cores']} cores, {', '.join(m['simd'])}), "
+        f"{m['threads']} threads; jepa {v['jepa']} on ggml {v['ggml']}. Random weights; V-JEPA 2-AC "
+        f"predictor {ac['n_layer']} blocks × {ac['embed_dim']} ({ac['n_head']} heads, MLP {ac['ffn_dim']}) "
+        f"on {ac['enc_dim']}-wide latents, {ac['tokens_per_frame']} patch tokens per frame" + kind,
+        "",
+    ]
+    if data.get("reduced"):
+        lines += ["**Reduced for this CPU:** " + "; ".join(data["reduced"]) + ". Widths and token counts "
+                  "are the released ones.", ""]
+    lines += ["Milliseconds per call (median of the interleaved rounds). *Other load*: the share of the "
+              "machine's cores that other processes used while the cell ran.", ""]
+    rows = []
+    for c in data["cells"]:
+        what = WORLD_CELLS.get(c["cell"], c["cell"]).format(**c)
+        ms = c["ms"]
+        rows.append([what, _ms(ms["f32"]), _ms(ms["f16"]), f"{ms['f16'] / ms['f32']:.2f}",
+                     str(c["rounds"]), _others(c)])
+    lines += _table(["cell", "f32 ms", "f16 ms", "f16 / f32", "rounds", "other load"], rows, "lrrrrr")
+    lines += [
+        "",
+        f"Upstream PyTorch: {data['upstream']}.",
+        "",
+        f"Source: `tests/results/bench-world.json` ({data['seconds'] / 60:.0f} min run; per-round samples "
+        "and the load average around each cell are in the file).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench-engine": render_bench_engine,
+    "bench-world": render_bench_world,
 }
 
 

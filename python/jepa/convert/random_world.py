@@ -1,0 +1,164 @@
+"""Random-weight world-model GGUFs at any size, straight from numpy (no torch): for tests and for
+tools/bench_world.py, which times the world models at their released dimensions.
+
+`write_random_ac` writes a V-JEPA 2-AC file (jepa.family vjepa2, jepa.pred.kind ac) and
+`write_random_lewm` a LeWM file (jepa.family lewm). The metadata and tensor tables are the
+converters' own (`ACSpec` in vjepa2_ac.py, `LeWMSpec` in lewm.py, the encoder's from schema.py) and
+the file goes through the same gguf_writer, so a random file is laid out exactly like a converted
+one. Norm gains and biases are random too, so a wrong norm cannot hide."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .gguf_writer import write_gguf
+from .lewm import IMAGENET_MEAN as LEWM_MEAN
+from .lewm import IMAGENET_STD as LEWM_STD
+from .lewm import LeWMSpec
+from .schema import Encoder, Meta, Preprocess, expected_shapes
+from .vjepa2 import ROPE_THETA
+from .vjepa2_ac import FILE_FAMILY as AC_FAMILY
+from .vjepa2_ac import IMAGENET_MEAN as AC_MEAN
+from .vjepa2_ac import IMAGENET_STD as AC_STD
+from .vjepa2_ac import ACSpec
+
+Shapes = dict[str, tuple[tuple[int, ...], bool]]
+_GAINS = ("ln1.weight", "ln2.weight", "norm.weight")
+
+
+def _random_tensors(shapes: dict[str, tuple[int, ...]], seed: int) -> Iterator[tuple[str, np.ndarray]]:
+    """Gains 1 + 0.2 N, matrices N / sqrt(fan_in), everything else 0.2 N (float32)."""
+    rng = np.random.default_rng(seed)
+    for name, shape in shapes.items():
+        if name.endswith(_GAINS):
+            v = 1.0 + 0.2 * rng.standard_normal(shape, dtype=np.float32)
+        elif len(shape) == 2 and name != "pred.pos_embed":
+            v = rng.standard_normal(shape, dtype=np.float32) * np.float32(1.0 / np.sqrt(shape[1]))
+        else:
+            v = 0.2 * rng.standard_normal(shape, dtype=np.float32)
+        yield name, v.astype(np.float32, copy=False)
+
+
+def _required(shapes: Shapes) -> dict[str, tuple[int, ...]]:
+    """Every tensor of a table (optional biases included: the released models have them)."""
+    return {n: s for n, (s, _) in shapes.items()}
+
+
+def write_random_ac(
+    path: str | Path,
+    *,
+    embed_dim: int = 64,
+    n_layer: int = 2,
+    n_head: int = 2,
+    ffn_dim: int | None = None,
+    enc_dim: int = 64,
+    enc_layers: int = 1,
+    enc_heads: int = 1,
+    enc_ffn_dim: int | None = None,
+    patch_size: int = 16,
+    tubelet_size: int = 2,
+    img_size: int = 32,
+    n_frames: int = 64,
+    action_dim: int = 7,
+    seed: int = 0,
+    ftype: str = "f32",
+) -> str:
+    """A random V-JEPA 2-AC GGUF. The released model is embed_dim 1024, n_layer 24, n_head 16,
+    ffn_dim 4096 on a ViT-g encoder (enc_dim 1408, 40 layers, 22 heads of 64, MLP 6144, 256 px,
+    patch 16, tubelet 2, 64 frames); the encoder depth is free here (the predictor only needs its
+    width), so a benchmark of the predictor can keep the file small with enc_layers=1."""
+    enc = Encoder(
+        embed_dim=enc_dim,
+        n_layer=enc_layers,
+        n_head=enc_heads,
+        ffn_dim=enc_ffn_dim or 4 * enc_dim,
+        patch_size=patch_size,
+        img_size=img_size,
+        cls_token=False,
+        qkv_fused=True,
+        pos_type="rope3d",
+        tubelet_size=tubelet_size,
+        n_frames=n_frames,
+    )
+    spec = ACSpec(
+        embed_dim=embed_dim,
+        out_dim=enc_dim,
+        n_layer=n_layer,
+        n_head=n_head,
+        ffn_dim=ffn_dim or 4 * embed_dim,
+        action_dim=action_dim,
+        state_dim=action_dim,
+        grid_size=img_size // patch_size,
+        n_frames=n_frames // tubelet_size,
+        qkv_bias=True,
+    )
+    pre = Preprocess(mean=AC_MEAN, std=AC_STD, resize_short=img_size, crop=img_size, resample="bilinear",
+                     resize_mode="squash")
+    meta = Meta(family=AC_FAMILY, name=f"random-vjepa2-ac-{embed_dim}x{n_layer}", modality="video")
+    keys: dict[str, Any] = {"jepa.enc.rope_freq_layout": "tiled", "jepa.enc.rope_theta": ROPE_THETA,
+                            **spec.keys()}
+    extra = spec.shapes()
+    shapes = _required(expected_shapes(enc) | extra)
+    return write_gguf(path, meta, enc, pre, _random_tensors(shapes, seed), ftype, extra_keys=keys,
+                      extra_shapes=extra)
+
+
+def write_random_lewm(
+    path: str | Path,
+    *,
+    enc_dim: int = 192,
+    enc_layers: int = 12,
+    enc_heads: int = 3,
+    patch_size: int = 14,
+    img_size: int = 224,
+    embed_dim: int = 192,
+    n_layer: int = 6,
+    n_head: int = 16,
+    head_dim: int = 64,
+    ffn_dim: int = 2048,
+    n_frames: int = 3,
+    action_dim: int = 10,
+    proj_hidden: int = 2048,
+    seed: int = 0,
+    ftype: str = "f32",
+) -> str:
+    """A random LeWM GGUF; the defaults are the published model (config/train/model/lewm.yaml with
+    vit_hf's `tiny`: ViT 192 wide, 12 layers, 3 heads, patch 14 at 224 px; projectors 192 -> 2048 ->
+    192; predictor 6 adaLN-zero blocks, 16 heads x 64, MLP 2048, a 3-frame window; PushT's actions
+    5 x 2 = 10)."""
+    enc = Encoder(
+        embed_dim=enc_dim,
+        n_layer=enc_layers,
+        n_head=enc_heads,
+        ffn_dim=4 * enc_dim,
+        patch_size=patch_size,
+        img_size=img_size,
+        ln_eps=1e-12,
+        act="gelu_erf",
+        cls_token=True,
+    )
+    spec = LeWMSpec(
+        embed_dim=embed_dim,
+        n_layer=n_layer,
+        n_head=n_head,
+        head_dim=head_dim,
+        ffn_dim=ffn_dim,
+        n_frames=n_frames,
+        action_dim=action_dim,
+        action_hidden=4 * embed_dim,
+        enc_width=enc_dim,
+        proj_hidden=proj_hidden,
+        pred_proj_hidden=proj_hidden,
+    )
+    pre = Preprocess(mean=LEWM_MEAN, std=LEWM_STD, resize_short=img_size, crop=img_size, resample="bilinear",
+                     resize_mode="squash")
+    meta = Meta(family="lewm", name=f"random-lewm-{embed_dim}x{n_layer}")
+    extra = spec.shapes()
+    shapes = _required(expected_shapes(enc) | extra)
+    shapes["enc.pos_embed"] = (enc.n_patches + 1, enc_dim)  # the HF table has a CLS row
+    return write_gguf(path, meta, enc, pre, _random_tensors(shapes, seed), ftype, extra_keys=spec.keys(),
+                      extra_shapes=extra)
