@@ -13,8 +13,8 @@ encoded alone) and its tokens compared with torch's.
     python tools/bench_engine.py --quick            # ViT-S, batch 1 and 8, few rounds: a smoke run
     python tools/bench_engine.py --threads 2        # the full run (ViT-L at batch 32 takes a while)
 
-A benchmark, not a test: the numbers depend on the machine and on what else runs on it (the load
-average before and after each cell is recorded)."""
+A benchmark, not a test: the numbers depend on the machine and on what else runs on it (the share of
+the CPUs other processes took during each cell, and the load average around it, are recorded)."""
 
 from __future__ import annotations
 
