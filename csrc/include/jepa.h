@@ -183,7 +183,7 @@ typedef struct jepa_context jepa_context;
 typedef struct jepa_context_params {
     int     n_threads;        /* CPU threads per graph; <= 0: all cores                      */
     int     max_batch;        /* items per graph; bigger calls are split (default 32)        */
-    int     flash_attn;       /* -1 auto (CPU: from 1024 tokens per item up; GPU: on), 0 off,
+    int     flash_attn;       /* -1 auto (flash everywhere), 0 off,
                                  1 on                                                        */
     int64_t max_graph_bytes;  /* compute-buffer cap: a call needing more is split or refused
                                  (0: no cap)                                                 */

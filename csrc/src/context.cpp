@@ -14,11 +14,6 @@ namespace jepa {
 
 namespace {
 constexpr size_t kGraphNodes = 16384;
-// flash_attn = -1 on the CPU: flash attention from this many tokens per item up. Below it the plain
-// path (exact f32 softmax) is as fast; above it the [N, N, heads] score matrix of the plain path
-// costs more memory than it saves time (8192 tokens: 4 GiB per layer for ViT-L).
-constexpr int64_t kCpuFlashTokens = 1024;
-
 int default_threads() {
     const unsigned n = std::thread::hardware_concurrency();
     return n == 0 ? 1 : int(n);
@@ -66,10 +61,11 @@ ggml_context * Context::graph_ctx() {
     return gctx_;
 }
 
-bool Context::use_flash(int64_t n_tok) const {
-    // Auto: on the CPU the plain path for short sequences, flash for long clips; flash elsewhere.
-    if (params_.flash_attn >= 0) return params_.flash_attn == 1;
-    return !ggml_backend_is_cpu(backend_) || n_tok >= kCpuFlashTokens;
+bool Context::use_flash() const {
+    // Auto: flash everywhere. On the CPU it measured 1.10-1.26x faster than the plain path at ViT-S/L
+    // sizes with the same parity and batch bit-identity (docs/performance.md), and it needs no
+    // [N, N, heads] score matrix for long clips (8192 tokens: 4 GiB per layer for ViT-L).
+    return params_.flash_attn != 0;
 }
 
 void Context::allocate(ggml_cgraph * graph) {
@@ -117,7 +113,7 @@ void Context::set_encoder_rope(const EncoderGraph & eg, const PatchGrid & g) {
 void Context::encode_chunk(const float * pixels, const InputShape & s, float * out) {
     const EncoderHparams & e = model_.hp.enc;
     const PatchGrid g = encoder_grid(model_, s.C, s.T, s.H, s.W);
-    EncoderGraph eg = build_encoder_graph(graph_ctx(), model_, s, use_flash(g.n() + e.n_prefix()));
+    EncoderGraph eg = build_encoder_graph(graph_ctx(), model_, s, use_flash());
     allocate(eg.graph);
 
     patches_.resize(size_t(ggml_nelements(eg.patches)));
@@ -138,7 +134,7 @@ void Context::encode(const float * pixels, const InputShape & s, float * out, si
         fail(JEPA_ERR_INVALID_ARG, "encode: out holds %zu floats, needs %lld", out_len, (long long) (per_item * s.B));
     }
     const size_t in_item = size_t(s.C) * s.T * s.H * s.W;
-    const bool flash = use_flash(n_tok);
+    const bool flash = use_flash();
     auto build = [&](int b) {
         InputShape c = s;
         c.B = b;
@@ -169,7 +165,7 @@ void Context::classify(const float * tokens, int B, int64_t N, int D, float * lo
     if (pooled && pooled_len / size_t(B) < size_t(D)) {
         fail(JEPA_ERR_INVALID_ARG, "classify: pooled holds %zu floats, needs %lld", pooled_len, (long long) D * B);
     }
-    const bool flash = use_flash(N);
+    const bool flash = use_flash();
     auto build = [&](int b) { return build_head_graph(graph_ctx(), m, N, b, flash).graph; };
     const int chunk = fit_chunk(build, std::min(B, params_.max_batch), format("item of %lld tokens", (long long) N));
     const size_t in_item = size_t(N) * size_t(D);
@@ -225,7 +221,7 @@ void Context::predict(const float * tokens, int B, int64_t n_ctx, int D, const i
     }
     const int mask_index = ((opt.mask_index % p.n_mask_tokens) + p.n_mask_tokens) % p.n_mask_tokens;
     const int64_t n_tok = n_ctx + n_tgt;
-    const bool flash = use_flash(n_tok);
+    const bool flash = use_flash();
     auto build = [&](int b) { return build_pred_graph(graph_ctx(), m, n_ctx, n_tgt, b, mask_index, flash).graph; };
     const int chunk = fit_chunk(build, std::min(B, params_.max_batch),
                                 format("prediction of %lld tokens", (long long) n_tok));

@@ -60,7 +60,7 @@ private:
     // Largest chunk (<= want) whose compute buffer fits max_graph_bytes; build(b) builds the graph for b items.
     int fit_chunk(const std::function<ggml_cgraph *(int)> & build, int want, const std::string & what);
     // Flash attention for a sequence of n_tok tokens (the same answer for every batch size).
-    bool use_flash(int64_t n_tok) const;
+    bool use_flash() const;
     void allocate(ggml_cgraph * graph);
     void compute(ggml_cgraph * graph);
     // The encoder's RoPE tables for a grid, built once per grid and kept.

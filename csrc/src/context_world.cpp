@@ -126,7 +126,7 @@ void Context::ac_predict(const float * latents, const float * actions, const flo
     std::vector<float> cos, sin, mask;
     ac_rope_tables(m, T, g, g, cos, sin);
     ac_frame_causal_mask(T, 2 + HW, mask);
-    const bool flash = use_flash(T * (2 + HW));
+    const bool flash = use_flash();
     std::vector<ggml_fp16_t> mask16;
     if (flash) {
         mask16.resize(mask.size());
