@@ -108,31 +108,17 @@ def lewm_cost(ctx: Context, history: np.ndarray, goal: np.ndarray, actions: np.n
         raise _planning_error(exc) from exc
 
 
-def lewm_plan(
-    ctx: Context,
-    history: np.ndarray,
-    goal: np.ndarray,
-    *,
-    num_samples: int = 300,
-    topk: int = 30,
-    n_steps: int = 30,
-    horizon: int = 5,
-    var_scale: float = 1.0,
-    init_action: np.ndarray | None = None,
-    seed: int = 0,
-    noise: np.ndarray | None = None,
-    trace: bool = False,
-) -> dict[str, Any]:
+def lewm_plan(ctx: Context, history: np.ndarray, goal: np.ndarray, **options: Any) -> dict[str, Any]:
     """The CEM solver LeWM's evaluation uses (stable_worldmodel's CEMSolver) with the engine as the
-    cost: history [Hh, D], goal [D] -> {"actions" [horizon, A], "cost_per_iteration" [n_steps]}
-    (see jepa.planning.lewm_cem; `noise [n_steps, num_samples, horizon, A]` replays draws)."""
+    cost: history [Hh, D], goal [D] -> {"actions" [horizon, A], "cost_per_iteration" [n_steps]}.
+    options (num_samples, topk, n_steps, horizon, var_scale, init_action, seed, noise, trace) and
+    their defaults are jepa.planning.lewm_cem's, the one place they are declared;
+    `noise [n_steps, num_samples, horizon, A]` replays draws."""
     _need(ctx, "lewm", "lewm_plan")
     try:
         return planning.lewm_plan(
             ctx.lewm_predict, _f32(history, "history", 2), _f32(goal, "goal", 1),
-            action_dim=int(ctx.model.info["pred_action_dim"]), window=_window(ctx), horizon=horizon,
-            num_samples=num_samples, topk=topk, n_steps=n_steps, var_scale=var_scale, init_action=init_action,
-            seed=seed, noise=noise, trace=trace,
+            action_dim=int(ctx.model.info["pred_action_dim"]), window=_window(ctx), **options,
         )
     except ValueError as exc:
         raise _planning_error(exc) from exc
@@ -186,28 +172,13 @@ def ac_rollout(
 
 
 def ac_plan(
-    ctx: Context,
-    context: np.ndarray,
-    state: np.ndarray,
-    goal: np.ndarray,
-    *,
-    samples: int = 25,
-    topk: int = 10,
-    cem_steps: int = 2,
-    horizon: int = 2,
-    momentum_mean: float = 0.15,
-    momentum_std: float = 0.75,
-    momentum_mean_gripper: float = 0.15,
-    momentum_std_gripper: float = 0.15,
-    maxnorm: float = 0.075,
-    gripper_clamp: float = 0.75,
-    seed: int = 0,
-    noise: np.ndarray | None = None,
-    trace: bool = False,
+    ctx: Context, context: np.ndarray, state: np.ndarray, goal: np.ndarray, **options: Any
 ) -> dict[str, Any]:
-    """Meta's CEM (defaults: the notebook's) with the engine's rollouts as the energy: context and
-    goal [HW, D] (normalised latents), state [7] -> {"actions" [horizon, 7], "energy_per_iteration"
-    [cem_steps]} (see jepa.planning.ac_cem; `noise [cem_steps, horizon, samples, 4]` replays draws)."""
+    """Meta's CEM with the engine's rollouts as the energy: context and goal [HW, D] (normalised
+    latents), state [7] -> {"actions" [horizon, 7], "energy_per_iteration" [cem_steps]}. options
+    (samples, topk, cem_steps, horizon, momentum_*, maxnorm, gripper_clamp, seed, noise, trace) and
+    their defaults (Meta's notebook's) are jepa.planning.ac_cem's, the one place they are declared;
+    `noise [cem_steps, horizon, samples, 4]` replays draws."""
     _need(ctx, "ac", "ac_plan")
     z, s, g = _f32(context, "context", 2), _f32(state, "state", 1), _f32(goal, "goal", 2)
     eps = _norm_eps(ctx)
@@ -216,12 +187,7 @@ def ac_plan(
         return planning.ac_rollout(ctx.ac_predict, z, s, trajs, g, norm_eps=eps)["energies"][:, -1]
 
     try:
-        return planning.ac_cem(
-            energy, horizon=horizon, samples=samples, topk=topk, cem_steps=cem_steps,
-            momentum_mean=momentum_mean, momentum_std=momentum_std,
-            momentum_mean_gripper=momentum_mean_gripper, momentum_std_gripper=momentum_std_gripper,
-            maxnorm=maxnorm, gripper_clamp=gripper_clamp, seed=seed, noise=noise, trace=trace,
-        )
+        return planning.ac_cem(energy, **options)
     except ValueError as exc:
         raise _planning_error(exc) from exc
 
