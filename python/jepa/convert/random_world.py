@@ -9,16 +9,14 @@ one. Norm gains and biases are random too, so a wrong norm cannot hide."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from .gguf_writer import write_gguf
 from .lewm import IMAGENET_MEAN as LEWM_MEAN
 from .lewm import IMAGENET_STD as LEWM_STD
 from .lewm import LeWMSpec
+from .random_weights import random_tensors
 from .schema import Encoder, Meta, Preprocess, expected_shapes
 from .vjepa2 import ROPE_THETA
 from .vjepa2_ac import FILE_FAMILY as AC_FAMILY
@@ -27,20 +25,8 @@ from .vjepa2_ac import IMAGENET_STD as AC_STD
 from .vjepa2_ac import ACSpec
 
 Shapes = dict[str, tuple[tuple[int, ...], bool]]
-_GAINS = ("ln1.weight", "ln2.weight", "norm.weight")
-
-
-def _random_tensors(shapes: dict[str, tuple[int, ...]], seed: int) -> Iterator[tuple[str, np.ndarray]]:
-    """Gains 1 + 0.2 N, matrices N / sqrt(fan_in), everything else 0.2 N (float32)."""
-    rng = np.random.default_rng(seed)
-    for name, shape in shapes.items():
-        if name.endswith(_GAINS):
-            v = 1.0 + 0.2 * rng.standard_normal(shape, dtype=np.float32)
-        elif len(shape) == 2 and name != "pred.pos_embed":
-            v = rng.standard_normal(shape, dtype=np.float32) * np.float32(1.0 / np.sqrt(shape[1]))
-        else:
-            v = 0.2 * rng.standard_normal(shape, dtype=np.float32)
-        yield name, v.astype(np.float32, copy=False)
+# 2-D tensors that are tables, not Linear weights.
+_TABLES = ("pred.pos_embed",)
 
 
 def _required(shapes: Shapes) -> dict[str, tuple[int, ...]]:
@@ -103,7 +89,7 @@ def write_random_ac(
                             **spec.keys()}
     extra = spec.shapes()
     shapes = _required(expected_shapes(enc) | extra)
-    return write_gguf(path, meta, enc, pre, _random_tensors(shapes, seed), ftype, extra_keys=keys,
+    return write_gguf(path, meta, enc, pre, random_tensors(shapes, seed, _TABLES), ftype, extra_keys=keys,
                       extra_shapes=extra)
 
 
@@ -160,5 +146,5 @@ def write_random_lewm(
     extra = spec.shapes()
     shapes = _required(expected_shapes(enc) | extra)
     shapes["enc.pos_embed"] = (enc.n_patches + 1, enc_dim)  # the HF table has a CLS row
-    return write_gguf(path, meta, enc, pre, _random_tensors(shapes, seed), ftype, extra_keys=spec.keys(),
-                      extra_shapes=extra)
+    tensors = random_tensors(shapes, seed, _TABLES)
+    return write_gguf(path, meta, enc, pre, tensors, ftype, extra_keys=spec.keys(), extra_shapes=extra)

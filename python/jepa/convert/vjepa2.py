@@ -19,6 +19,7 @@ import numpy as np
 
 from .base import Converter, register
 from .gguf_writer import write_gguf
+from .random_weights import random_tensors
 from .schema import Encoder, Meta, Preprocess, expected_shapes
 from .source import TensorSource
 
@@ -249,7 +250,6 @@ def write_random(
     """A random-weight V-JEPA 2 GGUF at any size, straight from numpy (no torch): for tests, benchmarks
     and demos. predictor: {embed_dim, n_layer, n_head, n_mask_tokens}; head: {n_classes, n_pool_layers}.
     Norm gains and biases are random too, so a wrong norm cannot hide."""
-    rng = np.random.default_rng(seed)
     f = ffn_dim or 4 * embed_dim
     enc = Encoder(
         embed_dim=embed_dim,
@@ -286,13 +286,6 @@ def write_random(
             labels=tuple(f"class {i}" for i in range(n_classes)),
         )
 
-    def value(name: str, shape: tuple[int, ...]) -> np.ndarray:
-        if name.endswith(("ln1.weight", "ln2.weight", "norm.weight", "ln_kv.weight")):
-            return (1.0 + 0.2 * rng.standard_normal(shape)).astype(np.float32)
-        if len(shape) == 2 and not name.endswith(("query", "mask_tokens")):
-            return (rng.standard_normal(shape) / np.sqrt(shape[1])).astype(np.float32)
-        return (0.2 * rng.standard_normal(shape)).astype(np.float32)
-
     keys: dict[str, Any] = {"jepa.enc.rope_freq_layout": "tiled", "jepa.enc.rope_theta": ROPE_THETA}
     extra: dict[str, tuple[tuple[int, ...], bool]] = {}
     for part in (pred, head_spec):
@@ -301,7 +294,7 @@ def write_random(
             extra.update(part.shapes())
     shapes = {n: s for n, (s, _) in (expected_shapes(enc) | extra).items()}
     meta = Meta(family="vjepa2", name=f"random-vjepa2-{embed_dim}x{n_layer}", modality="video")
-    tensors = ((n, value(n, s)) for n, s in shapes.items())
+    tensors = random_tensors(shapes, seed, not_matrices=("query", "mask_tokens"))
     return write_gguf(
         path, meta, enc, vjepa2_recipe(img_size), tensors, ftype, extra_keys=keys, extra_shapes=extra
     )
