@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from . import FAMILIES, convert
+from .schema import FTYPES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -23,8 +24,10 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument("--demo", action="store_true", help="write the tiny random-weight demo model instead")
     p.add_argument("--out", type=Path, required=True, help="GGUF file to write")
     p.add_argument("--family", choices=FAMILIES, default="auto", help="source family (default: detect)")
-    p.add_argument("--ftype", choices=("f32", "f16"), default="f32",
-                   help="f16 stores attention and FFN matrices in half precision; all else stays f32")
+    p.add_argument("--ftype", choices=tuple(FTYPES), default="f32",
+                   help="f16 / bf16 store the attention, FFN and projection matrices in 16 bits (IEEE "
+                   "half or bfloat16, rounded to nearest even); norms, biases, tokens and the patch "
+                   "embedding stay f32")
     p.add_argument("--name", help="general.name (default: the checkpoint directory's name)")
     p.add_argument("--n-head", type=int,
                    help="attention heads, for timm and Meta .pt checkpoints without a config.json")

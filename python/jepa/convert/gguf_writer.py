@@ -16,6 +16,7 @@ import numpy as np
 
 from .schema import (
     FTYPES,
+    HALF_FTYPES,
     SCHEMA_VERSION,
     Encoder,
     Meta,
@@ -26,6 +27,26 @@ from .schema import (
 )
 
 ARCH = "jepa"
+
+
+def f32_to_bf16_bits(a: np.ndarray) -> np.ndarray:
+    """The bfloat16 bit patterns (uint16) of float32 values, rounded to nearest, ties to even.
+
+    numpy has no bfloat16, so this works on the bits: bf16 is the top half of an f32. A NaN stays a NaN
+    of the same sign (its top payload bits kept, the quiet bit forced, so it never rounds to an
+    infinity); overflow rounds to +-inf and subnormals round like any other value, exactly as ggml's
+    own ggml_compute_fp32_to_bf16 does."""
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    # Finite values and infinities: u + 0x7fff + lsb never overflows 32 bits (at most 0xff807fff).
+    rounded = (u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)
+    nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    quiet = (u >> np.uint32(16)) | np.uint32(0x0040)
+    return np.where(nan, quiet, rounded).astype(np.uint16)
+
+
+def bf16_bits_to_f32(bits: np.ndarray) -> np.ndarray:
+    """float32 values of bfloat16 bit patterns (exact: bf16 widens to f32 without rounding)."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
 def _add_extra(w: gguf.GGUFWriter, key: str, val: Any) -> None:
@@ -93,7 +114,9 @@ def _checked(
     ftype: str,
     extra_shapes: Mapping[str, tuple[tuple[int, ...], bool]],
 ) -> list[tuple[str, np.ndarray]]:
-    """Validate names and shapes against the hparams and apply the dtype rule."""
+    """Validate names and shapes against the hparams and apply the dtype rule.
+
+    A bf16 tensor comes out as its uint16 bit patterns (written with raw_dtype BF16)."""
     expected = expected_shapes(enc) | dict(extra_shapes)
     pos_rows = pos_rows_allowed(enc)
     out: list[tuple[str, np.ndarray]] = []
@@ -112,8 +135,13 @@ def _checked(
             raise ValueError(f"{name}: not a tensor of this encoder (hparams: {enc})")
         elif shape != expected[name][0]:
             raise ValueError(f"{name}: got {list(shape)}, expected {list(expected[name][0])}")
-        half = ftype == "f16" and may_be_half(name)
-        out.append((name, np.ascontiguousarray(arr, dtype=np.float16 if half else np.float32)))
+        if ftype in HALF_FTYPES and may_be_half(name):
+            if ftype == "bf16":
+                out.append((name, f32_to_bf16_bits(arr)))
+            else:
+                out.append((name, np.ascontiguousarray(arr, dtype=np.float16)))
+        else:
+            out.append((name, np.ascontiguousarray(arr, dtype=np.float32)))
     missing = [n for n, (_, req) in expected.items() if req and n not in seen]
     if pos_rows and "enc.pos_embed" not in seen:
         missing.insert(0, "enc.pos_embed")
@@ -149,7 +177,10 @@ def write_gguf(
         w = gguf.GGUFWriter(tmp, ARCH)
         _add_keys(w, meta, enc, pre, ftype, extra_keys or {})
         for name, arr in checked:
-            w.add_tensor(name, arr)
+            if arr.dtype == np.uint16:  # bf16 bit patterns (the only uint16 _checked makes)
+                w.add_tensor(name, arr, raw_dtype=gguf.GGMLQuantizationType.BF16)
+            else:
+                w.add_tensor(name, arr)
         w.write_header_to_file()
         w.write_kv_data_to_file()
         w.write_tensors_to_file()

@@ -7,13 +7,15 @@ import re
 from dataclasses import dataclass
 
 SCHEMA_VERSION = 1
-FTYPES: dict[str, int] = {"f32": 0, "f16": 1}  # ggml ftype ids written to general.file_type
+# ggml file-type ids written to general.file_type (llama.cpp's LLAMA_FTYPE_*: MOSTLY_F16 1, MOSTLY_BF16 32).
+FTYPES: dict[str, int] = {"f32": 0, "f16": 1, "bf16": 32}
+HALF_FTYPES = ("f16", "bf16")  # the ftypes that store the may_be_half matrices in 16 bits
 FAMILIES = ("hfvit", "ijepa", "levjepa", "vjepa2", "lewm")
 ACTS = ("gelu_erf", "gelu_tanh")
 RESAMPLES = ("bilinear", "bicubic")
 RESIZE_MODES = ("shortest_edge", "squash")
 
-# Only these 2-D matrices may be f16; everything else stays f32 (the loader refuses other files).
+# Only these 2-D matrices may be f16 or bf16; everything else stays f32 (the loader refuses other files).
 _BLOCK_MATS = r"blk\.\d+\.(attn_q|attn_k|attn_v|attn_qkv|attn_out|ffn_up|ffn_down)"
 _HALF_OK = re.compile(
     rf"^(enc\.{_BLOCK_MATS}|pred\.({_BLOCK_MATS}|embed|proj)|head\.({_BLOCK_MATS}|xattn\.(q|k|v|ffn_up|ffn_down)|cls))"
