@@ -141,4 +141,6 @@ def prepare(
         if id(f) not in done:
             done[id(f)] = preprocess_image(f if isinstance(f, Image.Image) else _rgb_array(f), recipe)
         planes.append(done[id(f)])
+    if len(planes) == 1:
+        return planes[0][:, None]  # one image: [C, 1, H, W] as a view, no copy (a plane is contiguous)
     return np.ascontiguousarray(np.stack(planes, axis=1))
