@@ -119,6 +119,9 @@ typedef struct jepa_model_info {
     const char * family;        /* jepa.family: hfvit, ijepa, levjepa, vjepa2, ...     */
     const char * modality;      /* image, video, image+video                           */
     const char * backend;       /* "CPU", "CUDA0", ...                                 */
+    const char * matmul;        /* the weight-matrix kernels in use: "jepa: f32/f16: avx512-fma;
+                                   bf16: amx" (the engine's own, batch-invariant) or "ggml" */
+    int     n_matmul_packed;    /* weight matrices the engine's own kernels run (the rest: ggml) */
     int     file_type;          /* general.file_type (0 f32, 1 f16, ...)               */
     int64_t n_params;           /* number of weight elements                           */
     int64_t n_bytes;            /* bytes of weights on the backend                     */
@@ -183,8 +186,9 @@ typedef struct jepa_context jepa_context;
 typedef struct jepa_context_params {
     int     n_threads;        /* CPU threads per graph; <= 0: all cores                      */
     int     max_batch;        /* items per graph; bigger calls are split (default 32)        */
-    int     flash_attn;       /* -1 auto (flash everywhere), 0 off,
-                                 1 on                                                        */
+    int     flash_attn;       /* -1 auto (flash everywhere), 0 off (ggml's matmul + softmax +
+                                 matmul, the score matrix in the graph), 1 on. On a CPU with
+                                 AVX-512, "flash" is the engine's own attention kernel       */
     int64_t max_graph_bytes;  /* compute-buffer cap: a call needing more is split or refused
                                  (0: no cap)                                                 */
 } jepa_context_params;

@@ -44,6 +44,8 @@ struct PyModel {
         d["family"] = i.family;
         d["modality"] = i.modality;
         d["backend"] = i.backend;
+        d["matmul"] = i.matmul;
+        d["n_matmul_packed"] = i.n_matmul_packed;
         d["file_type"] = i.file_type;
         d["n_params"] = i.n_params;
         d["n_bytes"] = i.n_bytes;

@@ -1,5 +1,6 @@
 #include "blocks.h"
 
+#include "gemm.h"
 #include "rope.h"
 
 #include <cmath>
@@ -14,6 +15,7 @@ ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, const NormW & n, f
 }
 
 ggml_tensor * build_linear(ggml_context * ctx, ggml_tensor * x, const LinearW & l) {
+    if (l.packed) return gemm::linear(ctx, x, l.w, l.b, gemm::Epilogue::None);
     x = ggml_mul_mat(ctx, l.w, x);
     if (l.b) x = ggml_add(ctx, x, l.b);
     return x;
@@ -39,6 +41,10 @@ ggml_tensor * build_act(ggml_context * ctx, ggml_tensor * x, Act act) {
 }
 
 ggml_tensor * build_mlp(ggml_context * ctx, ggml_tensor * x, const LinearW & up, const LinearW & down, Act act) {
+    if (up.packed && act == Act::GeluErf) {
+        // Bias and GELU in the product's own pass.
+        return build_linear(ctx, gemm::linear(ctx, x, up.w, up.b, gemm::Epilogue::GeluErf), down);
+    }
     return build_linear(ctx, build_act(ctx, build_linear(ctx, x, up), act), down);
 }
 
@@ -62,6 +68,7 @@ Qkv build_qkv(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, int n_he
 
 ggml_tensor * build_attn(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, const AttnOptions & o) {
     const int64_t hd = q->ne[0], H = q->ne[1], Nq = q->ne[2], B = q->ne[3];
+    if (o.own_kernels && gemm::attention_supported(q, k, v, o.mask)) return gemm::attention(ctx, q, k, v, o.mask, o.scale);
     // [hd, H, N, B] -> [hd, N, H, B]
     q = ggml_permute(ctx, q, 0, 2, 1, 3);
     k = ggml_permute(ctx, k, 0, 2, 1, 3);

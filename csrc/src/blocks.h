@@ -15,6 +15,7 @@ struct AttnOptions {
     ggml_tensor * mask = nullptr;  // additive [n_kv, n_q] mask (f32, or f16 for flash), or NULL
     ggml_tensor * rope_cos = nullptr;  // 3-D RoPE tables [head_dim, 1, N, 1 or B] applied to q and k
     ggml_tensor * rope_sin = nullptr;  // (see rope.h), or NULL for none
+    bool own_kernels = false;  // the engine's own CPU attention (gemm.h) where it applies; else ggml's
 };
 
 ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, const NormW & n, float eps);

@@ -80,6 +80,8 @@ jepa_status jepa_model_get_info(const jepa_model * model, jepa_model_info * out)
         i.family = m.hp.family.c_str();
         i.modality = m.hp.modality.c_str();
         i.backend = m.backend_name.c_str();
+        i.matmul = m.n_packed > 0 ? m.matmul_name.c_str() : "ggml";
+        i.n_matmul_packed = m.n_packed;
         i.file_type = m.hp.file_type;
         i.n_params = m.n_params;
         i.n_bytes = m.n_bytes;

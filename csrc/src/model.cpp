@@ -1,6 +1,7 @@
 #include "model.h"
 
 #include "error.h"
+#include "gemm.h"
 #include "gguf.h"
 #include "tensor_table.h"
 
@@ -11,6 +12,7 @@
 #endif
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <sys/stat.h>
 
@@ -18,6 +20,7 @@ namespace jepa {
 
 Model::~Model() {
     if (buf_w) ggml_backend_buffer_free(buf_w);
+    std::free(host_w);
     if (ctx_w) ggml_free(ctx_w);
 }
 
@@ -213,6 +216,41 @@ void read_weights(const char * path, const gguf_context * g, ggml_context * ctx_
     }
 }
 
+// CPU weights in memory of our own, every tensor 64-byte aligned (the kernels' panels are cache-line
+// aligned); ggml's CPU buffer type only promises 32.
+ggml_backend_buffer_t alloc_host_weights(ggml_context * ctx_w, void ** host) {
+    constexpr size_t kAlign = 64;
+    auto up = [](size_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
+    size_t total = 0;
+    for (ggml_tensor * t = ggml_get_first_tensor(ctx_w); t; t = ggml_get_next_tensor(ctx_w, t)) total += up(ggml_nbytes(t));
+    *host = std::aligned_alloc(kAlign, std::max<size_t>(total, kAlign));
+    if (!*host) return nullptr;
+    ggml_backend_buffer_t buf = ggml_backend_cpu_buffer_from_ptr(*host, std::max<size_t>(total, kAlign));
+    if (!buf) return nullptr;
+    size_t off = 0;
+    for (ggml_tensor * t = ggml_get_first_tensor(ctx_w); t; t = ggml_get_next_tensor(ctx_w, t)) {
+        if (ggml_backend_tensor_alloc(buf, t, static_cast<char *>(*host) + off) != GGML_STATUS_SUCCESS) {
+            ggml_backend_buffer_free(buf);
+            return nullptr;
+        }
+        off += up(ggml_nbytes(t));
+    }
+    return buf;
+}
+
+// Repack the weight matrices the engine's own CPU kernel takes (gemm.h); the rest stay ggml's.
+int pack_linears(Model & m) {
+    int n = 0;
+    m.for_each_linear([&](LinearW & l) {
+        if (l.w && gemm::can_pack(l.w)) {
+            gemm::pack_in_place(l.w);
+            l.packed = true;
+            ++n;
+        }
+    });
+    return n;
+}
+
 }  // namespace
 
 Model * load_model(const char * path, const jepa_model_params & params) {
@@ -260,11 +298,15 @@ Model * load_model(const char * path, const jepa_model_params & params) {
     model->n_params = table.n_elements();
     check_data_extents(g.get(), meta, uint64_t(st.st_size));
 
-    model->buf_w = ggml_backend_alloc_ctx_tensors_from_buft(meta, model->buffer_type());
+    const bool cpu = model->device == JEPA_DEVICE_CPU;
+    model->buf_w = cpu ? alloc_host_weights(meta, &model->host_w)
+                       : ggml_backend_alloc_ctx_tensors_from_buft(meta, model->buffer_type());
     if (!model->buf_w) fail(JEPA_ERR_RESOURCE, "cannot allocate %lld bytes for the weights", (long long) table.n_bytes());
     ggml_backend_buffer_set_usage(model->buf_w, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
     model->n_bytes = int64_t(ggml_backend_buffer_get_size(model->buf_w));
     read_weights(path, g.get(), meta);
+    if (cpu) model->n_packed = pack_linears(*model);
+    model->matmul_name = std::string("jepa: ") + gemm::describe();
 
     ggml_backend_t be = model->new_backend();
     model->backend_name = ggml_backend_name(be);

@@ -14,6 +14,7 @@ namespace jepa {
 struct LinearW {
     ggml_tensor * w = nullptr;
     ggml_tensor * b = nullptr;  // optional
+    bool packed = false;        // w repacked for the engine's own CPU kernel (gemm.h)
 };
 
 struct NormW {
@@ -83,6 +84,9 @@ struct Model {
 
     ggml_context * ctx_w = nullptr;            // tensor metadata (no data)
     ggml_backend_buffer_t buf_w = nullptr;     // the weights
+    void * host_w = nullptr;                   // CPU: the memory under buf_w (64-byte aligned tensors)
+    int n_packed = 0;                          // weight matrices the engine's own kernel runs
+    std::string matmul_name;                   // "jepa: <paths>" (gemm::describe()) when n_packed > 0
 
     Model() = default;
     Model(const Model &) = delete;
@@ -92,7 +96,24 @@ struct Model {
     ggml_backend_buffer_type_t buffer_type() const;
     // A new backend instance on the model's device (one per context).
     ggml_backend_t new_backend() const;
+    // Every weight matrix with its bias, wherever it sits (encoder, head, predictor).
+    template <typename F> void for_each_linear(F && f);
 };
+
+template <typename F> void Model::for_each_linear(F && f) {
+    auto block = [&](VitBlockW & b) {
+        for (LinearW * l : {&b.qkv, &b.q, &b.k, &b.v, &b.attn_out, &b.ffn_up, &b.ffn_down, &b.adaln}) f(*l);
+    };
+    for (LinearW * l : {&enc.patch_embed, &enc.proj0, &enc.proj2}) f(*l);
+    for (VitBlockW & b : enc.blocks) block(b);
+    for (VitBlockW & b : head.blocks) block(b);
+    for (LinearW * l : {&head.q, &head.k, &head.v, &head.ffn_up, &head.ffn_down, &head.cls}) f(*l);
+    for (LinearW * l : {&pred.embed, &pred.action_embed, &pred.state_embed, &pred.action_embed0, &pred.action_embed2,
+                        &pred.proj, &pred.proj2}) {
+        f(*l);
+    }
+    for (VitBlockW & b : pred.blocks) block(b);
+}
 
 // Load and validate a GGUF file; throws jepa::Error naming what is wrong.
 Model * load_model(const char * path, const jepa_model_params & params);

@@ -1,0 +1,220 @@
+#include "gemm.h"
+
+#include "gemm_kernels.h"
+
+#include "ggml-cpu.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace jepa::gemm {
+
+#ifdef JEPA_NO_X86_KERNELS
+namespace detail {
+// No x86 kernels in this build: detection finds none, so these are never reached.
+void run_avx512(const Problem &, int, int) {}
+void run_attention(const Attention &, int, int) {}
+void run_bf16(const Problem &, int, int, bool) {}
+void gelu_erf_avx512(const float *, float *, int64_t) {}
+bool amx_request_permission() { return false; }
+}  // namespace detail
+#endif
+
+using namespace detail;
+
+namespace {
+
+Isa detect() {
+    Isa isa;
+#if defined(__x86_64__) || defined(_M_X64)
+    __builtin_cpu_init();
+    isa.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    isa.avx512_bf16 = isa.avx512 && __builtin_cpu_supports("avx512bf16");
+    // AMX: CPUID leaf 7 EDX bits 22 (AMX-BF16) and 24 (AMX-TILE), then the kernel's permission.
+    unsigned eax = 7, ebx = 0, ecx = 0, edx = 0;
+    __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
+    const bool amx_cpu = ((edx >> 22) & 1) && ((edx >> 24) & 1);
+    isa.amx_bf16 = isa.avx512_bf16 && amx_cpu && amx_request_permission();
+#endif
+    // JEPA_GEMM=ggml keeps ggml's kernels, JEPA_GEMM=avx512 stops short of AMX / BF16 (for comparisons).
+    if (const char * env = std::getenv("JEPA_GEMM")) {
+        const std::string v(env);
+        if (v == "ggml") isa = Isa{};
+        if (v == "avx512") isa.avx512_bf16 = isa.amx_bf16 = false;
+        if (v == "avx512bf16") isa.amx_bf16 = false;
+    }
+    return isa;
+}
+
+bool bf16_pairs() { return cpu_isa().avx512_bf16; }
+
+template <typename T>
+void pack_panels(T * data, int64_t N, int64_t K) {
+    // [N][K] -> panels of NR columns, [K][width] each (width NR but for the last).
+    std::vector<T> src(data, data + N * K);
+    for (int64_t n0 = 0; n0 < N; n0 += NR) {
+        const int64_t width = std::min(NR, N - n0);
+        T * dst = data + n0 * K;
+        for (int64_t k = 0; k < K; ++k) {
+            for (int64_t j = 0; j < width; ++j) dst[k * width + j] = src[size_t((n0 + j) * K + k)];
+        }
+    }
+}
+
+void pack_pairs(uint16_t * data, int64_t N, int64_t K) {
+    // [N][K] -> panels of NR16 columns, [K/2][width][2] each.
+    std::vector<uint16_t> src(data, data + N * K);
+    for (int64_t n0 = 0; n0 < N; n0 += NR16) {
+        const int64_t width = std::min(NR16, N - n0);
+        uint16_t * dst = data + n0 * K;
+        for (int64_t kp = 0; kp < K / 2; ++kp) {
+            for (int64_t j = 0; j < width; ++j) {
+                dst[(kp * width + j) * 2 + 0] = src[size_t((n0 + j) * K + 2 * kp)];
+                dst[(kp * width + j) * 2 + 1] = src[size_t((n0 + j) * K + 2 * kp + 1)];
+            }
+        }
+    }
+}
+
+Layout layout_of(const ggml_tensor * w) {
+    switch (w->type) {
+        case GGML_TYPE_F32: return Layout::F32;
+        case GGML_TYPE_F16: return Layout::F16;
+        case GGML_TYPE_BF16: return bf16_pairs() ? Layout::Bf16Pairs : Layout::Bf16Wide;
+        default: return Layout::None;
+    }
+}
+
+// The op: src[0] = x, src[1] = packed w, src[2] = bias (optional); userdata = the epilogue.
+void compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const ggml_tensor * x = dst->src[0];
+    const ggml_tensor * w = dst->src[1];
+    const ggml_tensor * b = dst->src[2];
+    Problem p;
+    p.x = static_cast<const float *>(x->data);
+    p.ldx = int64_t(x->nb[1] / sizeof(float));
+    p.y = static_cast<float *>(dst->data);
+    p.ldy = int64_t(dst->nb[1] / sizeof(float));
+    p.w = w->data;
+    p.layout = layout_of(w);
+    p.bias = b ? static_cast<const float *>(b->data) : nullptr;
+    p.K = w->ne[0];
+    p.N = w->ne[1];
+    p.M = x->ne[1] * x->ne[2] * x->ne[3];
+    p.epilogue = static_cast<Epilogue>(reinterpret_cast<intptr_t>(userdata));
+    if (p.layout == Layout::Bf16Pairs) {
+        run_bf16(p, ith, nth, cpu_isa().amx_bf16);
+    } else {
+        run_avx512(p, ith, nth);
+    }
+}
+
+void compute_attention(ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const ggml_tensor * q = dst->src[0];
+    const ggml_tensor * k = dst->src[1];
+    const ggml_tensor * v = dst->src[2];
+    const ggml_tensor * mask = dst->src[3];
+    auto f = [](const ggml_tensor * t, int i) { return int64_t(t->nb[i] / sizeof(float)); };
+    Attention a;
+    a.q = static_cast<const float *>(q->data);
+    a.k = static_cast<const float *>(k->data);
+    a.v = static_cast<const float *>(v->data);
+    a.out = static_cast<float *>(dst->data);
+    a.q_head = f(q, 1), a.q_tok = f(q, 2), a.q_item = f(q, 3);
+    a.k_head = f(k, 1), a.k_tok = f(k, 2), a.k_item = f(k, 3);
+    a.v_head = f(v, 1), a.v_tok = f(v, 2), a.v_item = f(v, 3);
+    a.o_tok = f(dst, 1), a.o_item = f(dst, 2);
+    a.hd = q->ne[0], a.H = q->ne[1], a.Nq = q->ne[2], a.Nk = k->ne[2], a.B = q->ne[3];
+    std::memcpy(&a.scale, &userdata, sizeof(float));
+    if (mask) {
+        a.mask = mask->data;
+        a.mask_f16 = mask->type == GGML_TYPE_F16;
+        a.mask_ld = int64_t(mask->nb[1] / ggml_element_size(mask));
+    }
+    run_attention(a, ith, nth);
+}
+
+}  // namespace
+
+const Isa & cpu_isa() {
+    static const Isa isa = detect();
+    return isa;
+}
+
+const char * describe() {
+    static const std::string s = [] {
+        const Isa & i = cpu_isa();
+        if (!i.avx512) return std::string("ggml");
+        return std::string("f32/f16: avx512-fma; bf16: ") + (i.amx_bf16 ? "amx" : i.avx512_bf16 ? "avx512-bf16" : "avx512-fma");
+    }();
+    return s.c_str();
+}
+
+bool can_pack(const ggml_tensor * w) {
+    if (!cpu_isa().avx512) return false;
+    if (ggml_n_dims(w) > 2 || !ggml_is_contiguous(w)) return false;
+    if ((reinterpret_cast<uintptr_t>(w->data) & 63) != 0) return false;
+    if (layout_of(w) == Layout::None) return false;
+    if (layout_of(w) == Layout::Bf16Pairs && w->ne[0] % 2 != 0) return false;
+    return w->ne[0] >= 1 && w->ne[1] >= 1;
+}
+
+void pack_in_place(ggml_tensor * w) {
+    const int64_t K = w->ne[0], N = w->ne[1];
+    switch (layout_of(w)) {
+        case Layout::F32: pack_panels(static_cast<float *>(w->data), N, K); break;
+        case Layout::F16:
+        case Layout::Bf16Wide: pack_panels(static_cast<uint16_t *>(w->data), N, K); break;
+        case Layout::Bf16Pairs: pack_pairs(static_cast<uint16_t *>(w->data), N, K); break;
+        case Layout::None: break;
+    }
+}
+
+ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, Epilogue e) {
+    if (x->type != GGML_TYPE_F32) x = ggml_cast(ctx, x, GGML_TYPE_F32);
+    if (!ggml_is_contiguous(x)) x = ggml_cont(ctx, x);
+    ggml_tensor * args[3] = {x, w, b};
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, w->ne[1], x->ne[1], x->ne[2], x->ne[3], args, b ? 3 : 2, compute,
+                          GGML_N_TASKS_MAX, reinterpret_cast<void *>(static_cast<intptr_t>(e)));
+}
+
+bool attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v, const ggml_tensor * mask) {
+    if (!cpu_isa().avx512) return false;
+    for (const ggml_tensor * t : {q, k, v}) {
+        if (t->type != GGML_TYPE_F32 || t->nb[0] != sizeof(float)) return false;
+        for (int i = 1; i < 4; ++i) {
+            if (t->nb[i] % sizeof(float) != 0) return false;
+        }
+    }
+    if (k->ne[0] != q->ne[0] || v->ne[0] != q->ne[0] || k->ne[1] != q->ne[1] || v->ne[1] != q->ne[1]) return false;
+    if (v->ne[2] != k->ne[2] || k->ne[3] != q->ne[3] || v->ne[3] != q->ne[3]) return false;
+    if (mask) {
+        if (mask->type != GGML_TYPE_F32 && mask->type != GGML_TYPE_F16) return false;
+        if (mask->ne[0] != k->ne[2] || mask->ne[1] < q->ne[2] || mask->ne[2] != 1 || mask->ne[3] != 1) return false;
+        if (mask->nb[0] != ggml_element_size(mask)) return false;
+    }
+    return true;
+}
+
+ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, ggml_tensor * mask,
+                        float scale) {
+    ggml_tensor * args[4] = {q, k, v, mask};
+    void * userdata = nullptr;
+    std::memcpy(&userdata, &scale, sizeof(float));
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, q->ne[0] * q->ne[1], q->ne[2], q->ne[3], 1, args, mask ? 4 : 3,
+                          compute_attention, GGML_N_TASKS_MAX, userdata);
+}
+
+void gelu_erf(const float * x, float * y, int64_t n) {
+    if (cpu_isa().avx512) {
+        gelu_erf_avx512(x, y, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+}
+
+}  // namespace jepa::gemm

@@ -1,0 +1,52 @@
+// The engine's own CPU matrix products for weight matrices (a ggml custom op).
+//
+// A weight [N out][K in] is repacked once at load, in place, into column panels; a product then
+// computes every output element as one FMA chain over k = 0..K-1 in order, whatever the number of
+// rows, the blocking or the thread count. That is what makes a batch give each item the same bits as
+// the item alone (ggml's own mul_mat takes another path for a single row). Products run at the CPU's
+// GEMM speed: AVX-512 FMA for f32 / f16 weights (f16 widened exactly), AMX or AVX512-BF16 for bf16.
+// CPUs without AVX-512 keep ggml's kernels (runtime detection: a portable build reaches these too).
+#pragma once
+
+#include "ggml.h"
+
+#include <cstdint>
+
+namespace jepa::gemm {
+
+// What follows the product in the same pass, before the store.
+enum class Epilogue : int {
+    None = 0,     // + bias (when present)
+    GeluErf = 1,  // + bias, then 0.5 x (1 + erf(x / sqrt 2))
+};
+
+// The kernels this CPU runs, detected once.
+struct Isa {
+    bool avx512 = false;      // AVX-512 F/BW/DQ/VL: the f32 / f16 kernel
+    bool avx512_bf16 = false; // VDPBF16PS: the bf16 kernel without AMX
+    bool amx_bf16 = false;    // AMX tiles, with the OS's permission granted
+};
+const Isa & cpu_isa();
+
+// One line naming the paths in use, e.g. "f32/f16: avx512 fma; bf16: amx" or "ggml".
+const char * describe();
+
+// True when the engine's kernel takes this weight on this CPU (f32, f16 or bf16; shape limits).
+bool can_pack(const ggml_tensor * w);
+// Repack w's data in place (host memory, 64-byte aligned) into the kernel's layout. Same byte size.
+void pack_in_place(ggml_tensor * w);
+
+// y = act(x W^T + b) for x [K, M, ...] (f32) and a packed w [K, N]; returns [N, M, ...].
+ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, Epilogue e);
+
+// Scaled dot-product attention, softmax(q k^T scale + mask) v, heads concatenated. q, k, v:
+// [head_dim, n_head, n_tok, B] f32 with contiguous rows (strided views are fine); mask NULL or
+// [n_kv, >= n_q] additive f32 / f16 shared by heads and items. Returns [head_dim * n_head, n_q, B].
+bool attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v, const ggml_tensor * mask);
+ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, ggml_tensor * mask,
+                        float scale);
+
+// Elementwise exact-erf GELU on n floats (the same function the epilogue applies).
+void gelu_erf(const float * x, float * y, int64_t n);
+
+}  // namespace jepa::gemm

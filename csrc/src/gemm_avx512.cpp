@@ -1,0 +1,283 @@
+// The AVX-512 FMA kernel for f32 weights (and f16 / bf16 weights widened to f32 panel by panel).
+// Compiled with AVX-512 flags (CMakeLists.txt); called only when the CPU has them (gemm.cpp).
+#include "erf_avx512.h"
+#include "gemm_kernels.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+
+namespace jepa::gemm::detail {
+namespace {
+
+struct FreeDeleter {
+    void operator()(float * p) const { std::free(p); }
+};
+
+// One thread's widened weight panel: [KC][NR] floats, 64-byte aligned, kept across calls.
+float * panel_scratch() {
+    thread_local std::unique_ptr<float, FreeDeleter> buf(static_cast<float *>(std::aligned_alloc(64, KC * NR * 4)));
+    return buf.get();
+}
+
+inline __mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n > 0 ? n : 0)) - 1); }
+
+// R rows x 32 columns of y, k in [0, kc). Each element is one FMA chain: it starts from 0 at k = 0
+// (or continues from y for later k blocks, exactly), so rows, blocks and threads never change a bit.
+template <int R, bool kMaskB>
+void micro(const float * x, int64_t ldx, const float * bp, int64_t ldb, int64_t kc, float * y, int64_t ldy,
+           __mmask16 m0, __mmask16 m1, bool carry, const float * bias, Epilogue ep, bool last) {
+    __m512 c0[R], c1[R];
+    const float * a[R];
+    for (int i = 0; i < R; ++i) {
+        a[i] = x + i * ldx;
+        if (carry) {
+            c0[i] = _mm512_maskz_loadu_ps(m0, y + i * ldy);
+            c1[i] = _mm512_maskz_loadu_ps(m1, y + i * ldy + 16);
+        } else {
+            c0[i] = _mm512_setzero_ps();
+            c1[i] = _mm512_setzero_ps();
+        }
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+        // Masked loads only where a row of b ends inside the panel: they measured 2.3x slower here.
+        const __m512 b0 = kMaskB ? _mm512_maskz_loadu_ps(m0, bp + ldb * k) : _mm512_loadu_ps(bp + ldb * k);
+        const __m512 b1 = kMaskB ? _mm512_maskz_loadu_ps(m1, bp + ldb * k + 16) : _mm512_loadu_ps(bp + ldb * k + 16);
+        // Fully unrolled so the 2 R accumulators live in registers (GCC otherwise spills them).
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i) {
+            const __m512 ai = _mm512_set1_ps(a[i][k]);
+            c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
+            c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
+        }
+    }
+    if (last) {
+        if (bias) {
+            const __m512 bb0 = _mm512_maskz_loadu_ps(m0, bias), bb1 = _mm512_maskz_loadu_ps(m1, bias + 16);
+            for (int i = 0; i < R; ++i) {
+                c0[i] = _mm512_add_ps(c0[i], bb0);
+                c1[i] = _mm512_add_ps(c1[i], bb1);
+            }
+        }
+        if (ep == Epilogue::GeluErf) {
+            for (int i = 0; i < R; ++i) {
+                c0[i] = gelu_erf_ps(c0[i]);
+                c1[i] = gelu_erf_ps(c1[i]);
+            }
+        }
+    }
+    for (int i = 0; i < R; ++i) {
+        _mm512_mask_storeu_ps(y + i * ldy, m0, c0[i]);
+        _mm512_mask_storeu_ps(y + i * ldy + 16, m1, c1[i]);
+    }
+}
+
+using MicroFn = void (*)(const float *, int64_t, const float *, int64_t, int64_t, float *, int64_t, __mmask16,
+                         __mmask16, bool, const float *, Epilogue, bool);
+template <bool kMaskB>
+MicroFn micro_for(int64_t rows) {
+    switch (rows) {
+        case 1: return micro<1, kMaskB>;
+        case 2: return micro<2, kMaskB>;
+        case 3: return micro<3, kMaskB>;
+        case 4: return micro<4, kMaskB>;
+        case 5: return micro<5, kMaskB>;
+        case 6: return micro<6, kMaskB>;
+        case 7: return micro<7, kMaskB>;
+        case 8: return micro<8, kMaskB>;
+        case 9: return micro<9, kMaskB>;
+        case 10: return micro<10, kMaskB>;
+        case 11: return micro<11, kMaskB>;
+        case 12: return micro<12, kMaskB>;
+        case 13: return micro<13, kMaskB>;
+        default: return micro<14, kMaskB>;
+    }
+}
+// b rows of a full NR width (packed panels, scratch), and b rows that may end inside the panel.
+MicroFn kernel(int64_t rows) { return micro_for<false>(rows); }
+MicroFn kernel_masked(int64_t rows) { return micro_for<true>(rows); }
+
+// Panel p's rows k0 .. k0+kc as [kc][NR] f32: the packed weight itself for a full f32 panel,
+// else widened (f16, bf16) or zero-padded (a last panel narrower than NR) into the scratch.
+const float * panel(const Problem & p, int64_t panel_i, int64_t k0, int64_t kc, int64_t width) {
+    // Copied even when it could be read in place: one sequential pass brings it into L1 at a fixed
+    // address (measured 1.6x faster on wide weights that live in L3).
+    const int64_t base = panel_i * NR * p.K;  // every earlier panel is full
+    float * s = panel_scratch();
+    const __mmask16 m0 = lanes(width), m1 = lanes(width - 16);
+    if (p.layout == Layout::F32) {
+        const float * src = static_cast<const float *>(p.w) + base + k0 * width;
+        for (int64_t k = 0; k < kc; ++k) {
+            _mm512_store_ps(s + NR * k, _mm512_maskz_loadu_ps(m0, src + width * k));
+            _mm512_store_ps(s + NR * k + 16, _mm512_maskz_loadu_ps(m1, src + width * k + 16));
+        }
+    } else {
+        // f16 (F16) or bf16 (Bf16Wide) panels, [K][width] 16-bit values: widened exactly.
+        const uint16_t * src = static_cast<const uint16_t *>(p.w) + base + k0 * width;
+        const bool half = p.layout == Layout::F16;
+        for (int64_t k = 0; k < kc; ++k) {
+            const __m256i h0 = _mm256_maskz_loadu_epi16(m0, src + width * k);
+            const __m256i h1 = _mm256_maskz_loadu_epi16(m1, src + width * k + 16);
+            if (half) {
+                _mm512_store_ps(s + NR * k, _mm512_cvtph_ps(h0));
+                _mm512_store_ps(s + NR * k + 16, _mm512_cvtph_ps(h1));
+            } else {
+                _mm512_store_ps(s + NR * k, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h0), 16)));
+                _mm512_store_ps(s + NR * k + 16,
+                                _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h1), 16)));
+            }
+        }
+    }
+    return s;
+}
+
+}  // namespace
+
+void run_avx512(const Problem & p, int ith, int nth) {
+    const int64_t n_panels = (p.N + NR - 1) / NR;
+    const Share s = share_of(p.M, n_panels, MR, ith, nth);
+    for (int64_t m0 = s.m0; m0 < s.m1; m0 += MC) {
+        const int64_t mc = std::min(MC, s.m1 - m0);
+        for (int64_t k0 = 0; k0 < p.K; k0 += KC) {
+            const int64_t kc = std::min(KC, p.K - k0);
+            const bool carry = k0 > 0, last = k0 + kc == p.K;
+            for (int64_t pi = s.p0; pi < s.p1; ++pi) {
+                const int64_t n0 = pi * NR, width = std::min(NR, p.N - n0);
+                const float * bp = panel(p, pi, k0, kc, width);
+                const __mmask16 m0mask = lanes(width), m1mask = lanes(width - 16);
+                const float * bias = p.bias ? p.bias + n0 : nullptr;
+                for (int64_t r = 0; r < mc; r += MR) {
+                    const int64_t rows = std::min(MR, mc - r);
+                    kernel(rows)(p.x + (m0 + r) * p.ldx + k0, p.ldx, bp, NR, kc, p.y + (m0 + r) * p.ldy + n0, p.ldy,
+                                 m0mask, m1mask, carry, bias, p.epilogue, last);
+                }
+            }
+        }
+    }
+}
+
+namespace {
+
+template <typename T>
+T * grow(std::unique_ptr<float, FreeDeleter> & buf, size_t & have, size_t floats) {
+    if (have < floats) {
+        buf.reset(static_cast<float *>(std::aligned_alloc(64, (floats * 4 + 63) / 64 * 64)));
+        have = floats;
+    }
+    return buf.get();
+}
+
+// Row i of the scores: scale, mask, softmax in place (max, exp, sum, then times 1 / sum, as PyTorch
+// normalises before the product with v).
+void softmax_row(float * s, int64_t n, float scale, const void * mask, bool f16) {
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 m = lanes(n - j);
+        __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + j), _mm512_set1_ps(scale));
+        if (mask) {
+            const __m512 mk = f16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, static_cast<const uint16_t *>(mask) + j))
+                                  : _mm512_maskz_loadu_ps(m, static_cast<const float *>(mask) + j);
+            v = _mm512_add_ps(v, mk);
+        }
+        _mm512_mask_storeu_ps(s + j, m, v);
+        mx = _mm512_mask_max_ps(mx, m, mx, v);
+    }
+    const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 m = lanes(n - j);
+        const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), vmax));
+        _mm512_mask_storeu_ps(s + j, m, e);
+        sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
+    }
+    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 m = lanes(n - j);
+        _mm512_mask_storeu_ps(s + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + j), inv));
+    }
+}
+
+}  // namespace
+
+// Work units are (item, head, block of QB query rows); a thread takes a contiguous range. Every
+// score is one FMA chain over the head dimension and every output one chain over the keys, so
+// neither the split nor the other items change a bit.
+void run_attention(const Attention & a, int ith, int nth) {
+    thread_local std::unique_ptr<float, FreeDeleter> kt_buf, s_buf;
+    thread_local size_t kt_have = 0, s_have = 0;
+    const int64_t n_qb = (a.Nq + QB - 1) / QB, units = a.B * a.H * n_qb;
+    const int64_t u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
+    const int64_t key_panels = (a.Nk + NR - 1) / NR, lds = key_panels * NR;
+    float * kt = grow<float>(kt_buf, kt_have, size_t(key_panels * a.hd * NR));
+    float * sc = grow<float>(s_buf, s_have, size_t(QB * lds));
+    int64_t packed_b = -1, packed_h = -1;
+    for (int64_t u = u0; u < u1; ++u) {
+        const int64_t b = u / (a.H * n_qb), h = (u / n_qb) % a.H, q0 = (u % n_qb) * QB;
+        const int64_t rows = std::min(QB, a.Nq - q0);
+        if (b != packed_b || h != packed_h) {
+            // k^T as panels of NR keys, [hd][NR] each, zero-padded past the last key.
+            const float * kb = a.k + b * a.k_item + h * a.k_head;
+            for (int64_t p = 0; p < key_panels; ++p) {
+                float * dst = kt + p * a.hd * NR;
+                for (int64_t j = 0; j < NR; ++j) {
+                    const int64_t key = p * NR + j;
+                    const float * src = kb + key * a.k_tok;
+                    for (int64_t d = 0; d < a.hd; ++d) dst[d * NR + j] = key < a.Nk ? src[d] : 0.0f;
+                }
+            }
+            packed_b = b;
+            packed_h = h;
+        }
+        // Scores [rows][Nk] = q k^T.
+        const float * qb = a.q + b * a.q_item + q0 * a.q_tok + h * a.q_head;
+        for (int64_t p = 0; p < key_panels; ++p) {
+            const int64_t width = std::min(NR, a.Nk - p * NR);
+            const __mmask16 m0 = lanes(width), m1 = lanes(width - 16);
+            for (int64_t k0 = 0; k0 < a.hd; k0 += KC) {
+                const int64_t kc = std::min(KC, a.hd - k0);
+                for (int64_t r = 0; r < rows; r += MR) {
+                    kernel(std::min(MR, rows - r))(qb + r * a.q_tok + k0, a.q_tok, kt + p * a.hd * NR + k0 * NR, NR, kc,
+                                                   sc + r * lds + p * NR, lds, m0, m1, k0 > 0, nullptr, Epilogue::None,
+                                                   k0 + kc == a.hd);
+                }
+            }
+        }
+        for (int64_t i = 0; i < rows; ++i) {
+            const void * mrow = nullptr;
+            if (a.mask) {
+                mrow = a.mask_f16 ? static_cast<const void *>(static_cast<const uint16_t *>(a.mask) + (q0 + i) * a.mask_ld)
+                                  : static_cast<const void *>(static_cast<const float *>(a.mask) + (q0 + i) * a.mask_ld);
+            }
+            softmax_row(sc + i * lds, a.Nk, a.scale, mrow, a.mask_f16);
+        }
+        // out [rows][hd] = p v, v read in place (rows of v are the product's k rows).
+        const float * vb = a.v + b * a.v_item + h * a.v_head;
+        float * ob = a.out + b * a.o_item + q0 * a.o_tok + h * a.hd;
+        for (int64_t p = 0; p * NR < a.hd; ++p) {
+            const int64_t width = std::min(NR, a.hd - p * NR);
+            const __mmask16 m0 = lanes(width), m1 = lanes(width - 16);
+            for (int64_t k0 = 0; k0 < a.Nk; k0 += KC) {
+                const int64_t kc = std::min(KC, a.Nk - k0);
+                for (int64_t r = 0; r < rows; r += MR) {
+                    (width == NR ? kernel : kernel_masked)(std::min(MR, rows - r))(
+                                                   sc + r * lds + k0, lds, vb + k0 * a.v_tok + p * NR, a.v_tok, kc,
+                                                   ob + r * a.o_tok + p * NR, a.o_tok, m0, m1, k0 > 0, nullptr,
+                                                   Epilogue::None, k0 + kc == a.Nk);
+                }
+            }
+        }
+    }
+}
+
+void gelu_erf_avx512(const float * x, float * y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, gelu_erf_ps(_mm512_loadu_ps(x + i)));
+    if (i < n) {
+        const __mmask16 m = lanes(n - i);
+        _mm512_mask_storeu_ps(y + i, m, gelu_erf_ps(_mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+
+}  // namespace jepa::gemm::detail

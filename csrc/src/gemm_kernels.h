@@ -1,0 +1,79 @@
+// Internals of the engine's GEMM (gemm.h): the packed layouts, the work split, and the per-ISA
+// kernels, each compiled in its own file with its own target flags.
+#pragma once
+
+#include "gemm.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace jepa::gemm::detail {
+
+// f32 / f16 weights: panels of NR output columns, [K][NR] each (the last panel [K][N % NR]).
+constexpr int64_t NR = 32;
+// bf16 weights for AMX / AVX512-BF16: panels of NR16 columns with k in pairs, [K/2][NR16][2].
+constexpr int64_t NR16 = 16;
+// Rows per AVX-512 micro-kernel (2 x MR accumulators of 16 lanes), and the blocking of rows and k.
+constexpr int64_t MR = 14;
+constexpr int64_t MC = 14 * 24;
+constexpr int64_t KC = 256;
+
+enum class Layout : int { None = 0, F32 = 1, F16 = 2, Bf16Wide = 3, Bf16Pairs = 4 };
+
+// One product y[M][N] = act(x[M][K] W^T + b), rows of x and y at strides ldx / ldy (floats).
+struct Problem {
+    const float * x = nullptr;
+    int64_t ldx = 0;
+    float * y = nullptr;
+    int64_t ldy = 0;
+    const void * w = nullptr;  // packed weight
+    Layout layout = Layout::None;
+    const float * bias = nullptr;
+    int64_t M = 0, N = 0, K = 0;
+    Epilogue epilogue = Epilogue::None;
+};
+
+// A thread's share: panels [p0, p1) for rows [m0, m1). Panels are split while there are enough of
+// them; otherwise rows, in whole groups of `group` rows. Any split gives the same bits.
+struct Share {
+    int64_t p0, p1, m0, m1;
+};
+inline Share share_of(int64_t M, int64_t n_panels, int64_t group, int ith, int nth) {
+    if (nth <= 1) return {0, n_panels, 0, M};
+    if (n_panels >= 2 * nth || M <= group) {
+        return {n_panels * ith / nth, n_panels * (ith + 1) / nth, 0, M};
+    }
+    const int64_t n_groups = (M + group - 1) / group;
+    return {0, n_panels, std::min(M, n_groups * ith / nth * group), std::min(M, n_groups * (ith + 1) / nth * group)};
+}
+
+// Scaled dot-product attention of every (item, head): softmax(q k^T scale + mask) v. Strides in
+// floats; the row of token t, head h, item b of q is q + b q_item + t q_tok + h q_head (k, v alike);
+// out's is out + b o_item + t o_tok + h hd. mask: NULL or [Nq][mask_ld] additive, shared by all.
+struct Attention {
+    const float * q = nullptr;
+    const float * k = nullptr;
+    const float * v = nullptr;
+    float * out = nullptr;
+    int64_t q_tok = 0, q_head = 0, q_item = 0;
+    int64_t k_tok = 0, k_head = 0, k_item = 0;
+    int64_t v_tok = 0, v_head = 0, v_item = 0;
+    int64_t o_tok = 0, o_item = 0;
+    int64_t hd = 0, H = 0, Nq = 0, Nk = 0, B = 0;
+    float scale = 1.0f;
+    const void * mask = nullptr;
+    bool mask_f16 = false;
+    int64_t mask_ld = 0;
+};
+// Query rows per work unit of the attention (a multiple of MR).
+constexpr int64_t QB = 4 * MR;
+
+// The kernels (gemm_avx512.cpp, gemm_bf16.cpp). Each computes its thread's share of p.
+void run_avx512(const Problem & p, int ith, int nth);
+void run_attention(const Attention & a, int ith, int nth);
+void run_bf16(const Problem & p, int ith, int nth, bool amx);
+void gelu_erf_avx512(const float * x, float * y, int64_t n);
+// Per-thread AMX set-up (tile permission and configuration); false when the OS refuses.
+bool amx_request_permission();
+
+}  // namespace jepa::gemm::detail

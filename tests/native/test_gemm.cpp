@@ -1,0 +1,368 @@
+// The engine's own GEMM (csrc/src/gemm.*): products against a double-precision reference, every
+// output bit independent of the row count and the thread count, the f16 / bf16 layouts, the fused
+// bias + GELU epilogue, odd shapes (1 row, 1 column, panel tails, k not a multiple of a block), and the
+// vectorised erf against std::erf in double.
+//
+//     test_gemm             the checks (ctest)
+//     test_gemm --bench     GFLOP/s of the kernels on ViT shapes (a development aid, not a test)
+#include "gemm.h"
+#include "gemm_kernels.h"
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+int g_failures = 0;
+
+void check(bool ok, const std::string & what) {
+    if (!ok) {
+        ++g_failures;
+        std::printf("FAIL %s\n", what.c_str());
+    }
+}
+
+uint16_t to_half_bits(float f, ggml_type t) {
+    if (t == GGML_TYPE_F16) return ggml_fp32_to_fp16(f);
+    return ggml_fp32_to_bf16(f).bits;
+}
+
+float from_half_bits(uint16_t h, ggml_type t) {
+    if (t == GGML_TYPE_F16) return ggml_fp16_to_fp32(h);
+    ggml_bf16_t b;
+    b.bits = h;
+    return ggml_bf16_to_fp32(b);
+}
+
+// One weight matrix packed for the kernel, in 64-byte aligned memory as the loader places it.
+struct Weight {
+    ggml_type type;
+    int64_t K, N;
+    std::vector<float> value;  // [N][K], the weight as the kernel sees it (after rounding to type)
+    ggml_context * ctx = nullptr;
+    ggml_tensor * w = nullptr;
+    ggml_tensor * b = nullptr;
+    void * mem = nullptr;
+    ggml_backend_buffer_t buf = nullptr;
+
+    Weight(ggml_type type_, int64_t K_, int64_t N_, bool bias, uint32_t seed) : type(type_), K(K_), N(N_) {
+        std::mt19937 rng(seed);
+        std::normal_distribution<float> nd(0.0f, 1.0f / std::sqrt(float(K)));
+        ggml_init_params ip{2 * ggml_tensor_overhead(), nullptr, true};
+        ctx = ggml_init(ip);
+        w = ggml_new_tensor_2d(ctx, type, K, N);
+        b = bias ? ggml_new_tensor_1d(ctx, GGML_TYPE_F32, N) : nullptr;
+        const size_t wb = (ggml_nbytes(w) + 63) / 64 * 64, bb = b ? ggml_nbytes(b) : 0;
+        mem = std::aligned_alloc(64, wb + bb + 64);
+        buf = ggml_backend_cpu_buffer_from_ptr(mem, wb + bb + 64);
+        ggml_backend_tensor_alloc(buf, w, mem);
+        if (b) ggml_backend_tensor_alloc(buf, b, static_cast<char *>(mem) + wb);
+        value.resize(size_t(N * K));
+        for (int64_t i = 0; i < N * K; ++i) {
+            const float f = nd(rng);
+            if (type == GGML_TYPE_F32) {
+                static_cast<float *>(w->data)[i] = f;
+                value[size_t(i)] = f;
+            } else {
+                const uint16_t h = to_half_bits(f, type);
+                static_cast<uint16_t *>(w->data)[i] = h;
+                value[size_t(i)] = from_half_bits(h, type);
+            }
+        }
+        if (b) {
+            for (int64_t i = 0; i < N; ++i) static_cast<float *>(b->data)[i] = nd(rng);
+        }
+        if (jepa::gemm::can_pack(w)) jepa::gemm::pack_in_place(w);
+    }
+    ~Weight() {
+        ggml_backend_buffer_free(buf);
+        std::free(mem);
+        ggml_free(ctx);
+    }
+};
+
+// y = act(x W^T + b) through a real ggml graph on the CPU backend with n threads.
+std::vector<float> run(const Weight & W, const std::vector<float> & x, int64_t M, int threads,
+                       jepa::gemm::Epilogue ep) {
+    ggml_init_params ip{64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context * ctx = ggml_init(ip);
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, W.K, M);
+    ggml_set_input(xt);
+    ggml_tensor * y = jepa::gemm::linear(ctx, xt, W.w, W.b, ep);
+    ggml_set_output(y);
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, y);
+    ggml_backend_t be = ggml_backend_cpu_init();
+    ggml_backend_cpu_set_n_threads(be, threads);
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_get_default_buffer_type(be));
+    ggml_gallocr_alloc_graph(ga, gf);
+    ggml_backend_tensor_set(xt, x.data(), 0, x.size() * 4);
+    ggml_backend_graph_compute(be, gf);
+    std::vector<float> out(size_t(M * W.N));
+    ggml_backend_tensor_get(y, out.data(), 0, out.size() * 4);
+    ggml_gallocr_free(ga);
+    ggml_backend_free(be);
+    ggml_free(ctx);
+    return out;
+}
+
+double gelu_ref(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
+
+std::vector<float> random_x(int64_t M, int64_t K, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(size_t(M * K));
+    for (float & v : x) v = nd(rng);
+    return x;
+}
+
+bool same_bits(const float * a, const float * b, size_t n) { return std::memcmp(a, b, n * 4) == 0; }
+
+void check_product(ggml_type type, int64_t M, int64_t K, int64_t N, bool bias, jepa::gemm::Epilogue ep) {
+    const std::string name = std::string(ggml_type_name(type)) + " M=" + std::to_string(M) + " K=" + std::to_string(K) +
+                             " N=" + std::to_string(N) + (bias ? " +bias" : "") +
+                             (ep == jepa::gemm::Epilogue::GeluErf ? " +gelu" : "");
+    Weight W(type, K, N, bias, uint32_t(M * 131 + K * 7 + N));
+    const std::vector<float> x = random_x(M, K, uint32_t(K + N));
+    const std::vector<float> y2 = run(W, x, M, 2, ep);
+    // Against double precision. bf16 rounds the activations too: the reference does the same.
+    const bool bf16_act = type == GGML_TYPE_BF16 && jepa::gemm::cpu_isa().avx512_bf16;
+    double err = 0, ref_max = 0;
+    for (int64_t m = 0; m < M; ++m) {
+        for (int64_t n = 0; n < N; ++n) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; ++k) {
+                float xv = x[size_t(m * K + k)];
+                if (bf16_act) xv = ggml_bf16_to_fp32(ggml_fp32_to_bf16(xv));
+                acc += double(xv) * double(W.value[size_t(n * K + k)]);
+            }
+            if (W.b) acc += static_cast<const float *>(W.b->data)[n];
+            if (ep == jepa::gemm::Epilogue::GeluErf) acc = gelu_ref(acc);
+            err = std::max(err, std::fabs(acc - double(y2[size_t(m * N + n)])));
+            ref_max = std::max(ref_max, std::fabs(acc));
+        }
+    }
+    const double tol = 2e-6 * std::sqrt(double(K)) * std::max(1.0, ref_max);
+    check(err <= tol, name + ": max error " + std::to_string(err) + " > " + std::to_string(tol));
+    // Threads: 1 and 3 give the same bits as 2.
+    for (int threads : {1, 3}) {
+        const std::vector<float> y = run(W, x, M, threads, ep);
+        check(same_bits(y.data(), y2.data(), y.size()), name + ": threads " + std::to_string(threads) + " != 2");
+    }
+    // Rows: each row alone, and the first half, give the rows' bits from the whole product.
+    for (int64_t m : {int64_t(0), M / 2, M - 1}) {
+        const std::vector<float> xi(x.begin() + m * K, x.begin() + (m + 1) * K);
+        const std::vector<float> yi = run(W, xi, 1, 2, ep);
+        check(same_bits(yi.data(), y2.data() + m * N, size_t(N)), name + ": row " + std::to_string(m) + " alone differs");
+    }
+    if (M > 2) {
+        const int64_t h = M / 2 + 1;
+        const std::vector<float> xh(x.begin(), x.begin() + h * K);
+        const std::vector<float> yh = run(W, xh, h, 2, ep);
+        check(same_bits(yh.data(), y2.data(), size_t(h * N)), name + ": first " + std::to_string(h) + " rows differ");
+    }
+}
+
+// Attention through a graph: x [3 D, N, B] holds q; k; v per token as build_qkv lays a fused
+// projection out, viewed as [hd, H, N, B] each; mask NULL or [N, N] (f32 or f16).
+std::vector<float> run_attn(const std::vector<float> & x, int64_t hd, int64_t H, int64_t N, int64_t B,
+                            const std::vector<float> * mask, bool mask_f16, int threads) {
+    const int64_t D = hd * H;
+    ggml_init_params ip{64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context * ctx = ggml_init(ip);
+    ggml_tensor * xt = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 3 * D, N, B);
+    ggml_set_input(xt);
+    ggml_tensor * mt = nullptr;
+    if (mask) {
+        mt = ggml_new_tensor_2d(ctx, mask_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32, N, N);
+        ggml_set_input(mt);
+    }
+    auto view = [&](int i) { return ggml_view_4d(ctx, xt, hd, H, N, B, hd * 4, xt->nb[1], xt->nb[2], size_t(i) * D * 4); };
+    ggml_tensor * q = view(0), * k = view(1), * v = view(2);
+    check(jepa::gemm::attention_supported(q, k, v, mt), "attention_supported on a fused qkv view");
+    ggml_tensor * y = jepa::gemm::attention(ctx, q, k, v, mt, 1.0f / std::sqrt(float(hd)));
+    ggml_set_output(y);
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, y);
+    ggml_backend_t be = ggml_backend_cpu_init();
+    ggml_backend_cpu_set_n_threads(be, threads);
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_get_default_buffer_type(be));
+    ggml_gallocr_alloc_graph(ga, gf);
+    ggml_backend_tensor_set(xt, x.data(), 0, x.size() * 4);
+    if (mask && mask_f16) {
+        std::vector<ggml_fp16_t> h(mask->size());
+        for (size_t i = 0; i < h.size(); ++i) h[i] = ggml_fp32_to_fp16((*mask)[i]);
+        ggml_backend_tensor_set(mt, h.data(), 0, h.size() * 2);
+    } else if (mask) {
+        ggml_backend_tensor_set(mt, mask->data(), 0, mask->size() * 4);
+    }
+    ggml_backend_graph_compute(be, gf);
+    std::vector<float> out(size_t(D * N * B));
+    ggml_backend_tensor_get(y, out.data(), 0, out.size() * 4);
+    ggml_gallocr_free(ga);
+    ggml_backend_free(be);
+    ggml_free(ctx);
+    return out;
+}
+
+void check_attention(int64_t hd, int64_t H, int64_t N, int64_t B, bool masked, bool mask_f16) {
+    const std::string name = "attention hd=" + std::to_string(hd) + " H=" + std::to_string(H) + " N=" +
+                             std::to_string(N) + " B=" + std::to_string(B) + (masked ? mask_f16 ? " f16 mask" : " mask" : "");
+    const int64_t D = hd * H;
+    const std::vector<float> x = random_x(B * N, 3 * D, uint32_t(hd * 7 + N));
+    std::vector<float> mask;
+    if (masked) {
+        // Frame-causal in frames of 5 tokens (the AC predictor's kind of mask).
+        mask.assign(size_t(N * N), 0.0f);
+        for (int64_t q = 0; q < N; ++q) {
+            for (int64_t k = 0; k < N; ++k) {
+                if (k / 5 > q / 5) mask[size_t(q * N + k)] = -INFINITY;
+            }
+        }
+    }
+    const std::vector<float> * mp = masked ? &mask : nullptr;
+    const std::vector<float> y = run_attn(x, hd, H, N, B, mp, mask_f16, 2);
+    double err = 0, ref_max = 0;
+    const double scale = 1.0 / std::sqrt(double(float(hd)));
+    for (int64_t b = 0; b < B; ++b) {
+        for (int64_t h = 0; h < H; ++h) {
+            for (int64_t q = 0; q < N; ++q) {
+                std::vector<double> s(static_cast<size_t>(N), 0.0);
+                double mx = -INFINITY;
+                for (int64_t k = 0; k < N; ++k) {
+                    double acc = 0;
+                    for (int64_t d = 0; d < hd; ++d) {
+                        acc += double(x[size_t((b * N + q) * 3 * D + h * hd + d)]) *
+                               double(x[size_t((b * N + k) * 3 * D + D + h * hd + d)]);
+                    }
+                    s[size_t(k)] = acc * scale + (masked ? double(mask[size_t(q * N + k)]) : 0.0);
+                    mx = std::max(mx, s[size_t(k)]);
+                }
+                double sum = 0;
+                for (double & e : s) sum += (e = std::exp(e - mx));
+                for (int64_t d = 0; d < hd; ++d) {
+                    double o = 0;
+                    for (int64_t k = 0; k < N; ++k) o += s[size_t(k)] / sum * double(x[size_t((b * N + k) * 3 * D + 2 * D + h * hd + d)]);
+                    err = std::max(err, std::fabs(o - double(y[size_t((b * N + q) * D + h * hd + d)])));
+                    ref_max = std::max(ref_max, std::fabs(o));
+                }
+            }
+        }
+    }
+    check(err <= 1e-5 * std::max(1.0, ref_max), name + ": max error " + std::to_string(err));
+    for (int threads : {1, 3}) {
+        const std::vector<float> yt = run_attn(x, hd, H, N, B, mp, mask_f16, threads);
+        check(same_bits(yt.data(), y.data(), y.size()), name + ": threads " + std::to_string(threads) + " != 2");
+    }
+    if (B > 1) {
+        // The last item alone gives its bits from the batch.
+        const std::vector<float> xl(x.end() - N * 3 * D, x.end());
+        const std::vector<float> yl = run_attn(xl, hd, H, N, 1, mp, mask_f16, 2);
+        check(same_bits(yl.data(), y.data() + (B - 1) * N * D, size_t(N * D)), name + ": last item alone differs");
+    }
+}
+
+void check_erf() {
+    // 2^20 floats evenly spaced in [-6, 6], every float in [0.9, 0.95] (a region seam) and the
+    // special values, against erf in double.
+    std::vector<float> xs;
+    for (int i = 0; i <= (1 << 20); ++i) xs.push_back(float(-6.0 + 12.0 * i / double(1 << 20)));
+    for (float v = 0.9f; v <= 0.95f; v = std::nextafter(v, 1.0f)) xs.push_back(v);
+    for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 0.921875f, 2.0f, 4.0f, 100.0f, -100.0f, INFINITY, -INFINITY}) xs.push_back(v);
+    std::vector<float> ys(xs.size());
+    jepa::gemm::gelu_erf(xs.data(), ys.data(), int64_t(xs.size()));
+    double worst = 0;
+    float worst_x = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+        const double ref = gelu_ref(double(xs[i]));
+        if (std::isinf(xs[i])) {
+            check(xs[i] > 0 ? ys[i] == INFINITY : (ys[i] == 0.0f || std::isnan(ys[i])), "gelu(inf)");
+            continue;
+        }
+        // Error in units of the result's float32 spacing, floored at |x| 2^-24: where erf is near -1,
+        // 1 + erf cancels in any float32 evaluation (PyTorch's and ggml's alike).
+        const double ulp = std::max(std::fabs(ref) * std::ldexp(1.0, -23), std::fabs(double(xs[i])) * std::ldexp(1.0, -24));
+        const double e = std::fabs(double(ys[i]) - ref) / std::max(ulp, 1e-45);
+        if (e > worst) {
+            worst = e;
+            worst_x = xs[i];
+        }
+    }
+    check(worst <= 8.0, "gelu_erf worst error " + std::to_string(worst) + " ulp");
+    std::printf("gelu_erf: worst %.2f ulp (at %.9g) over %zu values\n", worst, double(worst_x), xs.size());
+    float nan_in = NAN, nan_out = 0;
+    jepa::gemm::gelu_erf(&nan_in, &nan_out, 1);
+    check(std::isnan(nan_out), "gelu(NaN) is NaN");
+}
+
+void bench() {
+    struct Shape {
+        int64_t M, K, N;
+    };
+    const Shape shapes[] = {{197, 384, 1152}, {197, 384, 1536}, {197, 1536, 384}, {1576, 384, 1536},
+                            {197, 1024, 4096}, {1576, 1024, 4096}, {1576, 4096, 1024}};
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
+        for (const Shape & s : shapes) {
+            Weight W(t, s.K, s.N, true, 1);
+            const std::vector<float> x = random_x(s.M, s.K, 2);
+            for (int threads : {1, 2}) {
+                run(W, x, s.M, threads, jepa::gemm::Epilogue::None);
+                double best = 1e30;
+                for (int r = 0; r < 5; ++r) {
+                    const auto t0 = std::chrono::steady_clock::now();
+                    run(W, x, s.M, threads, jepa::gemm::Epilogue::None);
+                    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                }
+                std::printf("%-5s M=%5lld K=%5lld N=%5lld threads %d: %7.1f GFLOP/s\n", ggml_type_name(t), (long long) s.M,
+                            (long long) s.K, (long long) s.N, threads, 2.0 * s.M * s.K * s.N / best / 1e9);
+            }
+        }
+    }
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    if (argc > 1 && std::string(argv[1]) == "--bench") {
+        std::printf("kernels: %s\n", jepa::gemm::describe());
+        bench();
+        return 0;
+    }
+    const jepa::gemm::Isa & isa = jepa::gemm::cpu_isa();
+    std::printf("kernels: %s\n", jepa::gemm::describe());
+    if (!isa.avx512) {
+        std::printf("this CPU has no AVX-512: the engine uses ggml's kernels; the erf fallback is checked\n");
+        check_erf();
+        std::printf("%d failures\n", g_failures);
+        return g_failures ? 1 : 0;
+    }
+    using jepa::gemm::Epilogue;
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
+        check_product(t, 1, 64, 32, false, Epilogue::None);
+        check_product(t, 29, 96, 40, true, Epilogue::None);          // panel tail, row tail
+        check_product(t, 197, 384, 96, true, Epilogue::GeluErf);
+        check_product(t, 33, 600, 70, true, Epilogue::None);         // k past one block, not a multiple of 32
+        check_product(t, 400, 130, 17, false, Epilogue::GeluErf);    // rows past one block, one narrow panel
+        check_product(t, 3, 2, 1, true, Epilogue::None);
+    }
+    check_attention(64, 3, 197, 3, false, false);
+    check_attention(80, 2, 61, 2, false, false);   // head_dim tail (80 = 2.5 panels), keys tail
+    check_attention(32, 2, 300, 1, false, false);  // keys past one k block of the output product
+    check_attention(64, 2, 40, 2, true, false);
+    check_attention(64, 2, 40, 2, true, true);
+    check_attention(16, 1, 1, 2, false, false);    // one token
+    check_erf();
+    std::printf("%d failures\n", g_failures);
+    return g_failures ? 1 : 0;
+}
