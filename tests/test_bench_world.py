@@ -1,18 +1,32 @@
-"""The random world-model writers (jepa.convert.random_world) and tools/bench_world.py --smoke."""
+"""The random world-model writers (jepa.convert.random_world), tools/bench_world.py --smoke with the
+upstream side (cc-vjepa2's V-JEPA 2-AC predictor, stable-worldmodel's LeWM and CEMSolver) and without
+it, and the upstream side itself against the reference bundles' goldens, driven the way the benchmark
+drives it."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
+import pytest
 
 import jepa
 from jepa.convert.random_world import write_random_ac, write_random_lewm
 
 ROOT = Path(__file__).resolve().parents[1]
+REF = Path(os.environ.get("JEPA_REFERENCE_DIR", ROOT.parent / "shared" / "reference"))
+PEERS = ("torch", "vjepa2", "stable_worldmodel")
+needs_peers = pytest.mark.skipif(
+    any(importlib.util.find_spec(p) is None for p in PEERS),
+    reason="the benchmark's peers are not installed: pip install -r requirements/bench.txt",
+)
 
 
 def test_random_ac_loads_and_predicts(tmp_path: Path) -> None:
@@ -51,20 +65,124 @@ def test_random_lewm_loads_and_plans(tmp_path: Path) -> None:
         assert plan["actions"].shape == (5, 10)
 
 
-def test_bench_world_smoke(tmp_path: Path) -> None:
+def _smoke(tmp_path: Path, *extra: str) -> dict[str, Any]:
     out = tmp_path / "w.json"
     r = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_world.py"), "--smoke", "--threads", "1",
-                        "--out", str(out)], capture_output=True, text=True, timeout=120)
+                        "--out", str(out), *extra], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     data = json.loads(out.read_text())
     cells = {(c["cell"], c["K"]) for c in data["cells"]}
     assert cells == {("ac_step", 16), ("ac_step", 64), ("ac_cem_iter", 16), ("ac_cem_iter", 64),
                      ("lewm_step", 16), ("lewm_plan", 16)}
-    assert all(set(c["ms"]) == {"f32", "f16"} for c in data["cells"])
-    assert data["upstream"] == "not available here"
+    assert all(c["rounds"] == 1 for c in data["cells"])
     sys.path.insert(0, str(ROOT / "tools"))
     try:
         import render_docs
     finally:
         sys.path.pop(0)
     assert "LeWM plan" in render_docs.render_bench_world(data)
+    return data
+
+
+@needs_peers
+@pytest.mark.torch
+def test_bench_world_smoke_with_upstream(tmp_path: Path) -> None:
+    data = _smoke(tmp_path)
+    assert data["upstream"].startswith("measured side by side")
+    assert {"torch", "cc-vjepa2", "stable-worldmodel"} <= set(data["versions"])
+    assert data["machine"]["cpu_flags"] and data["machine"]["torch_threads"] == 1
+    assert data["upstream_detail"]["torch_threads"] == data["upstream_detail"]["jepa_threads"] == 1
+    for c in data["cells"]:
+        assert set(c["ms"]) == set(c["samples_ms"]) == {"f32", "f16", "upstream"}
+        assert set(c["ratio_upstream_over"]) == set(c["ratio_of_medians"]) == {"f32", "f16"}
+        assert c["goal"] == 1.5 and isinstance(c["meets_goal"], bool)
+        assert all(set(v) == {"f32", "f16"} for v in c["agreement"].values())
+    agree = {(c["cell"], c["K"]): c["agreement"] for c in data["cells"]}
+    # The same weights on both sides: the predictors agree to float32 rounding (f16 weights: ~1e-3).
+    assert data["checks"]["ac_predictor"]["max_rel_err"]["f32"] < 1e-5
+    for k in (16, 64):
+        assert agree[("ac_step", k)]["predicted_latents_max_rel_err"]["f32"] < 1e-5
+        assert agree[("ac_step", k)]["predicted_latents_max_rel_err"]["f16"] < 1e-2
+        assert agree[("ac_cem_iter", k)]["energy_max_rel_err"]["f32"] < 1e-5
+    assert agree[("lewm_step", 16)]["predicted_emb_max_rel_err"]["f32"] < 1e-5
+    # jepa replays the solver's draws, so the f32 plans are upstream's.
+    assert agree[("lewm_plan", 16)]["plan_actions_max_rel_err"]["f32"] < 1e-5
+    assert agree[("lewm_plan", 16)]["final_elite_cost_rel_err"]["f32"] < 1e-5
+
+
+def test_bench_world_smoke_jepa_only(tmp_path: Path) -> None:
+    data = _smoke(tmp_path, "--no-upstream")
+    assert data["upstream"] == "not measured in this run (--no-upstream)"
+    assert all(set(c["ms"]) == {"f32", "f16"} and "ratio_upstream_over" not in c for c in data["cells"])
+
+
+def _bench() -> Any:
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import bench_world
+    finally:
+        sys.path.pop(0)
+    return bench_world
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Any:
+    return _bench().load_upstream(threads=1)
+
+
+@needs_peers
+@pytest.mark.torch
+@pytest.mark.filterwarnings(r"ignore:.*sdp_kernel\(\)` is deprecated:FutureWarning")
+def test_upstream_ac_predictor_is_metas(upstream: Any) -> None:
+    """cc-vjepa2's vit_ac_predictor, loaded from the bundle's checkpoint as Meta's hub code loads it,
+    gives the golden pred_ctx2 (computed by Meta's vjepa2 at c2963a4) to float32 rounding."""
+    torch = upstream.torch
+    ac = REF / "vjepa2_ac"
+    hp = json.loads((ac / "hparams.json").read_text())["predictor_args"]
+    keys = ("patch_size", "num_frames", "tubelet_size", "embed_dim", "predictor_embed_dim", "depth",
+            "num_heads", "action_embed_dim", "is_frame_causal", "use_rope", "use_extrinsics", "uniform_power")
+    pred = upstream.ac_predictor.vit_ac_predictor(img_size=tuple(hp["img_size"]), **{k: hp[k] for k in keys})
+    sd = torch.load(ac / "checkpoint.pt", weights_only=True)["predictor"]
+    pred.load_state_dict({k.removeprefix("module.backbone."): v for k, v in sd.items()}, strict=True)
+    pred.eval().requires_grad_(False)
+    a, s = (torch.from_numpy(np.load(ac / f"{n}.npy")[:, :2]) for n in ("ctx_actions", "ctx_states"))
+    with torch.inference_mode():
+        out = pred(torch.from_numpy(np.load(ac / "enc_norm.npy")), a, s).numpy()
+    gold = np.load(ac / "pred_ctx2.npy")
+    assert np.abs(out - gold).max() / np.abs(gold).max() < 1e-5
+
+
+@needs_peers
+@pytest.mark.torch
+def test_upstream_lewm_planned_the_bench_way_is_the_golden_plan(upstream: Any) -> None:
+    """stable-worldmodel's LeWM built from the bundle's config.json by the benchmark's build_lewm and
+    planned the benchmark's way (CEMSolver on given emb / goal_emb, nothing encoded) gives the golden
+    prediction and CEM plan; solver_draws are the solver's recorded draws bit for bit."""
+    bw, torch = _bench(), upstream.torch
+    lw = REF / "lewm"
+    config = json.loads((lw / "config.json").read_text())
+    model = bw.build_lewm(upstream, config)
+    state = torch.load(lw / "weights.pt", weights_only=True)
+    model.load_state_dict({k: v for k, v in state.items() if not k.startswith("encoder.")}, strict=True)
+    model.eval().requires_grad_(False)
+    emb, goal = np.load(lw / "emb.npy"), np.load(lw / "goal_emb.npy")
+    with torch.inference_mode():
+        pred = model.predict(torch.from_numpy(emb),
+                             model.action_encoder(torch.from_numpy(np.load(lw / "actions.npy")))).numpy()
+    gold = np.load(lw / "pred.npy")
+    assert np.abs(pred - gold).max() / np.abs(gold).max() < 1e-5
+
+    noise = np.load(lw / "cem_noise.npy")  # [n_steps, 1, samples, horizon, A]
+    n_steps, _, samples, horizon, a = noise.shape
+    assert np.array_equal(bw.solver_draws(torch, 42, n_steps, samples, horizon, a), noise[:, 0])
+    from gymnasium.spaces import Box
+
+    solver = upstream.cem.CEMSolver(model, batch_size=1, num_samples=samples, var_scale=1.0, n_steps=n_steps,
+                                    topk=3, device="cpu", seed=42)
+    space = Box(-np.inf, np.inf, shape=(1, a // bw.LEWM_ACTION_BLOCK), dtype=np.float32)
+    solver.configure(action_space=space, n_envs=1,
+                     config=SimpleNamespace(horizon=horizon, action_block=bw.LEWM_ACTION_BLOCK))
+    info = {"pixels": torch.zeros(1, 1, 1), "goal": torch.zeros(1, 1, 1),
+            "emb": torch.from_numpy(emb[:, :1]), "goal_emb": torch.from_numpy(goal)}
+    out = solver.solve(info)
+    np.testing.assert_allclose(out["actions"].numpy(), np.load(lw / "cem_actions.npy"), rtol=0, atol=1e-5)
