@@ -68,7 +68,7 @@ Qkv build_qkv(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, int n_he
 
 ggml_tensor * build_attn(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, const AttnOptions & o) {
     const int64_t hd = q->ne[0], H = q->ne[1], Nq = q->ne[2], B = q->ne[3];
-    if (o.own_kernels && gemm::attention_supported(q, k, v, o.mask)) return gemm::attention(ctx, q, k, v, o.mask, o.scale);
+    if (o.own_kernels && gemm::attention_supported(q, k, v, o.mask)) return gemm::attention(ctx, q, k, v, o.mask, o.scale, o.half);
     // [hd, H, N, B] -> [hd, N, H, B]
     q = ggml_permute(ctx, q, 0, 2, 1, 3);
     k = ggml_permute(ctx, k, 0, 2, 1, 3);

@@ -16,6 +16,7 @@ struct AttnOptions {
     ggml_tensor * rope_cos = nullptr;  // 3-D RoPE tables [head_dim, 1, N, 1 or B] applied to q and k
     ggml_tensor * rope_sin = nullptr;  // (see rope.h), or NULL for none
     bool own_kernels = false;  // the engine's own CPU attention (gemm.h) where it applies; else ggml's
+    bool half = false;         // ... with its products in bf16 (a bf16 model's half class)
 };
 
 ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, const NormW & n, float eps);

@@ -18,6 +18,7 @@ namespace detail {
 void run_avx512(const Problem &, int, int) {}
 void run_attention(const Attention &, int, int) {}
 void run_bf16(const Problem &, int, int, bool) {}
+void run_attention_bf16(const Attention &, int, int, bool) {}
 void gelu_erf_avx512(const float *, float *, int64_t) {}
 bool amx_request_permission() { return false; }
 }  // namespace detail
@@ -129,13 +130,20 @@ void compute_attention(ggml_tensor * dst, int ith, int nth, void * userdata) {
     a.v_head = f(v, 1), a.v_tok = f(v, 2), a.v_item = f(v, 3);
     a.o_tok = f(dst, 1), a.o_item = f(dst, 2);
     a.hd = q->ne[0], a.H = q->ne[1], a.Nq = q->ne[2], a.Nk = k->ne[2], a.B = q->ne[3];
-    std::memcpy(&a.scale, &userdata, sizeof(float));
+    // userdata: the scale's bits, and bit 32 for the half-precision kernel.
+    const uint64_t bits = reinterpret_cast<uintptr_t>(userdata);
+    const uint32_t scale_bits = uint32_t(bits);
+    std::memcpy(&a.scale, &scale_bits, sizeof(float));
     if (mask) {
         a.mask = mask->data;
         a.mask_f16 = mask->type == GGML_TYPE_F16;
         a.mask_ld = int64_t(mask->nb[1] / ggml_element_size(mask));
     }
-    run_attention(a, ith, nth);
+    if ((bits >> 32) & 1) {
+        run_attention_bf16(a, ith, nth, cpu_isa().amx_bf16);
+    } else {
+        run_attention(a, ith, nth);
+    }
 }
 
 }  // namespace
@@ -201,10 +209,12 @@ bool attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggm
 }
 
 ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, ggml_tensor * mask,
-                        float scale) {
+                        float scale, bool half) {
     ggml_tensor * args[4] = {q, k, v, mask};
-    void * userdata = nullptr;
-    std::memcpy(&userdata, &scale, sizeof(float));
+    uint32_t scale_bits;
+    std::memcpy(&scale_bits, &scale, sizeof(float));
+    const bool bf16 = half && cpu_isa().avx512_bf16;
+    void * userdata = reinterpret_cast<void *>(uintptr_t(scale_bits) | (uintptr_t(bf16) << 32));
     return ggml_custom_4d(ctx, GGML_TYPE_F32, q->ne[0] * q->ne[1], q->ne[2], q->ne[3], 1, args, mask ? 4 : 3,
                           compute_attention, GGML_N_TASKS_MAX, userdata);
 }

@@ -42,9 +42,10 @@ ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_
 // Scaled dot-product attention, softmax(q k^T scale + mask) v, heads concatenated. q, k, v:
 // [head_dim, n_head, n_tok, B] f32 with contiguous rows (strided views are fine); mask NULL or
 // [n_kv, >= n_q] additive f32 / f16 shared by heads and items. Returns [head_dim * n_head, n_q, B].
+// half: the products in bf16 (AMX / AVX512-BF16, softmax in f32), for bf16 models; else f32.
 bool attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v, const ggml_tensor * mask);
 ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, ggml_tensor * mask,
-                        float scale);
+                        float scale, bool half);
 
 // Elementwise exact-erf GELU on n floats (the same function the epilogue applies).
 void gelu_erf(const float * x, float * y, int64_t n);

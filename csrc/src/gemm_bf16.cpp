@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -36,8 +37,8 @@ struct FreeDeleter {
 
 template <typename T>
 T * scratch(size_t bytes, int slot) {
-    thread_local std::unique_ptr<void, FreeDeleter> bufs[4];
-    thread_local size_t sizes[4] = {0, 0, 0, 0};
+    thread_local std::unique_ptr<void, FreeDeleter> bufs[8];
+    thread_local size_t sizes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (sizes[slot] < bytes) {
         bufs[slot].reset(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
         sizes[slot] = bytes;
@@ -216,6 +217,146 @@ void run_bf16(const Problem & p, int ith, int nth, bool amx) {
                         for (int64_t i = 0; i < rows; ++i) std::memcpy(y + i * p.ldy, stage + i * 32, size_t(cols) * 4);
                     }
                 }
+            }
+        }
+    }
+    if (amx) _tile_release();
+}
+
+namespace {
+
+inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// n f32 values -> bf16, zero-padded to np (a multiple of 32).
+void bf16_row(const float * src, int64_t n, int64_t np, uint16_t * dst) {
+    for (int64_t j = 0; j < np; j += 32) {
+        const __mmask16 lo = lanes(n - j), hi = lanes(n - j - 16);
+        const __m512 f0 = _mm512_maskz_loadu_ps(lo, src + j), f1 = _mm512_maskz_loadu_ps(hi, src + j + 16);
+        _mm512_storeu_si512(dst + j, (__m512i) _mm512_cvtne2ps_pbh(f1, f0));
+    }
+}
+
+}  // namespace
+
+// The half-precision attention of bf16 models: q k^T and p v as bf16 products (AMX tiles or
+// VDPBF16PS), scale, mask and softmax in f32. Units are (item, head, 32 query rows); each output
+// row depends on its own query row only, so batches and threads keep their bits.
+void run_attention_bf16(const Attention & a, int ith, int nth, bool amx) {
+    const int64_t n_qb = (a.Nq + 31) / 32, units = a.B * a.H * n_qb;
+    const int64_t u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
+    if (u0 >= u1) return;
+    const int64_t hdp = round_up(a.hd, 32), nkp = round_up(a.Nk, 32);
+    uint16_t * qb16 = scratch<uint16_t>(size_t(32 * hdp) * 2, 0);
+    uint16_t * kt = scratch<uint16_t>(size_t(nkp * hdp) * 2, 4);   // [Nk/16][hd/2][16][2]: k^T
+    uint16_t * vp = scratch<uint16_t>(size_t(nkp * hdp) * 2, 5);   // [hd/16][Nk/2][16][2]: v
+    float * sc = scratch<float>(size_t(32 * nkp) * 4, 6);
+    uint16_t * pb = scratch<uint16_t>(size_t(32 * nkp) * 2, 7);
+    float * stage = scratch<float>(32 * 32 * 4, 1);
+    if (amx) amx_configure();
+    auto block = [&](const uint16_t * x, int64_t kcp, const uint16_t * b0, const uint16_t * b1, float * c, int64_t ldc) {
+        if (amx) {
+            amx_block(x, kcp, b0, b1, c, ldc, false);
+        } else {
+            for (int64_t i = 0; i < 32; i += 8) dp_block<8>(x + i * kcp, kcp, b0, b1, c + i * ldc, ldc, false);
+        }
+    };
+    int64_t packed_b = -1, packed_h = -1;
+    for (int64_t u = u0; u < u1; ++u) {
+        const int64_t b = u / (a.H * n_qb), h = (u / n_qb) % a.H, q0 = (u % n_qb) * 32;
+        const int64_t rows = std::min<int64_t>(32, a.Nq - q0);
+        if (b != packed_b || h != packed_h) {
+            // k^T (the product's k is d, its n the keys): each key's row becomes hdp/2 words of d
+            // pairs, and word d2 of key j lands at [panel j/16][d2][j%16].
+            const float * kb = a.k + b * a.k_item + h * a.k_head;
+            uint32_t * kt32 = reinterpret_cast<uint32_t *>(kt);
+            uint32_t * row32 = reinterpret_cast<uint32_t *>(qb16);  // qb16 is free until the query rows
+            for (int64_t key = 0; key < nkp; ++key) {
+                if (key < a.Nk) {
+                    bf16_row(kb + key * a.k_tok, a.hd, hdp, reinterpret_cast<uint16_t *>(row32));
+                } else {
+                    std::memset(row32, 0, size_t(hdp) * 2);
+                }
+                uint32_t * panel = kt32 + (key / NR16) * (hdp / 2) * NR16 + key % NR16;
+                for (int64_t d2 = 0; d2 < hdp / 2; ++d2) panel[d2 * NR16] = row32[d2];
+            }
+            // v (the product's k is the key, its n is d): rows 2 k2 and 2 k2 + 1 interleaved.
+            const float * vb = a.v + b * a.v_item + h * a.v_head;
+            for (int64_t p = 0; p < hdp / NR16; ++p) {
+                uint16_t * panel = vp + p * nkp * NR16;
+                const __mmask16 m = lanes(a.hd - p * NR16);
+                for (int64_t k2 = 0; k2 < nkp / 2; ++k2) {
+                    const int64_t r0 = 2 * k2, r1 = 2 * k2 + 1;
+                    const __m512 v0 = r0 < a.Nk ? _mm512_maskz_loadu_ps(m, vb + r0 * a.v_tok + p * NR16) : _mm512_setzero_ps();
+                    const __m512 v1 = r1 < a.Nk ? _mm512_maskz_loadu_ps(m, vb + r1 * a.v_tok + p * NR16) : _mm512_setzero_ps();
+                    const __m512i w0 = _mm512_cvtepu16_epi32((__m256i) _mm512_cvtneps_pbh(v0));
+                    const __m512i w1 = _mm512_cvtepu16_epi32((__m256i) _mm512_cvtneps_pbh(v1));
+                    _mm512_store_si512(panel + k2 * 2 * NR16, _mm512_or_si512(w0, _mm512_slli_epi32(w1, 16)));
+                }
+            }
+            packed_b = b;
+            packed_h = h;
+        }
+        // The query rows as bf16 [32][hdp], zero-padded.
+        const float * qrow = a.q + b * a.q_item + q0 * a.q_tok + h * a.q_head;
+        for (int64_t r = 0; r < 32; ++r) {
+            if (r < rows) {
+                bf16_row(qrow + r * a.q_tok, a.hd, hdp, qb16 + r * hdp);
+            } else {
+                std::memset(qb16 + r * hdp, 0, size_t(hdp) * 2);
+            }
+        }
+        for (int64_t j = 0; j < nkp / 32; ++j) {
+            block(qb16, hdp, kt + (2 * j) * hdp * NR16, kt + (2 * j + 1) * hdp * NR16, sc + 32 * j, nkp);
+        }
+        // Softmax per row in f32, then p as bf16 [32][nkp] (zero past the last key and row).
+        for (int64_t r = 0; r < 32; ++r) {
+            uint16_t * prow = pb + r * nkp;
+            if (r >= rows) {
+                std::memset(prow, 0, size_t(nkp) * 2);
+                continue;
+            }
+            float * srow = sc + r * nkp;
+            const void * mrow = nullptr;
+            if (a.mask) {
+                mrow = a.mask_f16 ? static_cast<const void *>(static_cast<const uint16_t *>(a.mask) + (q0 + r) * a.mask_ld)
+                                  : static_cast<const void *>(static_cast<const float *>(a.mask) + (q0 + r) * a.mask_ld);
+            }
+            __m512 mx = _mm512_set1_ps(-INFINITY);
+            for (int64_t j = 0; j < a.Nk; j += 16) {
+                const __mmask16 m = lanes(a.Nk - j);
+                __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, srow + j), _mm512_set1_ps(a.scale));
+                if (mrow) {
+                    v = _mm512_add_ps(v, a.mask_f16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, static_cast<const uint16_t *>(mrow) + j))
+                                                    : _mm512_maskz_loadu_ps(m, static_cast<const float *>(mrow) + j));
+                }
+                _mm512_mask_storeu_ps(srow + j, m, v);
+                mx = _mm512_mask_max_ps(mx, m, mx, v);
+            }
+            const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+            __m512 sum = _mm512_setzero_ps();
+            for (int64_t j = 0; j < a.Nk; j += 16) {
+                const __mmask16 m = lanes(a.Nk - j);
+                const __m512 e = _mm512_maskz_mov_ps(m, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, srow + j), vmax)));
+                _mm512_storeu_ps(srow + j, e);
+                sum = _mm512_add_ps(sum, e);
+            }
+            const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+            for (int64_t j = 0; j < nkp; j += 32) {
+                const __mmask16 lo = lanes(a.Nk - j), hi = lanes(a.Nk - j - 16);
+                const __m512 p0 = _mm512_mul_ps(_mm512_maskz_loadu_ps(lo, srow + j), inv);
+                const __m512 p1 = _mm512_mul_ps(_mm512_maskz_loadu_ps(hi, srow + j + 16), inv);
+                _mm512_storeu_si512(prow + j, (__m512i) _mm512_cvtne2ps_pbh(p1, p0));
+            }
+        }
+        // out rows = p v, 32 columns of d at a time.
+        float * ob = a.out + b * a.o_item + q0 * a.o_tok + h * a.hd;
+        for (int64_t j = 0; j < hdp / 32; ++j) {
+            const int64_t cols = std::min<int64_t>(32, a.hd - 32 * j);
+            const bool whole = rows == 32 && cols == 32;
+            float * c = whole ? ob + 32 * j : stage;
+            block(pb, nkp, vp + (2 * j) * nkp * NR16, vp + (2 * j + 1) * nkp * NR16, c, whole ? a.o_tok : 32);
+            if (!whole) {
+                for (int64_t r = 0; r < rows; ++r) std::memcpy(ob + r * a.o_tok + 32 * j, stage + r * 32, size_t(cols) * 4);
             }
         }
     }

@@ -72,6 +72,7 @@ constexpr int64_t QB = 4 * MR;
 void run_avx512(const Problem & p, int ith, int nth);
 void run_attention(const Attention & a, int ith, int nth);
 void run_bf16(const Problem & p, int ith, int nth, bool amx);
+void run_attention_bf16(const Attention & a, int ith, int nth, bool amx);
 void gelu_erf_avx512(const float * x, float * y, int64_t n);
 // Per-thread AMX set-up (tile permission and configuration); false when the OS refuses.
 bool amx_request_permission();

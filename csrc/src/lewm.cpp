@@ -90,6 +90,7 @@ LewmPredGraph build_lewm_pred_graph(ggml_context * ctx, const Model & m, int64_t
 
     AttnOptions attn;
     attn.own_kernels = m.n_packed > 0;  // the model is on the CPU and the CPU runs them
+    attn.half = m.half_attention;
     attn.n_head = p.block.n_head;
     attn.scale = 1.0f / std::sqrt(float(p.head_dim()));
     attn.mask = g.mask;

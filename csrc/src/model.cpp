@@ -243,6 +243,7 @@ int pack_linears(Model & m) {
     int n = 0;
     m.for_each_linear([&](LinearW & l) {
         if (l.w && gemm::can_pack(l.w)) {
+            if (l.w->type == GGML_TYPE_BF16 && gemm::cpu_isa().avx512_bf16) m.half_attention = true;
             gemm::pack_in_place(l.w);
             l.packed = true;
             ++n;

@@ -86,6 +86,7 @@ struct Model {
     ggml_backend_buffer_t buf_w = nullptr;     // the weights
     void * host_w = nullptr;                   // CPU: the memory under buf_w (64-byte aligned tensors)
     int n_packed = 0;                          // weight matrices the engine's own kernel runs
+    bool half_attention = false;               // bf16 matrices on a bf16 kernel: attention in bf16 too
     std::string matmul_name;                   // "jepa: <paths>" (gemm::describe()) when n_packed > 0
 
     Model() = default;

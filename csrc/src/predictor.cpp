@@ -37,6 +37,7 @@ PredGraph build_pred_graph(ggml_context * ctx, const Model & m, int64_t n_ctx, i
     // The engine's own CPU attention where flash is asked for (or auto): flash_attn = 0 keeps ggml's plain
     // matmul + softmax + matmul graph, with its score matrix.
     attn.own_kernels = m.n_packed > 0 && flash;
+    attn.half = m.half_attention;
     attn.n_head = p.block.n_head;
     attn.scale = 1.0f / std::sqrt(float(hd));
     attn.flash = flash;

@@ -110,6 +110,7 @@ EncoderGraph build_encoder_graph(ggml_context * ctx, const Model & m, const Inpu
     // The engine's own CPU attention where flash is asked for (or auto): flash_attn = 0 keeps ggml's plain
     // matmul + softmax + matmul graph, with its score matrix.
     attn.own_kernels = m.n_packed > 0 && flash;
+    attn.half = m.half_attention;
     attn.n_head = e.n_head;
     attn.scale = 1.0f / std::sqrt(float(e.head_dim()));
     attn.flash = flash;
