@@ -1,17 +1,29 @@
 #!/usr/bin/env python3
-"""jepa against PyTorch on the same ViT, weights, inputs and thread count -> tests/results/bench-engine.json.
+"""jepa against ONNX Runtime, OpenVINO and PyTorch on the same ViTs, weights, inputs and threads
+-> tests/results/bench-engine.json.
 
-For each model (ViT-S/16, ViT-L/16 at 224, random weights) a transformers ViTModel is built, saved with
-save_pretrained and converted by jepa-convert to f32 and f16 GGUF files, so both engines run the same
-weights. For each batch size the variants run interleaved (jepa f32, jepa f32 + flash attention, jepa
-f16, jepa f16 + flash, torch; the order rotates every round), the first rounds are a warm-up and are
-dropped, and the median of the rest is reported as ms per image. Ratios are torch / jepa (above 1,
-jepa is faster), each the median over rounds of the ratio within a round. Each variant is also
-checked for batch bit-identity (first, middle and last item of the batched call against the same item
-encoded alone) and its tokens compared with torch's.
+For each model (ViT-S/16 and ViT-L/16 at 224, the V-JEPA 2 ViT-L/16 video encoder on one 16-frame
+256 px clip; random weights) the transformers model (ViTModel / VJEPA2Model) is built once and
+  - saved with save_pretrained and converted by jepa-convert to f32, bf16 and f16 GGUF files;
+  - exported once with torch.onnx.export (f32, dynamic batch axis) for the ONNX peers;
+so every engine runs the same network and weights. Variants, in two precision classes:
 
-    python tools/bench_engine.py --quick            # ViT-S, batch 1 and 8, few rounds: a smoke run
-    python tools/bench_engine.py --threads 2        # the full run (ViT-L at batch 32 takes a while)
+  exact: torch-f32 (eager), ort-f32 (ONNX Runtime, CPU EP), ov-f32 (OpenVINO), jepa-f32
+  half:  ov-bf16 (OpenVINO, INFERENCE_PRECISION_HINT bf16), jepa-bf16, jepa-f16
+
+For each batch size the variants run interleaved (the order rotates every round), the first rounds
+are a warm-up and are dropped, and the median of the rest is reported as ms per item. Ratios are
+peer / jepa (above 1, jepa is faster), each the median over rounds of the ratio within a round:
+jepa-f32 against the faster of ort-f32 / ov-f32, jepa-bf16 and jepa-f16 against ov-bf16, and every
+jepa variant against torch. Each cell also records GFLOP/s (the model's FLOPs counted analytically),
+the share of the machine's GEMM peak for the variant's class (measured in the same run: f32 through
+OpenBLAS, MLAS and MKL, bf16 through oneDNN), every variant's tokens against torch f32 (max|Δ| /
+max|ref|, pooled-mean cosine), and for jepa batch bit-identity and threads-1 = threads-2 identity.
+
+    python tools/bench_engine.py --threads 2            # the full run (~30 min on 2 cores)
+    python tools/bench_engine.py --quick                # ViT-S, batch 1 and 8, few rounds (~3 min)
+    python tools/bench_engine.py --smoke --threads 1    # tiny models, every variant (a test runs it)
+    python tools/bench_engine.py --models vjepa2-l16 --update   # re-measure one model, keep the rest
 
 A benchmark, not a test: the numbers depend on the machine and on what else runs on it (the share of
 the CPUs other processes took during each cell, and the load average around it, are recorded)."""
@@ -19,36 +31,95 @@ the CPUs other processes took during each cell, and the load average around it, 
 from __future__ import annotations
 
 import argparse
+import collections
+import gc
 import json
+import math
 import os
 import platform
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-# numpy's own OpenBLAS threads spin after start-up and steal cycles from both engines; neither needs them.
+# numpy's own OpenBLAS threads spin after start-up and steal cycles from the engines; none needs them.
+# (The f32 GEMM peak runs OpenBLAS in a child process with its own thread count.)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "tests" / "results" / "bench-engine.json"
-# A smoke run never replaces the committed results unless --out says so.
+# Quick and smoke runs never replace the committed results unless --out says so.
 QUICK_OUT = Path(tempfile.gettempdir()) / "bench-engine-quick.json"
+SMOKE_OUT = Path(tempfile.gettempdir()) / "bench-engine-smoke.json"
+SCHEMA = 2  # the JSON's shape; tools/render_docs.py renders 1 (jepa vs torch only) and 2
 
-MODELS: dict[str, dict[str, int]] = {
-    "vit-s16": dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=6, intermediate_size=1536),
-    "vit-l16": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
+
+@dataclass(frozen=True)
+class Spec:
+    """One model: a transformers ViTModel ("image") or VJEPA2Model encoder ("video") at these dims."""
+
+    kind: str
+    label: str
+    hidden: int
+    layers: int
+    heads: int
+    ffn: int
+    img: int
+    patch: int = 16
+    frames: int = 1
+    tubelet: int = 1
+
+    @property
+    def patches(self) -> int:
+        return (self.frames // self.tubelet) * (self.img // self.patch) ** 2
+
+    @property
+    def tokens(self) -> int:
+        """N: the sequence the blocks run on (a ViT has a CLS token, the V-JEPA 2 encoder none)."""
+        return self.patches + (1 if self.kind == "image" else 0)
+
+    @property
+    def prefix(self) -> int:
+        return self.tokens - self.patches
+
+    def flops(self) -> float:
+        """Multiply-adds x 2 per item: patch embedding, per layer the four attention and two FFN
+        matrices (2 N (4 D^2 + 2 D F)) and the two attention products (4 N^2 D). Norms, softmax,
+        GELU and adds are left out (well under 1 %)."""
+        n, d, f = self.tokens, self.hidden, self.ffn
+        embed = 2.0 * self.patches * (3 * self.tubelet * self.patch**2) * d
+        return embed + self.layers * (2.0 * n * (4 * d * d + 2 * d * f) + 4.0 * n * n * d)
+
+    def input_shape(self, b: int) -> tuple[int, ...]:
+        """jepa's layout: images [B, C, H, W], clips [B, C, T, H, W]."""
+        if self.kind == "image":
+            return (b, 3, self.img, self.img)
+        return (b, 3, self.frames, self.img, self.img)
+
+
+MODELS: dict[str, Spec] = {
+    "vit-s16": Spec("image", "ViT-S/16", 384, 12, 6, 1536, 224),
+    "vit-l16": Spec("image", "ViT-L/16", 1024, 24, 16, 4096, 224),
+    "vjepa2-l16": Spec("video", "V-JEPA 2 ViT-L/16, 16 × 256²", 1024, 24, 16, 4096, 256, frames=16,
+                       tubelet=2),
 }
-IMG, PATCH = 224, 16
-# The issue's goal for the bit-identical path: torch / jepa at least this, per batch size.
-GOAL = {1: 1.5, 8: 1.2, 32: 1.2}
-# Timed rounds (after one warm-up round) per (model, batch): ViT-L at batch 32 is ~20 s a run here.
+# --smoke: the same two kinds, tiny, so every variant runs end to end in seconds.
+SMOKE_MODELS: dict[str, Spec] = {
+    "vit-tiny": Spec("image", "ViT tiny (smoke)", 64, 2, 4, 128, 32),
+    "vjepa2-tiny": Spec("video", "V-JEPA 2 tiny (smoke)", 64, 2, 4, 256, 32, frames=4, tubelet=2),
+}
+BATCHES = {"image": (1, 8, 32), "video": (1,)}
+QUICK_BATCHES = {"image": (1, 8), "video": (1,)}
+SMOKE_BATCHES = {"image": (1, 2), "video": (1, 2)}
+# Timed rounds (after the warm-up rounds) per (model, batch): ViT-L at batch 32 is ~100 s a round here.
 ROUNDS = {
     ("vit-s16", 1): 11,
     ("vit-s16", 8): 7,
@@ -56,17 +127,73 @@ ROUNDS = {
     ("vit-l16", 1): 7,
     ("vit-l16", 8): 4,
     ("vit-l16", 32): 3,
+    ("vjepa2-l16", 1): 3,
 }
 QUICK_ROUNDS = 3
-# Untimed rounds first: torch's first calls at a new shape run slow for a while, ggml allocates its graph.
-WARMUP = {"vit-s16": 2, "vit-l16": 1}
-JEPA_VARIANTS = ("jepa-f32", "jepa-f32-flash", "jepa-f16", "jepa-f16-flash")
+SMOKE_ROUNDS = 2
+# Untimed rounds first: torch's first calls at a new shape run slow for a while, ORT and OpenVINO
+# allocate on their first run, ggml allocates its graph.
+WARMUP = {"vit-s16": 2, "vit-l16": 1, "vjepa2-l16": 1}
+
+# name -> (precision class, what it is)
+VARIANTS: dict[str, tuple[str, str]] = {
+    "torch-f32": ("exact", "transformers model, PyTorch eager (sdpa attention), torch.inference_mode(), "
+                  "torch.set_num_threads(threads); the reference of every error figure"),
+    "ort-f32": ("exact", "onnxruntime InferenceSession on the exported ONNX, CPUExecutionProvider, "
+                "intra_op_num_threads=threads, inter_op_num_threads=1, ORT_ENABLE_ALL"),
+    "ov-f32": ("exact", "openvino Core().compile_model on the exported ONNX reshaped to the cell's batch "
+               "(static shape), CPU, INFERENCE_NUM_THREADS=threads, INFERENCE_PRECISION_HINT f32, "
+               "PERFORMANCE_HINT LATENCY"),
+    "jepa-f32": ("exact", "jepa-convert --ftype f32, model.context(threads=threads) (the engine's default "
+                 "attention: flash)"),
+    "ov-bf16": ("half", "as ov-f32 with INFERENCE_PRECISION_HINT bf16"),
+    "jepa-bf16": ("half", "jepa-convert --ftype bf16: attention/FFN matrices bfloat16 (norms, biases, "
+                  "tokens, patch embedding f32)"),
+    "jepa-f16": ("half", "jepa-convert --ftype f16: the same matrices IEEE half"),
+}
+REF = "torch-f32"
+JEPA = ("jepa-f32", "jepa-bf16", "jepa-f16")
+CLASSES = {"exact": "f32", "half": "bf16"}  # the GEMM peak each class is measured against
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """peer / jepa per round (the faster peer of the round when there are two), median over rounds."""
+
+    key: str
+    jepa: str
+    peers: tuple[str, ...]
+    goal: float | None = None  # None: the torch goals by batch (TORCH_GOAL)
+
+
+RATIOS = (
+    Ratio("f32_vs_exact_peer", "jepa-f32", ("ort-f32", "ov-f32"), 1.0),
+    Ratio("bf16_vs_ov_bf16", "jepa-bf16", ("ov-bf16",), 1.0),
+    Ratio("f16_vs_ov_bf16", "jepa-f16", ("ov-bf16",), 1.0),
+    Ratio("f32_vs_torch", "jepa-f32", ("torch-f32",)),
+    Ratio("bf16_vs_torch", "jepa-bf16", ("torch-f32",)),
+    Ratio("f16_vs_torch", "jepa-f16", ("torch-f32",)),
+)
+# The issue's first goal against PyTorch eager, per batch size.
+TORCH_GOAL = {1: 1.5, 8: 1.2, 32: 1.2}
+
+OPSET = 18
+# torch.onnx.export's two exporters, tried in this order. The TorchScript exporter comes first: ONNX
+# Runtime's graph optimizer fuses its attention / LayerNorm / GELU patterns (ViT-S ran ~1.3x faster in
+# ORT from it than from the dynamo export here); dynamo is the fallback and the future default.
+EXPORTERS = ("torchscript", "dynamo")
+PEAK_N = 2048
+PEAK_REPS = 7
 
 
 @dataclass
 class Variant:
     name: str
-    run: Callable[[np.ndarray], np.ndarray]
+    run: Callable[[], np.ndarray]
+
+
+# --------------------------------------------------------------------------------------------------
+# The machine
 
 
 def machine_info(threads: int) -> dict[str, Any]:
@@ -80,19 +207,37 @@ def machine_info(threads: int) -> dict[str, Any]:
                 flags = set(line.split(":", 1)[1].split())
     except OSError:
         pass
+    simd = {"avx", "avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx_vnni",
+            "amx_tile", "amx_bf16", "amx_int8"}
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
         "threads": threads,
-        "simd": sorted(
-            f for f in flags if f in {"avx", "avx2", "fma", "f16c", "avx512f", "avx512_bf16", "amx_tile"}
-        ),
+        "simd": sorted(f for f in flags if f in simd),
+        "flags": sorted(flags),
         "os": platform.platform(),
+        "env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS",
+                                                "OMP_WAIT_POLICY", "ONEDNN_MAX_CPU_ISA")},
         "shared": "yes: other jobs may run; runs are interleaved and medians taken",
     }
 
 
+def git_commit() -> str:
+    """HEAD, with '+dirty' when the engine's sources (csrc/, python/) differ from it."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "csrc", "python"], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
 def versions() -> dict[str, str]:
+    import onnx
+    import onnxruntime
+    import openvino
     import torch
     import transformers
 
@@ -103,32 +248,12 @@ def versions() -> dict[str, str]:
         "ggml": jepa._engine.ggml_version(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
+        "onnx": onnx.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "openvino": openvino.__version__,
         "numpy": np.__version__,
         "python": platform.python_version(),
     }
-
-
-def build_models(name: str, cfg: dict[str, int], workdir: Path, seed: int) -> tuple[Any, dict[str, str]]:
-    """A random-weight transformers ViTModel and its f32 / f16 GGUF conversions (same weights)."""
-    import torch
-    from transformers import ViTConfig, ViTModel
-    from transformers.utils import logging as hf_logging
-
-    from jepa.convert import convert
-
-    hf_logging.disable_progress_bar()
-    torch.manual_seed(seed)
-    model = ViTModel(ViTConfig(**cfg, image_size=IMG, patch_size=PATCH), add_pooling_layer=False).eval()
-    # LayerNorms away from 1 / 0, as in the parity tests, so the two engines do the same work.
-    with torch.no_grad():
-        for mod in model.modules():
-            if isinstance(mod, torch.nn.LayerNorm):
-                mod.weight.add_(0.1 * torch.randn(mod.weight.shape))
-                mod.bias.add_(0.1 * torch.randn(mod.bias.shape))
-    src = workdir / f"{name}-hf"
-    model.save_pretrained(src)
-    files = {ft: convert(src, workdir / f"{name}-{ft}.gguf", ftype=ft) for ft in ("f32", "f16")}
-    return model, files
 
 
 def machine_busy_s() -> float:
@@ -143,7 +268,295 @@ def machine_busy_s() -> float:
 
 def self_busy_s() -> float:
     t = os.times()
-    return t.user + t.system
+    return t.user + t.system + t.children_user + t.children_system
+
+
+# --------------------------------------------------------------------------------------------------
+# GEMM peaks: the best GFLOP/s of an n^3 product, f32 (OpenBLAS through numpy, MLAS through ONNX
+# Runtime, MKL through torch) and bf16 (oneDNN through torch), at the benchmark's thread count.
+
+
+def _best_gflops(fn: Callable[[], Any], n: int, reps: int) -> float:
+    fn()  # warm-up: thread pools, packing buffers
+    best = min(_timed(fn) for _ in range(reps))
+    return 2.0 * n**3 / best / 1e9
+
+
+def _timed(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _openblas_info() -> dict[str, str]:
+    """The OpenBLAS core numpy runs (threadpoolctl when installed, else the same calls by ctypes)."""
+    try:
+        from threadpoolctl import threadpool_info
+
+        for lib in threadpool_info():
+            if lib.get("internal_api") == "openblas":
+                return {"corename": str(lib.get("architecture")), "version": str(lib.get("version")),
+                        "via": "threadpoolctl"}
+    except ImportError:
+        pass
+    import ctypes
+
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        path = line.split()[-1]
+        if "openblas" not in Path(path).name.lower() or ".so" not in path:
+            continue
+        lib = ctypes.CDLL(path)
+        out = {"via": "ctypes, as threadpoolctl does (threadpoolctl is not installed)", "library": path}
+        for key, names in (
+            ("corename", ("scipy_openblas_get_corename64_", "openblas_get_corename64_",
+                          "openblas_get_corename")),
+            ("config", ("scipy_openblas_get_config64_", "openblas_get_config64_", "openblas_get_config")),
+        ):
+            for sym in names:
+                f = getattr(lib, sym, None)
+                if f is not None:
+                    f.restype = ctypes.c_char_p
+                    out[key] = f().decode()
+                    break
+        return out
+    return {"corename": "unknown"}
+
+
+def _peak_worker(kind: str, n: int, threads: int) -> dict[str, Any]:
+    """Run in a child process (its own env): one engine's GEMM peak."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
+    if kind == "openblas-f32":
+        return {"gflops": _best_gflops(lambda: a @ b, n, PEAK_REPS), "openblas": _openblas_info()}
+    import torch
+
+    torch.set_num_threads(threads)
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    if kind == "torch-bf16":
+        ta, tb = ta.to(torch.bfloat16), tb.to(torch.bfloat16)
+    with torch.inference_mode():
+        g = _best_gflops(lambda: torch.matmul(ta, tb), n, PEAK_REPS)
+    return {"gflops": g, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
+def _run_peak_child(kind: str, n: int, threads: int, env: dict[str, str]) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--peak-worker", kind, "--peak-n", str(n),
+           "--threads", str(threads)]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    if r.returncode:
+        return {"error": r.stderr.strip()[-500:]}
+    lines = r.stdout.splitlines()
+    out: dict[str, Any] = json.loads(next(ln for ln in reversed(lines) if ln.startswith("PEAK-JSON "))[10:])
+    # The kernels the libraries picked, from their verbose modes.
+    impls = sorted({ln.split(",")[ln.split(",").index("matmul") + 1] for ln in lines
+                    if ln.startswith("onednn_verbose") and ",exec," in ln and ",matmul," in ln})
+    if impls:
+        out["onednn_impl"] = impls
+    mkl = [ln for ln in lines if ln.startswith("MKL_VERBOSE") and "GEMM" not in ln]
+    if mkl:
+        out["mkl"] = mkl[0].removeprefix("MKL_VERBOSE ").strip()
+    return out
+
+
+def _ort_matmul_gflops(n: int, threads: int) -> float:
+    """MLAS through an ONNX MatMul whose B is an initializer (ORT prepacks it, as it does weights)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["A", "B"], ["C"])], "gemm",
+        [helper.make_tensor_value_info("A", TensorProto.FLOAT, [n, n])],
+        [helper.make_tensor_value_info("C", TensorProto.FLOAT, [n, n])],
+        [numpy_helper.from_array(rng.standard_normal((n, n), dtype=np.float32), "B")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=8)
+    sess = ort.InferenceSession(model.SerializeToString(), _ort_options(threads),
+                                providers=["CPUExecutionProvider"])
+    return _best_gflops(lambda: sess.run(None, {"A": a}), n, PEAK_REPS)
+
+
+def measure_peaks(threads: int, n: int) -> dict[str, Any]:
+    """One measurement of every engine's GEMM peak at `threads` threads."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads))
+    # Some machines set these for the engines' sake; OpenBLAS's own choice of core is what numpy
+    # users get, so they are unset for this measurement (and their values recorded in machine.env).
+    env.pop("OPENBLAS_CORETYPE", None)
+    env.pop("OPENBLAS_L2_SIZE", None)
+    out: dict[str, Any] = {"openblas-f32": _run_peak_child("openblas-f32", n, threads, env)}
+    out["mlas-f32"] = {"gflops": _ort_matmul_gflops(n, threads)}
+    verbose = dict(os.environ, ONEDNN_VERBOSE="1", MKL_VERBOSE="1")
+    out["mkl-f32"] = _run_peak_child("torch-f32", n, threads, verbose)
+    out["onednn-bf16"] = _run_peak_child("torch-bf16", n, threads, verbose)
+    for v in out.values():
+        if "gflops" in v:
+            v["gflops"] = round(v["gflops"], 1)
+    return out
+
+
+def peak_summary(runs: list[dict[str, Any]], n: int, threads: int) -> dict[str, Any]:
+    """The class peaks: the best of every measurement (before and after the cells) of each precision."""
+    def best(prefixes: tuple[str, ...]) -> tuple[float, str]:
+        got = [(r[k]["gflops"], k) for r in runs for k in r if k.startswith(prefixes) and "gflops" in r[k]]
+        return max(got) if got else (float("nan"), "none")
+
+    f32, f32_by = best(("openblas-f32", "mlas-f32", "mkl-f32"))
+    bf16, bf16_by = best(("onednn-bf16",))
+    return {
+        "n": n,
+        "threads": threads,
+        "f32_gflops": f32,
+        "f32_by": f32_by,
+        "bf16_gflops": bf16,
+        "bf16_by": bf16_by,
+        "runs": runs,
+        "what": f"best GFLOP/s of a {n}^3 product over {PEAK_REPS} reps after a warm-up; f32: numpy "
+        "(OpenBLAS, OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset, in a child process), ONNX Runtime MatMul "
+        "(MLAS) and torch.matmul (MKL); bf16: torch.matmul on bf16 (oneDNN); measured before and after "
+        "the cells, the best kept",
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Building every engine's copy of one model
+
+
+class _LastHidden:
+    """The model's final-norm tokens [B, N, D] from its native input layout (for torch.onnx.export)."""
+
+    @staticmethod
+    def wrap(model: Any, kind: str) -> Any:
+        import torch
+
+        class Wrapped(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.m = model
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                if kind == "image":
+                    return self.m(pixel_values=x).last_hidden_state
+                return self.m(pixel_values_videos=x, skip_predictor=True).last_hidden_state
+
+        return Wrapped().eval()
+
+
+def build_torch(spec: Spec, seed: int) -> Any:
+    """A random-weight transformers model with these dims (LayerNorms away from 1 / 0, as in the
+    parity tests, so no engine can skip a norm)."""
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    torch.manual_seed(seed)
+    if spec.kind == "image":
+        from transformers import ViTConfig, ViTModel
+
+        model = ViTModel(
+            ViTConfig(hidden_size=spec.hidden, num_hidden_layers=spec.layers, num_attention_heads=spec.heads,
+                      intermediate_size=spec.ffn, image_size=spec.img, patch_size=spec.patch),
+            add_pooling_layer=False,
+        )
+    else:
+        from transformers import VJEPA2Config, VJEPA2Model
+
+        model = VJEPA2Model(
+            VJEPA2Config(hidden_size=spec.hidden, num_hidden_layers=spec.layers,
+                         num_attention_heads=spec.heads, mlp_ratio=spec.ffn / spec.hidden, crop_size=spec.img,
+                         patch_size=spec.patch, tubelet_size=spec.tubelet, frames_per_clip=spec.frames,
+                         pred_num_hidden_layers=1)
+        )
+    model.eval()
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, torch.nn.LayerNorm):
+                mod.weight.add_(0.1 * torch.randn(mod.weight.shape))
+                mod.bias.add_(0.1 * torch.randn(mod.bias.shape))
+    return model
+
+
+def hf_layout(spec: Spec, x: np.ndarray) -> np.ndarray:
+    """transformers' input layout: images as jepa's, clips [B, T, C, H, W]."""
+    return x if spec.kind == "image" else np.ascontiguousarray(x.transpose(0, 2, 1, 3, 4))
+
+
+def export_onnx(model: Any, spec: Spec, path: Path) -> dict[str, Any]:
+    """torch.onnx.export with a dynamic batch axis, f32; each exporter in turn until one works.
+    Returns what happened (the error of every exporter that failed, verbatim)."""
+    import torch
+
+    wrapped = _LastHidden.wrap(model, spec.kind)
+    example = torch.from_numpy(hf_layout(spec, np.zeros(spec.input_shape(2), np.float32)))
+    attempts: dict[str, str] = {}
+    for exporter in EXPORTERS:
+        t0 = time.perf_counter()
+        try:
+            kw: dict[str, Any]
+            if exporter == "dynamo":
+                kw = {"dynamo": True, "dynamic_shapes": ({0: torch.export.Dim("batch", min=1, max=64)},)}
+            else:
+                kw = {"dynamo": False, "dynamic_axes": {"x": {0: "batch"}, "tokens": {0: "batch"}}}
+            with torch.no_grad():
+                torch.onnx.export(wrapped, (example,), str(path), input_names=["x"], output_names=["tokens"],
+                                  opset_version=OPSET, **kw)
+        except Exception as exc:  # the exporter's own error is the result to record
+            attempts[exporter] = f"{type(exc).__name__}: {exc}"[:4000]
+            print(f"  torch.onnx.export ({exporter}) failed: {attempts[exporter][:300]}", file=sys.stderr)
+            continue
+        attempts[exporter] = "ok"
+        return {"exporter": exporter, "opset": OPSET, "seconds": round(time.perf_counter() - t0, 1),
+                "attempts": attempts}
+    return {"exporter": None, "opset": OPSET, "attempts": attempts}
+
+
+def _ort_options(threads: int) -> Any:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.log_severity_level = 3
+    return so
+
+
+def ov_config(precision: str, threads: int) -> dict[str, Any]:
+    return {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": precision,
+            "PERFORMANCE_HINT": "LATENCY"}
+
+
+def ov_compile(core: Any, onnx_path: Path, shape: tuple[int, ...], precision: str, threads: int) -> Any:
+    model = core.read_model(str(onnx_path))
+    model.reshape(list(shape))
+    return core.compile_model(model, "CPU", ov_config(precision, threads))
+
+
+def ov_kernels(compiled: Any) -> dict[str, Any]:
+    """The primitives OpenVINO's CPU plugin picked for the heavy layers (from the runtime model)."""
+    heavy = {"FullyConnected", "MatMul", "Convolution", "ScaledDotProductAttention", "Subgraph", "MVN"}
+    count: collections.Counter[str] = collections.Counter()
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        info = op.get_rt_info()
+        layer = info["layerType"].astype(str) if "layerType" in info else ""
+        if layer in heavy:
+            prim = info["primitiveType"].astype(str) if "primitiveType" in info else "?"
+            count[f"{layer}: {prim}"] += 1
+    prec = compiled.get_property("INFERENCE_PRECISION_HINT")
+    return {"inference_precision": prec.get_type_name() if hasattr(prec, "get_type_name") else str(prec),
+            "threads": int(compiled.get_property("INFERENCE_NUM_THREADS")),
+            "primitives": dict(sorted(count.items()))}
+
+
+def jepa_kernels(model: Any) -> dict[str, Any]:
+    """What the engine says about its kernel paths, where its info has such keys."""
+    info = model.info
+    keys = [k for k in info if k in ("backend", "matmul", "n_matmul_packed") or "kernel" in k or "isa" in k]
+    return {k: info.get(k) for k in keys}
+
+
+# --------------------------------------------------------------------------------------------------
+# Timing and checks
 
 
 def bit_identical(run: Callable[[np.ndarray], np.ndarray], x: np.ndarray, batched: np.ndarray) -> bool:
@@ -157,90 +570,174 @@ def bit_identical(run: Callable[[np.ndarray], np.ndarray], x: np.ndarray, batche
 
 
 def time_cell(
-    variants: list[Variant], x: np.ndarray, rounds: int, warmup: int
-) -> tuple[dict[str, list[float]], dict[str, Any]]:
-    """Interleaved rounds, the first `warmup` untimed. Returns ms/img samples and one output per variant."""
-    b = x.shape[0]
+    variants: list[Variant], b: int, rounds: int, warmup: int
+) -> tuple[dict[str, list[float]], dict[str, np.ndarray]]:
+    """Interleaved rounds, the first `warmup` untimed. Returns ms/item samples and one output per variant."""
     samples: dict[str, list[float]] = {v.name: [] for v in variants}
-    outputs: dict[str, Any] = {}
+    outputs: dict[str, np.ndarray] = {}
     for r in range(warmup + rounds):
         order = variants[r % len(variants) :] + variants[: r % len(variants)]
         for v in order:
             t0 = time.perf_counter()
-            out = v.run(x)
+            out = v.run()
             dt = time.perf_counter() - t0
             if r == 0:
-                outputs[v.name] = out
+                outputs[v.name] = np.asarray(out)
             if r >= warmup:
                 samples[v.name].append(1000.0 * dt / b)
     return samples, outputs
 
 
+def paired_ratio(samples: dict[str, list[float]], peers: tuple[str, ...], den: str) -> float | None:
+    """Median over rounds of (the fastest of `peers` in that round) / samples[den]. The variants of a
+    round run back to back, so a burst of load from elsewhere mostly hits both sides of a pair."""
+    if den not in samples or any(p not in samples for p in peers):
+        return None
+    per_round = zip(*(samples[p] for p in peers), samples[den], strict=True)
+    return statistics.median(min(r[:-1]) / r[-1] for r in per_round)
+
+
+def _pooled_cos(got: np.ndarray, ref: np.ndarray, prefix: int) -> float:
+    a = got[:, prefix:].astype(np.float64).mean(1)
+    b = ref[:, prefix:].astype(np.float64).mean(1)
+    cos = (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+    return float(cos.min())
+
+
+def peak_share(gflops: float, peaks: dict[str, Any], variant: str) -> float | None:
+    """The share of its precision class's GEMM peak a variant reached."""
+    peak = peaks.get(f"{CLASSES[VARIANTS[variant][0]]}_gflops")
+    return None if peak is None or math.isnan(peak) or peak <= 0 else round(gflops / peak, 3)
+
+
+def _g(v: float) -> float:
+    return float(f"{v:.3g}")
+
+
 def run_model(
     name: str,
-    batches: list[int],
+    spec: Spec,
+    batches: tuple[int, ...],
     threads: int,
     rounds_for: Callable[[str, int], int],
+    warmup: int,
     workdir: Path,
     seed: int,
-) -> list[dict[str, Any]]:
+    peaks: dict[str, Any],
+    only: tuple[str, ...],
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    import onnxruntime as ort
+    import openvino as ov
     import torch
 
     import jepa
+    from jepa.convert import convert
 
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
-    tmodel, files = build_models(name, MODELS[name], workdir, seed)
-    print(f"[{name}] built and converted in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    jm = {ft: jepa.Model(path) for ft, path in files.items()}
-    ctxs = {
-        "jepa-f32": jm["f32"].context(threads=threads, flash_attn=False),
-        "jepa-f32-flash": jm["f32"].context(threads=threads, flash_attn=True),
-        "jepa-f16": jm["f16"].context(threads=threads, flash_attn=False),
-        "jepa-f16-flash": jm["f16"].context(threads=threads, flash_attn=True),
+    tmodel = build_torch(spec, seed)
+    src = workdir / "hf"
+    tmodel.save_pretrained(src)
+    files = {ft: convert(src, workdir / f"{ft}.gguf", ftype=ft) for ft in ("f32", "bf16", "f16")}
+    shutil.rmtree(src)
+    t_conv = time.perf_counter() - t0
+    onnx_path = workdir / "model.onnx"
+    export = export_onnx(tmodel, spec, onnx_path) if any(v.startswith(("ort", "ov")) for v in only) else {}
+    print(f"[{name}] built and converted in {t_conv:.0f} s, exported ({export.get('exporter')}) in "
+          f"{time.perf_counter() - t0 - t_conv:.0f} s", file=sys.stderr)
+    peers_ok = export.get("exporter") is not None
+
+    jm = {f"jepa-{ft}": jepa.Model(path) for ft, path in files.items()}
+    ctxs = {k: m.context(threads=threads) for k, m in jm.items() if k in only}
+    sess = None
+    if peers_ok and "ort-f32" in only:
+        sess = ort.InferenceSession(str(onnx_path), _ort_options(threads), providers=["CPUExecutionProvider"])
+    core = ov.Core()
+    model_info: dict[str, Any] = {
+        "spec": asdict(spec),
+        "tokens": spec.tokens,
+        "gflop_per_item": round(spec.flops() / 1e9, 3),
+        "export": export,
+        "jepa_kernels": {k: jepa_kernels(m) for k, m in jm.items()},
+        "file_mb": {f"jepa-{ft}": round(Path(p).stat().st_size / 1e6, 1) for ft, p in files.items()},
+        "ov_kernels": {},
     }
+
+    tforward = _LastHidden.wrap(tmodel, spec.kind)
 
     def torch_run(x: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
-            return tmodel(pixel_values=torch.from_numpy(x)).last_hidden_state.numpy()
+            return tforward(torch.from_numpy(x)).numpy()
 
-    variants = [Variant(k, c.encode) for k, c in ctxs.items()] + [Variant("torch", torch_run)]
     rng = np.random.default_rng(seed)
     cells = []
     for b in batches:
-        x = rng.standard_normal((b, 3, IMG, IMG)).astype(np.float32)
+        x = rng.standard_normal(spec.input_shape(b), dtype=np.float32)
+        xh = hf_layout(spec, x)
+        compiled = {}
+        if peers_ok:
+            for prec in ("f32", "bf16"):
+                if f"ov-{prec}" in only:
+                    compiled[f"ov-{prec}"] = ov_compile(core, onnx_path, xh.shape, prec, threads)
+        runs: dict[str, Callable[[], np.ndarray]] = {}
+        if REF in only:
+            runs[REF] = lambda xh=xh: torch_run(xh)
+        if sess is not None:
+            runs["ort-f32"] = lambda s=sess, xh=xh: s.run(None, {"x": xh})[0]
+        for k, cm in compiled.items():
+            req = cm.create_infer_request()
+            runs[k] = lambda req=req, xh=xh: req.infer({0: xh}, share_inputs=True)[0]
+        for k, c in ctxs.items():
+            runs[k] = lambda c=c, x=x: c.encode(x)
+        variants = [Variant(k, runs[k]) for k in VARIANTS if k in runs]
         rounds = rounds_for(name, b)
         load_before = os.getloadavg()[0]
         busy0, self0 = machine_busy_s(), self_busy_s()
-        t0 = time.perf_counter()
-        samples, outputs = time_cell(variants, x, rounds, WARMUP.get(name, 1))
-        elapsed = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        samples, outputs = time_cell(variants, b, rounds, warmup)
+        elapsed = time.perf_counter() - t1
         # The share of the machine's CPUs that other processes used while this cell ran.
         others = (machine_busy_s() - busy0 - (self_busy_s() - self0)) / (elapsed * (os.cpu_count() or 1))
-        # Ratios paired within each round (the variants of a round run back to back, so a burst of load
-        # from elsewhere mostly hits both sides of a pair): the median over rounds.
-        paired = {
-            k: statistics.median(t / j for t, j in zip(samples["torch"], samples[k], strict=True))
-            for k in ctxs
-        }
+        for k, cm in compiled.items():
+            model_info["ov_kernels"].setdefault(k, ov_kernels(cm))
+        del compiled, runs, variants
         ms = {k: statistics.median(v) for k, v in samples.items()}
-        ident = {k: (None if b == 1 else bit_identical(ctxs[k].encode, x, outputs[k])) for k in ctxs}
-        ident["torch"] = None if b == 1 else bit_identical(torch_run, x, outputs["torch"])
-        ref = outputs["torch"]
-        scale = float(np.abs(ref).max())
-        agree = {k: float(f"{np.abs(outputs[k] - ref).max() / scale:.3g}") for k in ctxs}
+        gflops = {k: spec.flops() / (v / 1000.0) / 1e9 for k, v in ms.items()}
+        share = {k: peak_share(g, peaks, k) for k, g in gflops.items()}
+        ratios = {r.key: paired_ratio(samples, r.peers, r.jepa) for r in RATIOS}
+        ref = outputs.get(REF)
+        rel, cos = {}, {}
+        if ref is not None:
+            scale = float(np.abs(ref).max())
+            for k, out in outputs.items():
+                if k != REF:
+                    rel[k] = _g(float(np.abs(out - ref).max()) / scale)
+                    cos[k] = float(_pooled_cos(out, ref, spec.prefix))
+        # jepa's promises: a batch gives each item the bits it gets alone, whatever the thread count.
+        batch_ident = {k: None if b == 1 else bit_identical(c.encode, x, outputs[k]) for k, c in ctxs.items()}
+        thread_ident = {}
+        k1 = min(b, 2)
+        for k, c in ctxs.items():
+            one = jm[k].context(threads=1).encode(x[:k1])
+            two = c.encode(x[:k1]) if threads == 2 else jm[k].context(threads=2).encode(x[:k1])
+            thread_ident[k] = one.view(np.uint32).tobytes() == two.view(np.uint32).tobytes()
+        exact_peers = [p for p in ("ort-f32", "ov-f32") if p in ms]
         cell = {
             "model": name,
             "batch": b,
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "rounds": rounds,
-            "warmup_rounds": WARMUP.get(name, 1),
+            "warmup_rounds": warmup,
             "ms_per_img": {k: round(v, 2) for k, v in ms.items()},
-            "ratio_torch_over": {k: round(paired[k], 3) for k in ctxs},
-            "ratio_of_medians": {k: round(ms["torch"] / ms[k], 3) for k in ctxs},
-            "batch_bit_identical": ident,
-            "goal": GOAL.get(b),
-            "max_rel_diff_vs_torch": agree,
+            "gflops": {k: round(v, 1) for k, v in gflops.items()},
+            "peak_share": share,
+            "ratios": {k: (None if v is None else round(v, 3)) for k, v in ratios.items()},
+            "goals": {r.key: (r.goal if r.goal is not None else TORCH_GOAL.get(b)) for r in RATIOS},
+            "faster_exact_peer": min(exact_peers, key=lambda p: ms[p]) if exact_peers else None,
+            "max_rel_diff_vs_torch": rel,
+            "pooled_cos_vs_torch": cos,
+            "batch_bit_identical": batch_ident,
+            "threads_1_2_bit_identical": thread_ident,
             "samples_ms_per_img": {k: [round(s, 2) for s in v] for k, v in samples.items()},
             "load_avg_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],
             "others_cpu_share": round(max(others, 0.0), 3),
@@ -248,119 +745,162 @@ def run_model(
         }
         cells.append(cell)
         summary = "  ".join(f"{k}={v:.1f}" for k, v in ms.items())
-        print(f"[{name} b{b}] ms/img {summary}  ({elapsed:.0f} s, load {load_before:.1f})", file=sys.stderr)
-    return cells
-
-
-def paired_ratio(samples: dict[str, list[float]], num: str, den: str) -> float:
-    """Median over rounds of samples[num] / samples[den]. The variants of a round run back to back, so a
-    burst of load from elsewhere mostly hits both sides of a pair."""
-    return statistics.median(a / b for a, b in zip(samples[num], samples[den], strict=True))
+        print(f"[{name} b{b}] ms/item {summary}  ({elapsed:.0f} s, load {load_before:.1f}, others "
+              f"{100 * cell['others_cpu_share']:.0f}%)", file=sys.stderr)
+    return cells, model_info
 
 
 def summarise(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per cell: the fastest batch-bit-identical jepa variant, its ratio, and whether the goal is met."""
+    """Per cell and ratio: the value, its goal and whether it is met."""
     out = []
     for c in cells:
-        ok = [k for k in JEPA_VARIANTS if c["batch_bit_identical"][k] is not False]
-        best = max(ok, key=lambda k: c["ratio_torch_over"][k]) if ok else None
-        ratio = c["ratio_torch_over"][best] if best else None
-        flash_f32 = paired_ratio(c["samples_ms_per_img"], "jepa-f32", "jepa-f32-flash")
-        flash_f16 = paired_ratio(c["samples_ms_per_img"], "jepa-f16", "jepa-f16-flash")
-        out.append(
-            {
-                "model": c["model"],
-                "batch": c["batch"],
-                "best_bit_identical": best,
-                "ratio": ratio,
-                "goal": c["goal"],
-                "meets_goal": None if ratio is None or c["goal"] is None else ratio >= c["goal"],
-                "flash_speedup_f32": round(flash_f32, 3),
-                "flash_speedup_f16": round(flash_f16, 3),
-            }
-        )
+        for key, v in c["ratios"].items():
+            goal = c["goals"].get(key)
+            out.append({"model": c["model"], "batch": c["batch"], "ratio": key, "value": v, "goal": goal,
+                        "meets_goal": None if v is None or goal is None else v >= goal})
     return out
+
+
+def kernels_info(threads: int) -> dict[str, Any]:
+    """What each peer's kernels are, where it can be read (jepa's and OpenVINO's per model)."""
+    import onnxruntime as ort
+    import openvino as ov
+    import torch
+
+    core = ov.Core()
+    return {
+        "onnxruntime": {"version": ort.__version__, "build": ort.get_build_info(),
+                        "providers": ort.get_available_providers(),
+                        "isa": "MLAS dispatches its kernels by CPUID at run time (not exposed; the GEMM "
+                        "peak's mlas-f32 measures them)"},
+        "openvino": {"version": ov.__version__,
+                     "cpu": str(core.get_property("CPU", "FULL_DEVICE_NAME")),
+                     "optimization_capabilities": list(core.get_property("CPU",
+                                                                         "OPTIMIZATION_CAPABILITIES"))},
+        "torch": {"version": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                  "mkldnn": torch.backends.mkldnn.is_available(), "mkl": torch.backends.mkl.is_available(),
+                  "threads": threads},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="ViT-S only, batch 1 and 8, few rounds (a smoke run)")
-    p.add_argument(
-        "--threads", type=int, default=min(2, os.cpu_count() or 1), help="threads for both engines"
-    )
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help=f"JSON to write (default {DEFAULT_OUT.relative_to(ROOT)}; with --quick, {QUICK_OUT})",
-    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="ViT-S only, batch 1 and 8, few rounds")
+    mode.add_argument("--smoke", action="store_true", help="tiny models, every variant, 2 rounds (a test)")
+    p.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1),
+                   help="threads for every engine")
+    p.add_argument("--out", type=Path, default=None,
+                   help=f"JSON to write (default {DEFAULT_OUT.relative_to(ROOT)}; with --quick {QUICK_OUT}, "
+                   f"with --smoke {SMOKE_OUT})")
     p.add_argument("--models", default=None, help="comma-separated subset of " + ",".join(MODELS))
-    p.add_argument("--batches", default=None, help="comma-separated batch sizes (default 1,8,32)")
-    p.add_argument(
-        "--rounds", type=int, default=None, help="timed rounds per cell (default: by model and batch)"
-    )
+    p.add_argument("--batches", default=None, help="comma-separated batch sizes of the image models "
+                   "(default 1,8,32; the video encoder always runs one clip)")
+    p.add_argument("--variants", default=None, help="comma-separated subset of " + ",".join(VARIANTS))
+    p.add_argument("--rounds", type=int, default=None,
+                   help="timed rounds per cell (default: by model and batch)")
+    p.add_argument("--peak-n", type=int, default=None, help=f"GEMM size of the peak measurement ({PEAK_N})")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--note", default="", help="free text stored in the JSON (e.g. the engine commit)")
-    p.add_argument(
-        "--update",
-        action="store_true",
-        help="keep the other cells of an existing --out file (re-measure one model or batch size)",
-    )
+    p.add_argument("--note", default="", help="free text stored in the JSON")
+    p.add_argument("--update", action="store_true",
+                   help="keep the other cells of an existing --out file (re-measure one model or batch size)")
+    p.add_argument("--peak-worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
-    models = args.models.split(",") if args.models else (["vit-s16"] if args.quick else list(MODELS))
-    batches = (
-        [int(b) for b in args.batches.split(",")] if args.batches else ([1, 8] if args.quick else [1, 8, 32])
-    )
-    unknown = [m for m in models if m not in MODELS]
+    if args.peak_worker:
+        res = _peak_worker(args.peak_worker, args.peak_n or PEAK_N, args.threads)
+        print("PEAK-JSON " + json.dumps(res))
+        return 0
+
+    table = SMOKE_MODELS if args.smoke else MODELS
+    default_models = ["vit-s16"] if args.quick else list(table)
+    models = args.models.split(",") if args.models else default_models
+    unknown = [m for m in models if m not in table]
     if unknown:
-        p.error(f"unknown model(s): {', '.join(unknown)}")
+        p.error(f"unknown model(s): {', '.join(unknown)} (known: {', '.join(table)})")
+    only = tuple(args.variants.split(",")) if args.variants else tuple(VARIANTS)
+    bad = [v for v in only if v not in VARIANTS]
+    if bad:
+        p.error(f"unknown variant(s): {', '.join(bad)}")
+    batch_table = SMOKE_BATCHES if args.smoke else QUICK_BATCHES if args.quick else BATCHES
+
+    def batches_for(spec: Spec) -> tuple[int, ...]:
+        if args.batches and spec.kind == "image":
+            return tuple(int(b) for b in args.batches.split(","))
+        return batch_table[spec.kind]
 
     def rounds_for(model: str, batch: int) -> int:
         if args.rounds:
             return args.rounds
+        if args.smoke:
+            return SMOKE_ROUNDS
         return QUICK_ROUNDS if args.quick else ROUNDS.get((model, batch), 3)
 
-    out: Path = args.out or (QUICK_OUT if args.quick else DEFAULT_OUT)
+    peak_n = args.peak_n or (256 if args.smoke else PEAK_N)
+    out: Path = args.out or (SMOKE_OUT if args.smoke else QUICK_OUT if args.quick else DEFAULT_OUT)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     t0 = time.perf_counter()
+    peak_runs = [measure_peaks(args.threads, peak_n)]
+    print(f"GEMM peaks (before): { {k: v.get('gflops') for k, v in peak_runs[0].items()} }", file=sys.stderr)
+    peaks = peak_summary(peak_runs, peak_n, args.threads)
     cells: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="jepa-bench-") as tmp:
-        for m in models:
-            cells += run_model(m, batches, args.threads, rounds_for, Path(tmp), args.seed)
+    model_infos: dict[str, Any] = {}
+    for m in models:
+        with tempfile.TemporaryDirectory(prefix=f"jepa-bench-{m}-") as tmp:
+            c, info = run_model(m, table[m], batches_for(table[m]), args.threads, rounds_for,
+                                1 if args.smoke else WARMUP.get(m, 1), Path(tmp), args.seed, peaks, only)
+        cells += c
+        model_infos[m] = info
+        gc.collect()
+    peak_runs.append(measure_peaks(args.threads, peak_n))
+    print(f"GEMM peaks (after): { {k: v.get('gflops') for k, v in peak_runs[1].items()} }", file=sys.stderr)
+    peaks = peak_summary(peak_runs, peak_n, args.threads)
+    # The shares were computed against the peaks before the cells; recompute against the best of both.
+    for c in cells:
+        c["peak_share"] = {k: peak_share(g, peaks, k) for k, g in c["gflops"].items()}
     seconds = time.perf_counter() - t0
     if args.update and out.is_file():
         old = json.loads(out.read_text())
-        done = {(c["model"], c["batch"]) for c in cells}
-        kept = [c for c in old["cells"] if (c["model"], c["batch"]) not in done]
-        cells = sorted(kept + cells, key=lambda c: (list(MODELS).index(c["model"]), c["batch"]))
-        started = min(started, old["started"]) if kept else started
-        seconds += sum(c["seconds"] for c in kept)
+        if old.get("schema") == SCHEMA:
+            done = {(c["model"], c["batch"]) for c in cells}
+            kept = [c for c in old["cells"] if (c["model"], c["batch"]) not in done]
+            order = list(table)
+            cells = sorted(kept + cells, key=lambda c: (order.index(c["model"]), c["batch"]))
+            model_infos = {k: v for k, v in old.get("models", {}).items() if k not in model_infos} | (
+                model_infos)
+            started = min(started, old["started"]) if kept else started
+            seconds += sum(c["seconds"] for c in kept)
+        else:
+            print(f"--update: {out} has schema {old.get('schema', 1)}, not {SCHEMA}; replacing it",
+                  file=sys.stderr)
     result = {
         "benchmark": "bench-engine",
-        "description": "jepa (ggml) vs transformers ViTModel (PyTorch eager, default attention), same "
-        "weights, inputs and threads; interleaved rounds, warm-up dropped, medians; "
-        "ratio = torch / jepa (> 1: jepa faster)",
+        "schema": SCHEMA,
+        "description": "jepa (ggml) vs ONNX Runtime, OpenVINO and PyTorch eager on the same transformers "
+        "models and weights, same inputs and threads; interleaved rounds, warm-up dropped, medians; "
+        "ratio = peer / jepa (> 1: jepa faster), paired within rounds",
         "started": started,
         "seconds": round(seconds, 1),
         "quick": bool(args.quick),
+        "smoke": bool(args.smoke),
         "note": args.note,
+        "commit": git_commit(),
         "machine": machine_info(args.threads),
         "versions": versions(),
-        "image_size": IMG,
-        "variants": {
-            "jepa-f32": "f32 weights, flash_attn=False",
-            "jepa-f32-flash": "f32 weights, flash_attn=True",
-            "jepa-f16": "f16 attention/FFN matrices (norms, biases, patch embedding f32), flash_attn=False",
-            "jepa-f16-flash": "f16 matrices, flash_attn=True",
-            "torch": "transformers ViTModel, torch.inference_mode(), torch.set_num_threads(threads)",
-        },
+        "kernels": kernels_info(args.threads),
+        "peaks": peaks,
+        "variants": {k: {"class": c, "what": w} for k, (c, w) in VARIANTS.items() if k in only},
+        "ratios": {r.key: {"jepa": r.jepa, "peers": list(r.peers),
+                           "goal": r.goal if r.goal is not None else TORCH_GOAL} for r in RATIOS},
+        "flops": "per item: 2 x patches x (3 x tubelet x patch^2) x D + layers x (2 N (4 D^2 + 2 D F) + "
+        "4 N^2 D), N = tokens incl. CLS",
+        "models": model_infos,
         "cells": cells,
         "summary": summarise(cells),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {out}", file=sys.stderr)
+    print(f"wrote {out} ({seconds / 60:.1f} min)", file=sys.stderr)
     return 0
 
 

@@ -70,6 +70,186 @@ def _others(cell: dict[str, Any]) -> str:
 
 
 def render_bench_engine(data: dict[str, Any]) -> str:
+    """bench-engine.json: schema 2 (jepa against ONNX Runtime, OpenVINO and PyTorch) or the first
+    shape (jepa against PyTorch only, no "schema" key)."""
+    if data.get("schema", 1) >= 2:
+        return render_bench_engine_peers(data)
+    return render_bench_engine_v1(data)
+
+
+ENGINE_VARIANTS = {  # schema 2: column order and labels
+    "torch-f32": "PyTorch f32",
+    "ort-f32": "ORT f32",
+    "ov-f32": "OpenVINO f32",
+    "jepa-f32": "jepa f32",
+    "ov-bf16": "OpenVINO bf16",
+    "jepa-bf16": "jepa bf16",
+    "jepa-f16": "jepa f16",
+}
+ENGINE_RATIOS = {
+    "f32_vs_exact_peer": "jepa f32 vs faster of ORT / OpenVINO f32",
+    "bf16_vs_ov_bf16": "jepa bf16 vs OpenVINO bf16",
+    "f16_vs_ov_bf16": "jepa f16 vs OpenVINO bf16",
+    "f32_vs_torch": "jepa f32 vs PyTorch",
+    "bf16_vs_torch": "jepa bf16 vs PyTorch",
+    "f16_vs_torch": "jepa f16 vs PyTorch",
+}
+PEER_SHORT = {"ort-f32": "ORT", "ov-f32": "OV"}
+PEAK_LABELS = {"openblas-f32": "OpenBLAS", "mlas-f32": "MLAS", "mkl-f32": "MKL"}
+
+
+def _one_minus(cos: float) -> str:
+    gap = 1.0 - cos
+    return "1" if gap <= 0 else f"1 − {gap:.1e}"
+
+
+def _yes_no(vals: list[bool | None]) -> str:
+    seen = [v for v in vals if v is not None]
+    if not seen:
+        return "–"
+    return "yes" if all(seen) else f"**no** ({sum(not v for v in seen)} of {len(seen)} cells)"
+
+
+def render_bench_engine_peers(data: dict[str, Any]) -> str:
+    m, v, pk = data["machine"], data["versions"], data["peaks"]
+    cells, models = data["cells"], data.get("models", {})
+    variants = [k for k in ENGINE_VARIANTS if any(k in c["ms_per_img"] for c in cells)]
+    kind = " — a `--smoke` run (tiny models)." if data.get("smoke") else (
+        " — a `--quick` smoke run." if data.get("quick") else ".")
+
+    def label(name: str) -> str:
+        return models.get(name, {}).get("spec", {}).get("label", MODEL_LABELS.get(name, name))
+
+    # The kernels each engine ran, where it says.
+    first = next(iter(models.values()), {})
+    jk = next(iter(first.get("jepa_kernels", {}).values()), {})
+    ovk = {}
+    for prec, info in first.get("ov_kernels", {}).items():
+        fc = {k: n for k, n in info["primitives"].items() if k.startswith(("FullyConnected", "MatMul"))}
+        ovk[prec] = ", ".join(k.split(": ", 1)[1] for k in sorted(fc, key=lambda k: -fc[k])) or "?"
+    run0 = pk["runs"][0]
+    blas = run0.get("openblas-f32", {}).get("openblas", {}).get("corename", "?")
+    onednn = ", ".join(run0.get("onednn-bf16", {}).get("onednn_impl", [])) or "?"
+    f32_by = {PEAK_LABELS[k]: max(r[k].get("gflops", 0.0) for r in pk["runs"]) for k in PEAK_LABELS
+              if all(k in r for r in pk["runs"])}
+    lines = [
+        f"Measured {data['started'][:10]} at commit `{data.get('commit', '?')}` on {m['cpu']} "
+        f"({m['cores']} cores; {', '.join(m['simd'])}), {_threads(m['threads'])} for every engine; jepa "
+        f"{v['jepa']} on ggml {v['ggml']}, PyTorch {v['torch']}, transformers {v['transformers']}, "
+        f"ONNX Runtime {v['onnxruntime']}, OpenVINO {v['openvino'].split('-')[0]}. Random weights" + kind,
+        "",
+        f"GEMM peaks at {_threads(pk['threads'])} ({pk['n']}³, the best of the measurements before and after "
+        f"the cells): **f32 {pk['f32_gflops']:.0f} GFLOP/s** ("
+        + ", ".join(f"{k} {g:.0f}" for k, g in f32_by.items())
+        + f"; OpenBLAS core {blas}), **bf16 {pk['bf16_gflops']:.0f} GFLOP/s** (oneDNN `{onednn}`). "
+        f"Weight-matrix kernels: jepa `{jk.get('matmul', 'not reported')}`; OpenVINO "
+        + "; ".join(f"{p.split('-')[1]} `{k}`" for p, k in ovk.items())
+        + f"; PyTorch {data.get('kernels', {}).get('torch', {}).get('cpu_capability', '?')} (MKL f32).",
+        "",
+        "Milliseconds per item (an image, or one clip for the video encoder): the median of the "
+        "interleaved rounds. *Other load*: the share of the machine's cores that other processes used "
+        "while the cell ran.",
+        "",
+    ]
+    rows = [[label(c["model"]), str(c["batch"])]
+            + [_ms(c["ms_per_img"][k]) if k in c["ms_per_img"] else "–" for k in variants] + [_others(c)]
+            for c in cells]
+    lines += _table(["model", "batch"] + [ENGINE_VARIANTS[k] for k in variants] + ["other load"], rows,
+                    "lr" + "r" * len(variants) + "r")
+    torch_goals = data.get("ratios", {}).get("f32_vs_torch", {}).get("goal", {})
+    goal_text = ", ".join(f"{g}× at batch {b}" for b, g in torch_goals.items()) if isinstance(
+        torch_goals, dict) else ""
+    lines += [
+        "",
+        "Ratios peer / jepa (above 1, jepa is faster): the median over rounds of the ratio within a round; "
+        "against two peers, the faster of the two in each round (its name in brackets: the faster by "
+        "median). Goals: at least 1× against the peers of the same precision class"
+        + (f", against PyTorch {goal_text}" if goal_text else "")
+        + "; a ratio under its goal is **bold**.",
+        "",
+    ]
+    keys = [k for k in ENGINE_RATIOS if any(c["ratios"].get(k) is not None for c in cells)]
+    rows = []
+    for c in cells:
+        row = [label(c["model"]), str(c["batch"])]
+        for k in keys:
+            val, goal = c["ratios"].get(k), c.get("goals", {}).get(k)
+            txt = _ratio(val)
+            if val is not None and goal is not None and val < goal:
+                txt = f"**{txt}**"
+            if k == "f32_vs_exact_peer" and c.get("faster_exact_peer"):
+                txt += f" ({PEER_SHORT.get(c['faster_exact_peer'], c['faster_exact_peer'])})"
+            row.append(txt)
+        rows.append(row)
+    lines += _table(["model", "batch"] + [ENGINE_RATIOS[k] for k in keys], rows, "lr" + "r" * len(keys))
+    lines += [
+        "",
+        f"GFLOP/s (the model's FLOPs counted analytically, per item: {_flops_text(models)}) and the share of "
+        f"the class's GEMM peak: exact against f32 {pk['f32_gflops']:.0f}, half against bf16 "
+        f"{pk['bf16_gflops']:.0f} GFLOP/s.",
+        "",
+    ]
+    rows = []
+    for c in cells:
+        row = [label(c["model"]), str(c["batch"])]
+        for k in variants:
+            g, sh = c["gflops"].get(k), c["peak_share"].get(k)
+            row.append("–" if g is None else f"{g:.0f}" + ("" if sh is None else f" ({100 * sh:.0f}%)"))
+        rows.append(row)
+    lines += _table(["model", "batch"] + [ENGINE_VARIANTS[k] for k in variants], rows,
+                    "lr" + "r" * len(variants))
+    lines += [
+        "",
+        "Against PyTorch f32, worst over all cells: max |Δ| / max |ref| of the tokens and the cosine of "
+        "the pooled (mean over patch tokens) vectors; for jepa also whether every batched item equals the "
+        "same item alone bit for bit (first, middle and last item, every batch > 1) and whether 1 and 2 "
+        "threads give the same bits.",
+        "",
+    ]
+    rows = []
+    classes = {k: val["class"] for k, val in data.get("variants", {}).items()}
+    for k in variants:
+        if k == "torch-f32":
+            continue
+        rel = [c["max_rel_diff_vs_torch"][k] for c in cells if k in c.get("max_rel_diff_vs_torch", {})]
+        cos = [c["pooled_cos_vs_torch"][k] for c in cells if k in c.get("pooled_cos_vs_torch", {})]
+        rows.append([
+            ENGINE_VARIANTS[k], classes.get(k, "?"),
+            f"{max(rel):.1e}" if rel else "–",
+            _one_minus(min(cos)) if cos else "–",
+            _yes_no([c["batch_bit_identical"].get(k) for c in cells]) if k.startswith("jepa") else "–",
+            _yes_no([c["threads_1_2_bit_identical"].get(k) for c in cells]) if k.startswith("jepa") else "–",
+        ])
+    lines += _table(["variant", "class", "max \\|Δ\\| / max \\|ref\\|", "pooled cosine", "batch = single",
+                     "threads 1 = 2"], rows, "llrrll")
+    exports = {n: info.get("export", {}) for n, info in models.items()}
+    used = sorted({e.get("exporter") or "failed" for e in exports.values()})
+    failed = [f"{label(n)}: " + "; ".join(f"{x} — {err[:200]}" for x, err in e.get("attempts", {}).items()
+                                          if err != "ok")
+              for n, e in exports.items() if any(err != "ok" for err in e.get("attempts", {}).values())]
+    lines += [
+        "",
+        f"ONNX peers run the transformers model exported once per model by `torch.onnx.export` "
+        f"({', '.join(used)} exporter, opset {next(iter(exports.values()), {}).get('opset', '?')}, f32, "
+        "dynamic batch)" + (". Export failures: " + " | ".join(failed) if failed else "") + ".",
+        "",
+        f"Source: `tests/results/bench-engine.json` ({data['seconds'] / 60:.0f} min run; per-round samples, "
+        "the peaks' details, the CPU's full flag list and the kernels each engine reported are in the file).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _threads(n: int) -> str:
+    return f"{n} thread" + ("" if n == 1 else "s")
+
+
+def _flops_text(models: dict[str, Any]) -> str:
+    parts = [f"{info['spec']['label']} {info['gflop_per_item']:.3g} GFLOP" for info in models.values()
+             if "spec" in info]
+    return ", ".join(parts) or "see the file"
+
+
+def render_bench_engine_v1(data: dict[str, Any]) -> str:
     m, v = data["machine"], data["versions"]
     lines = [
         f"Measured {data['started'][:10]} on {m['cpu']} ({m['cores']} cores, {', '.join(m['simd'])}), "

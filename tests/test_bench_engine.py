@@ -1,0 +1,78 @@
+"""tools/bench_engine.py --smoke: every variant (PyTorch, ONNX Runtime, OpenVINO f32 / bf16, jepa f32 /
+bf16 / f16) runs end to end on a tiny ViT and a tiny V-JEPA 2 video encoder, and the JSON renders.
+
+The peers are in requirements/bench.txt, which the test command installs: a missing one fails here
+rather than skipping, so the benchmark cannot quietly lose a column."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = {"torch-f32", "ort-f32", "ov-f32", "jepa-f32", "ov-bf16", "jepa-bf16", "jepa-f16"}
+JEPA = ("jepa-f32", "jepa-bf16", "jepa-f16")
+
+
+def _render_docs() -> Any:
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import render_docs
+    finally:
+        sys.path.pop(0)
+    return render_docs
+
+
+def test_bench_engine_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "e.json"
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_engine.py"), "--smoke", "--threads", "1",
+                        "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["schema"] == 2 and data["smoke"]
+    assert {(c["model"], c["batch"]) for c in data["cells"]} == {
+        ("vit-tiny", 1), ("vit-tiny", 2), ("vjepa2-tiny", 1), ("vjepa2-tiny", 2)}
+    for name, info in data["models"].items():
+        assert info["export"]["exporter"] is not None, (name, info["export"])
+        assert set(info["ov_kernels"]) == {"ov-f32", "ov-bf16"}
+    peaks = data["peaks"]
+    assert peaks["f32_gflops"] > 0 and peaks["bf16_gflops"] > 0
+    for c in data["cells"]:
+        where = (c["model"], c["batch"])
+        assert set(c["ms_per_img"]) == VARIANTS, where
+        assert all(v > 0 for v in c["ms_per_img"].values()), where
+        assert set(c["gflops"]) == set(c["peak_share"]) == VARIANTS, where
+        assert all(v is not None for v in c["ratios"].values()), where
+        assert set(c["max_rel_diff_vs_torch"]) == set(c["pooled_cos_vs_torch"]) == VARIANTS - {"torch-f32"}
+        for k in ("ort-f32", "ov-f32", "jepa-f32"):  # the exact class
+            assert c["max_rel_diff_vs_torch"][k] < 1e-4, (where, k)
+        for k in ("ov-bf16", "jepa-bf16", "jepa-f16"):  # the half class
+            assert c["pooled_cos_vs_torch"][k] >= 0.9999, (where, k)
+        assert all(c["threads_1_2_bit_identical"][k] for k in JEPA), where
+        if c["batch"] > 1:
+            assert all(c["batch_bit_identical"][k] for k in JEPA), where
+    text = _render_docs().render_bench_engine(data)
+    for label in ("ORT f32", "OpenVINO bf16", "jepa bf16", "V-JEPA 2 tiny (smoke)", "GEMM peaks"):
+        assert label in text, label
+
+
+def test_renders_the_first_shape_too() -> None:
+    # bench-engine.json from before the peers (no "schema" key) still renders, as the old tables.
+    old = {
+        "started": "2026-11-29T00:00:00", "seconds": 60.0, "image_size": 224,
+        "machine": {"cpu": "x", "cores": 2, "threads": 2, "simd": ["avx2"]},
+        "versions": {"jepa": "0", "ggml": "0", "torch": "0", "transformers": "0"},
+        "cells": [{
+            "model": "vit-s16", "batch": 8, "others_cpu_share": 0.0,
+            "ms_per_img": dict.fromkeys(
+                ("torch", "jepa-f32", "jepa-f32-flash", "jepa-f16", "jepa-f16-flash"), 1.0),
+            "batch_bit_identical": {"jepa-f32": True},
+            "max_rel_diff_vs_torch": {"jepa-f32": 1e-6},
+        }],
+        "summary": [{"model": "vit-s16", "batch": 8, "best_bit_identical": "jepa-f32", "ratio": 1.0,
+                     "goal": 1.2, "meets_goal": False, "flash_speedup_f32": 1.0, "flash_speedup_f16": 1.0}],
+    }
+    assert "fastest bit-identical jepa" in _render_docs().render_bench_engine(old)
