@@ -252,6 +252,10 @@ def _flops_text(models: dict[str, Any]) -> str:
 def render_bench_engine_v1(data: dict[str, Any]) -> str:
     m, v = data["machine"], data["versions"]
     lines = [
+        "_A run of the first version of the benchmark: jepa against PyTorch alone, before the ONNX "
+        "Runtime and OpenVINO columns, the bf16 files and the V-JEPA 2 video cell. Its *+ flash* columns "
+        "are today's default path, the others `flash_attn=False`._",
+        "",
         f"Measured {data['started'][:10]} on {m['cpu']} ({m['cores']} cores, {', '.join(m['simd'])}), "
         f"{m['threads']} threads for both engines; jepa {v['jepa']} on ggml {v['ggml']}, "
         f"torch {v['torch']}, transformers {v['transformers']}. "
