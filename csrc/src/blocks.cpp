@@ -7,18 +7,24 @@
 
 namespace jepa {
 
+namespace {
+// Weights in host memory mean the graph runs on the CPU backend.
+bool on_cpu(const ggml_tensor * t) { return t && t->buffer && ggml_backend_buffer_is_host(t->buffer); }
+}  // namespace
+
 ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, const NormW & n, float eps) {
+    if (on_cpu(n.w) && gemm::layer_norm_supported(x, n.w, n.b)) return gemm::layer_norm(ctx, x, n.w, n.b, eps);
     x = ggml_norm(ctx, x, eps);
     if (n.w) x = ggml_mul(ctx, x, n.w);
     if (n.b) x = ggml_add(ctx, x, n.b);
     return x;
 }
 
-ggml_tensor * build_linear(ggml_context * ctx, ggml_tensor * x, const LinearW & l) {
-    if (l.packed) return gemm::linear(ctx, x, l.w, l.b, gemm::Epilogue::None);
+ggml_tensor * build_linear(ggml_context * ctx, ggml_tensor * x, const LinearW & l, ggml_tensor * residual) {
+    if (l.packed) return gemm::linear(ctx, x, l.w, l.b, gemm::Epilogue::None, residual);
     x = ggml_mul_mat(ctx, l.w, x);
     if (l.b) x = ggml_add(ctx, x, l.b);
-    return x;
+    return residual ? ggml_add(ctx, residual, x) : x;
 }
 
 ggml_tensor * build_act(ggml_context * ctx, ggml_tensor * x, Act act) {
@@ -40,12 +46,13 @@ ggml_tensor * build_act(ggml_context * ctx, ggml_tensor * x, Act act) {
     return x;
 }
 
-ggml_tensor * build_mlp(ggml_context * ctx, ggml_tensor * x, const LinearW & up, const LinearW & down, Act act) {
+ggml_tensor * build_mlp(ggml_context * ctx, ggml_tensor * x, const LinearW & up, const LinearW & down, Act act,
+                        ggml_tensor * residual) {
     if (up.packed && act == Act::GeluErf) {
         // Bias and GELU in the product's own pass.
-        return build_linear(ctx, gemm::linear(ctx, x, up.w, up.b, gemm::Epilogue::GeluErf), down);
+        return build_linear(ctx, gemm::linear(ctx, x, up.w, up.b, gemm::Epilogue::GeluErf), down, residual);
     }
-    return build_linear(ctx, build_act(ctx, build_linear(ctx, x, up), act), down);
+    return build_linear(ctx, build_act(ctx, build_linear(ctx, x, up), act), down, residual);
 }
 
 Qkv build_qkv(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, int n_head) {
@@ -94,15 +101,19 @@ ggml_tensor * build_vit_block(ggml_context * ctx, ggml_tensor * x, const VitBloc
         qkv.k = build_rope3d(ctx, qkv.k, attn.rope_cos, attn.rope_sin);
     }
     h = build_attn(ctx, qkv.q, qkv.k, qkv.v, attn);
-    h = build_linear(ctx, h, b.attn_out);
-    if (b.ls1) h = ggml_mul(ctx, h, b.ls1);
-    x = ggml_add(ctx, x, h);
+    if (b.ls1) {
+        x = ggml_add(ctx, x, ggml_mul(ctx, build_linear(ctx, h, b.attn_out), b.ls1));
+    } else {
+        x = build_linear(ctx, h, b.attn_out, x);  // the residual add in the product's pass
+    }
     ggml_format_name(x, "%s.%d.attn_res", prefix, layer);
 
     h = build_norm(ctx, x, b.ln2, hp.ln_eps);
-    h = build_mlp(ctx, h, b.ffn_up, b.ffn_down, hp.act);
-    if (b.ls2) h = ggml_mul(ctx, h, b.ls2);
-    x = ggml_add(ctx, x, h);
+    if (b.ls2) {
+        x = ggml_add(ctx, x, ggml_mul(ctx, build_mlp(ctx, h, b.ffn_up, b.ffn_down, hp.act), b.ls2));
+    } else {
+        x = build_mlp(ctx, h, b.ffn_up, b.ffn_down, hp.act, x);
+    }
     ggml_format_name(x, "%s.%d.out", prefix, layer);
     return x;
 }

@@ -20,9 +20,12 @@ struct AttnOptions {
 };
 
 ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, const NormW & n, float eps);
-ggml_tensor * build_linear(ggml_context * ctx, ggml_tensor * x, const LinearW & l);
+// x W^T + b, plus `residual` (same shape as the result) when given: fused into the product's pass
+// on the engine's own CPU kernel, a ggml_add otherwise (the same bits either way).
+ggml_tensor * build_linear(ggml_context * ctx, ggml_tensor * x, const LinearW & l, ggml_tensor * residual = nullptr);
 ggml_tensor * build_act(ggml_context * ctx, ggml_tensor * x, Act act);
-ggml_tensor * build_mlp(ggml_context * ctx, ggml_tensor * x, const LinearW & up, const LinearW & down, Act act);
+ggml_tensor * build_mlp(ggml_context * ctx, ggml_tensor * x, const LinearW & up, const LinearW & down, Act act,
+                        ggml_tensor * residual = nullptr);
 
 // Scaled dot-product attention over heads. q, k, v: [head_dim, n_head, n_tok, B] (views are fine);
 // returns [head_dim * n_head, n_q, B], heads concatenated as PyTorch does.

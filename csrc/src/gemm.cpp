@@ -20,6 +20,8 @@ void run_attention(const Attention &, int, int) {}
 void run_bf16(const Problem &, int, int, bool) {}
 void run_attention_bf16(const Attention &, int, int, bool) {}
 void gelu_erf_avx512(const float *, float *, int64_t) {}
+void layer_norm_rows(const float *, int64_t, float *, int64_t, int64_t, int64_t, int64_t, const float *, const float *,
+                     float) {}
 bool amx_request_permission() { return false; }
 }  // namespace detail
 #endif
@@ -90,11 +92,16 @@ Layout layout_of(const ggml_tensor * w) {
     }
 }
 
-// The op: src[0] = x, src[1] = packed w, src[2] = bias (optional); userdata = the epilogue.
+// The op's userdata: the epilogue in the low byte, then whether a bias and a residual follow x and
+// w among the sources (src[0] = x, src[1] = packed w, then the bias, then the residual).
+constexpr uintptr_t kHasBias = 1u << 8, kHasResidual = 1u << 9;
+
 void compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const uintptr_t flags = reinterpret_cast<uintptr_t>(userdata);
     const ggml_tensor * x = dst->src[0];
     const ggml_tensor * w = dst->src[1];
-    const ggml_tensor * b = dst->src[2];
+    const ggml_tensor * b = (flags & kHasBias) ? dst->src[2] : nullptr;
+    const ggml_tensor * r = (flags & kHasResidual) ? dst->src[(flags & kHasBias) ? 3 : 2] : nullptr;
     Problem p;
     p.x = static_cast<const float *>(x->data);
     p.ldx = int64_t(x->nb[1] / sizeof(float));
@@ -106,7 +113,11 @@ void compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
     p.K = w->ne[0];
     p.N = w->ne[1];
     p.M = x->ne[1] * x->ne[2] * x->ne[3];
-    p.epilogue = static_cast<Epilogue>(reinterpret_cast<intptr_t>(userdata));
+    p.epilogue = static_cast<Epilogue>(flags & 0xff);
+    if (r) {
+        p.residual = static_cast<const float *>(r->data);
+        p.ldr = int64_t(r->nb[1] / sizeof(float));
+    }
     if (p.layout == Layout::Bf16Pairs) {
         run_bf16(p, ith, nth, cpu_isa().amx_bf16);
     } else {
@@ -182,12 +193,68 @@ void pack_in_place(ggml_tensor * w) {
     }
 }
 
-ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, Epilogue e) {
+ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, Epilogue e,
+                     ggml_tensor * residual) {
     if (x->type != GGML_TYPE_F32) x = ggml_cast(ctx, x, GGML_TYPE_F32);
     if (!ggml_is_contiguous(x)) x = ggml_cont(ctx, x);
+    if (residual && (residual->type != GGML_TYPE_F32 || !ggml_is_contiguous(residual))) {
+        residual = ggml_cont(ctx, ggml_cast(ctx, residual, GGML_TYPE_F32));
+    }
+    ggml_tensor * args[4] = {x, w, nullptr, nullptr};
+    int n = 2;
+    uintptr_t flags = uintptr_t(e);
+    if (b) {
+        args[n++] = b;
+        flags |= kHasBias;
+    }
+    if (residual) {
+        args[n++] = residual;
+        flags |= kHasResidual;
+    }
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, w->ne[1], x->ne[1], x->ne[2], x->ne[3], args, n, compute,
+                          GGML_N_TASKS_MAX, reinterpret_cast<void *>(flags));
+}
+
+bool layer_norm_supported(const ggml_tensor * x, const ggml_tensor * w, const ggml_tensor * b) {
+    if (!cpu_isa().avx512 || x->type != GGML_TYPE_F32) return false;
+    for (const ggml_tensor * t : {w, b}) {
+        if (t && (t->type != GGML_TYPE_F32 || ggml_nelements(t) != x->ne[0] || !ggml_is_contiguous(t))) return false;
+    }
+    return true;
+}
+
+ggml_tensor * layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, float eps) {
+    if (!ggml_is_contiguous(x)) x = ggml_cont(ctx, x);
     ggml_tensor * args[3] = {x, w, b};
-    return ggml_custom_4d(ctx, GGML_TYPE_F32, w->ne[1], x->ne[1], x->ne[2], x->ne[3], args, b ? 3 : 2, compute,
-                          GGML_N_TASKS_MAX, reinterpret_cast<void *>(static_cast<intptr_t>(e)));
+    int n = 1;
+    uintptr_t flags = 0;
+    if (w) {
+        args[n++] = w;
+        flags |= 1;
+    }
+    if (b) {
+        args[n++] = b;
+        flags |= 2;
+    }
+    uint32_t eps_bits;
+    std::memcpy(&eps_bits, &eps, sizeof(float));
+    flags |= uintptr_t(eps_bits) << 32;
+    auto run = [](ggml_tensor * dst, int ith, int nth, void * ud) {
+        const uintptr_t f = reinterpret_cast<uintptr_t>(ud);
+        const ggml_tensor * src = dst->src[0];
+        const ggml_tensor * wt = (f & 1) ? dst->src[1] : nullptr;
+        const ggml_tensor * bt = (f & 2) ? dst->src[(f & 1) ? 2 : 1] : nullptr;
+        const uint32_t bits = uint32_t(f >> 32);
+        float e;
+        std::memcpy(&e, &bits, sizeof(float));
+        const int64_t rows = ggml_nrows(src);
+        layer_norm_rows(static_cast<const float *>(src->data), int64_t(src->nb[1] / 4), static_cast<float *>(dst->data),
+                        int64_t(dst->nb[1] / 4), src->ne[0], rows * ith / nth, rows * (ith + 1) / nth,
+                        wt ? static_cast<const float *>(wt->data) : nullptr,
+                        bt ? static_cast<const float *>(bt->data) : nullptr, e);
+    };
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, n, run, GGML_N_TASKS_MAX,
+                          reinterpret_cast<void *>(flags));
 }
 
 bool attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v, const ggml_tensor * mask) {

@@ -36,8 +36,14 @@ bool can_pack(const ggml_tensor * w);
 // Repack w's data in place (host memory, 64-byte aligned) into the kernel's layout. Same byte size.
 void pack_in_place(ggml_tensor * w);
 
-// y = act(x W^T + b) for x [K, M, ...] (f32) and a packed w [K, N]; returns [N, M, ...].
-ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, Epilogue e);
+// y = act(x W^T + b) + residual for x [K, M, ...] (f32), a packed w [K, N], b [N] and residual
+// [N, M, ...] both optional; returns [N, M, ...]. The additions round as the unfused graph's do.
+ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, Epilogue e,
+                     ggml_tensor * residual = nullptr);
+
+// LayerNorm over ne[0] of x (f32), then * w and + b where given (f32 [ne0] each), in one pass.
+bool layer_norm_supported(const ggml_tensor * x, const ggml_tensor * w, const ggml_tensor * b);
+ggml_tensor * layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, float eps);
 
 // Scaled dot-product attention, softmax(q k^T scale + mask) v, heads concatenated. q, k, v:
 // [head_dim, n_head, n_tok, B] f32 with contiguous rows (strided views are fine); mask NULL or

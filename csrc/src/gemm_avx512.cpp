@@ -28,7 +28,7 @@ inline __mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask
 // (or continues from y for later k blocks, exactly), so rows, blocks and threads never change a bit.
 template <int R, bool kMaskB>
 void micro(const float * x, int64_t ldx, const float * bp, int64_t ldb, int64_t kc, float * y, int64_t ldy,
-           __mmask16 m0, __mmask16 m1, bool carry, const float * bias, Epilogue ep, bool last) {
+           __mmask16 m0, __mmask16 m1, bool carry, const Tail * tail) {
     __m512 c0[R], c1[R];
     const float * a[R];
     for (int i = 0; i < R; ++i) {
@@ -53,18 +53,24 @@ void micro(const float * x, int64_t ldx, const float * bp, int64_t ldb, int64_t 
             c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
         }
     }
-    if (last) {
-        if (bias) {
+    if (tail) {
+        if (const float * bias = tail->bias) {
             const __m512 bb0 = _mm512_maskz_loadu_ps(m0, bias), bb1 = _mm512_maskz_loadu_ps(m1, bias + 16);
             for (int i = 0; i < R; ++i) {
                 c0[i] = _mm512_add_ps(c0[i], bb0);
                 c1[i] = _mm512_add_ps(c1[i], bb1);
             }
         }
-        if (ep == Epilogue::GeluErf) {
+        if (tail->epilogue == Epilogue::GeluErf) {
             for (int i = 0; i < R; ++i) {
                 c0[i] = gelu_erf_ps(c0[i]);
                 c1[i] = gelu_erf_ps(c1[i]);
+            }
+        }
+        if (const float * res = tail->residual) {
+            for (int i = 0; i < R; ++i) {
+                c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, res + i * tail->ldr));
+                c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, res + i * tail->ldr + 16));
             }
         }
     }
@@ -75,7 +81,7 @@ void micro(const float * x, int64_t ldx, const float * bp, int64_t ldb, int64_t 
 }
 
 using MicroFn = void (*)(const float *, int64_t, const float *, int64_t, int64_t, float *, int64_t, __mmask16,
-                         __mmask16, bool, const float *, Epilogue, bool);
+                         __mmask16, bool, const Tail *);
 template <bool kMaskB>
 MicroFn micro_for(int64_t rows) {
     switch (rows) {
@@ -147,11 +153,15 @@ void run_avx512(const Problem & p, int ith, int nth) {
                 const int64_t n0 = pi * NR, width = std::min(NR, p.N - n0);
                 const float * bp = panel(p, pi, k0, kc, width);
                 const __mmask16 m0mask = lanes(width), m1mask = lanes(width - 16);
-                const float * bias = p.bias ? p.bias + n0 : nullptr;
                 for (int64_t r = 0; r < mc; r += MR) {
                     const int64_t rows = std::min(MR, mc - r);
+                    Tail t;
+                    t.bias = p.bias ? p.bias + n0 : nullptr;
+                    t.residual = p.residual ? p.residual + (m0 + r) * p.ldr + n0 : nullptr;
+                    t.ldr = p.ldr;
+                    t.epilogue = p.epilogue;
                     kernel(rows)(p.x + (m0 + r) * p.ldx + k0, p.ldx, bp, NR, kc, p.y + (m0 + r) * p.ldy + n0, p.ldy,
-                                 m0mask, m1mask, carry, bias, p.epilogue, last);
+                                 m0mask, m1mask, carry, last ? &t : nullptr);
                 }
             }
         }
@@ -239,8 +249,7 @@ void run_attention(const Attention & a, int ith, int nth) {
                 const int64_t kc = std::min(KC, a.hd - k0);
                 for (int64_t r = 0; r < rows; r += MR) {
                     kernel(std::min(MR, rows - r))(qb + r * a.q_tok + k0, a.q_tok, kt + p * a.hd * NR + k0 * NR, NR, kc,
-                                                   sc + r * lds + p * NR, lds, m0, m1, k0 > 0, nullptr, Epilogue::None,
-                                                   k0 + kc == a.hd);
+                                                   sc + r * lds + p * NR, lds, m0, m1, k0 > 0, nullptr);
                 }
             }
         }
@@ -263,10 +272,35 @@ void run_attention(const Attention & a, int ith, int nth) {
                 for (int64_t r = 0; r < rows; r += MR) {
                     (width == NR ? kernel : kernel_masked)(std::min(MR, rows - r))(
                                                    sc + r * lds + k0, lds, vb + k0 * a.v_tok + p * NR, a.v_tok, kc,
-                                                   ob + r * a.o_tok + p * NR, a.o_tok, m0, m1, k0 > 0, nullptr,
-                                                   Epilogue::None, k0 + kc == a.Nk);
+                                                   ob + r * a.o_tok + p * NR, a.o_tok, m0, m1, k0 > 0, nullptr);
                 }
             }
+        }
+    }
+}
+
+void layer_norm_rows(const float * x, int64_t ldx, float * y, int64_t ldy, int64_t n, int64_t r0, int64_t r1,
+                     const float * w, const float * b, float eps) {
+    for (int64_t r = r0; r < r1; ++r) {
+        const float * xr = x + r * ldx;
+        float * yr = y + r * ldy;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t j = 0; j < n; j += 16) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(lanes(n - j), xr + j));
+        const float mean = _mm512_reduce_add_ps(acc) / float(n);
+        const __m512 vm = _mm512_set1_ps(mean);
+        acc = _mm512_setzero_ps();
+        for (int64_t j = 0; j < n; j += 16) {
+            const __mmask16 m = lanes(n - j);
+            const __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, xr + j), vm);
+            acc = _mm512_fmadd_ps(d, d, acc);
+        }
+        const __m512 inv = _mm512_set1_ps(1.0f / std::sqrt(_mm512_reduce_add_ps(acc) / float(n) + eps));
+        for (int64_t j = 0; j < n; j += 16) {
+            const __mmask16 m = lanes(n - j);
+            __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xr + j), vm), inv);
+            if (w) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, w + j));
+            if (b) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, b + j));
+            _mm512_mask_storeu_ps(yr + j, m, v);
         }
     }
 }

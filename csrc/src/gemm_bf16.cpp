@@ -82,13 +82,15 @@ const uint16_t * weight_panel(const Problem & p, int64_t pi, int64_t k0, int64_t
 }
 
 // Bias and activation on a finished block of y, then the store of the rows and columns that exist.
-void finish(const Problem & p, const float * c, int64_t ldc, int64_t rows, int64_t n0, int64_t cols, float * y) {
+void finish(const Problem & p, const float * c, int64_t ldc, int64_t rows, int64_t n0, int64_t cols, float * y,
+            const float * res) {
     for (int64_t i = 0; i < rows; ++i) {
         for (int64_t j = 0; j < cols; j += 16) {
             const __mmask16 m = lanes(cols - j);
             __m512 v = _mm512_maskz_loadu_ps(m, c + i * ldc + j);
             if (p.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, p.bias + n0 + j));
             if (p.epilogue == Epilogue::GeluErf) v = gelu_erf_ps(v);
+            if (p.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + i * p.ldr + j));
             _mm512_mask_storeu_ps(y + i * p.ldy + j, m, v);
         }
     }
@@ -212,7 +214,7 @@ void run_bf16(const Problem & p, int ith, int nth, bool amx) {
                         for (int64_t i = 0; i < 32; i += 8) dp_block<8>(a + (r + i) * kcp, kcp, b0, b1, c + i * ldc, ldc, carry);
                     }
                     if (last) {
-                        finish(p, c, ldc, rows, n0, cols, y);
+                        finish(p, c, ldc, rows, n0, cols, y, p.residual ? p.residual + (m0 + r) * p.ldr + n0 : nullptr);
                     } else if (!whole) {
                         for (int64_t i = 0; i < rows; ++i) std::memcpy(y + i * p.ldy, stage + i * 32, size_t(cols) * 4);
                     }

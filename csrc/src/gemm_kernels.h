@@ -29,7 +29,18 @@ struct Problem {
     const void * w = nullptr;  // packed weight
     Layout layout = Layout::None;
     const float * bias = nullptr;
+    const float * residual = nullptr;  // added last: y = act(x W^T + b) + residual (row stride ldr)
+    int64_t ldr = 0;
     int64_t M = 0, N = 0, K = 0;
+    Epilogue epilogue = Epilogue::None;
+};
+
+// What a micro-kernel applies after the last k block: pointers already at its block's first row and
+// column. The order (bias, activation, residual) is the unfused graph's, so the bits are too.
+struct Tail {
+    const float * bias = nullptr;
+    const float * residual = nullptr;
+    int64_t ldr = 0;
     Epilogue epilogue = Epilogue::None;
 };
 
@@ -67,6 +78,11 @@ struct Attention {
 };
 // Query rows per work unit of the attention (a multiple of MR).
 constexpr int64_t QB = 4 * MR;
+
+// LayerNorm of rows [r0, r1) of x [rows][n] (row strides ldx, ldy): (x - mean) / sqrt(var + eps),
+// then * w and + b where given; mean and variance in f32 over the row, as ggml_norm computes them.
+void layer_norm_rows(const float * x, int64_t ldx, float * y, int64_t ldy, int64_t n, int64_t r0, int64_t r1,
+                     const float * w, const float * b, float eps);
 
 // The kernels (gemm_avx512.cpp, gemm_bf16.cpp). Each computes its thread's share of p.
 void run_avx512(const Problem & p, int ith, int nth);

@@ -92,14 +92,19 @@ struct Weight {
     }
 };
 
-// y = act(x W^T + b) through a real ggml graph on the CPU backend with n threads.
+// y = act(x W^T + b) (+ res) through a real ggml graph on the CPU backend with n threads.
 std::vector<float> run(const Weight & W, const std::vector<float> & x, int64_t M, int threads,
-                       jepa::gemm::Epilogue ep) {
+                       jepa::gemm::Epilogue ep, const std::vector<float> * res = nullptr) {
     ggml_init_params ip{64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
     ggml_context * ctx = ggml_init(ip);
     ggml_tensor * xt = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, W.K, M);
     ggml_set_input(xt);
-    ggml_tensor * y = jepa::gemm::linear(ctx, xt, W.w, W.b, ep);
+    ggml_tensor * rt = nullptr;
+    if (res) {
+        rt = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, W.N, M);
+        ggml_set_input(rt);
+    }
+    ggml_tensor * y = jepa::gemm::linear(ctx, xt, W.w, W.b, ep, rt);
     ggml_set_output(y);
     ggml_cgraph * gf = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, y);
@@ -108,6 +113,7 @@ std::vector<float> run(const Weight & W, const std::vector<float> & x, int64_t M
     ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_get_default_buffer_type(be));
     ggml_gallocr_alloc_graph(ga, gf);
     ggml_backend_tensor_set(xt, x.data(), 0, x.size() * 4);
+    if (rt) ggml_backend_tensor_set(rt, res->data(), 0, res->size() * 4);
     ggml_backend_graph_compute(be, gf);
     std::vector<float> out(size_t(M * W.N));
     ggml_backend_tensor_get(y, out.data(), 0, out.size() * 4);
@@ -166,6 +172,12 @@ void check_product(ggml_type type, int64_t M, int64_t K, int64_t N, bool bias, j
         const std::vector<float> yi = run(W, xi, 1, 2, ep);
         check(same_bits(yi.data(), y2.data() + m * N, size_t(N)), name + ": row " + std::to_string(m) + " alone differs");
     }
+    // The fused residual: exactly the product's bits plus the residual, rounded once.
+    const std::vector<float> res = random_x(M, N, 99);
+    const std::vector<float> yr = run(W, x, M, 2, ep, &res);
+    std::vector<float> want(y2.size());
+    for (size_t i = 0; i < want.size(); ++i) want[i] = y2[i] + res[i];
+    check(same_bits(yr.data(), want.data(), want.size()), name + ": fused residual != product + residual");
     if (M > 2) {
         const int64_t h = M / 2 + 1;
         const std::vector<float> xh(x.begin(), x.begin() + h * K);
@@ -276,6 +288,53 @@ void check_attention(int64_t hd, int64_t H, int64_t N, int64_t B, bool masked, b
     }
 }
 
+void check_layer_norm(int64_t n, int64_t rows, bool affine) {
+    const std::string name = "layer_norm n=" + std::to_string(n) + (affine ? " affine" : "");
+    ggml_init_params ip{16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_context * ctx = ggml_init(ip);
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n, rows);
+    ggml_tensor * wt = affine ? ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n) : nullptr;
+    ggml_tensor * bt = affine ? ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n) : nullptr;
+    for (ggml_tensor * t : {xt, wt, bt}) {
+        if (t) ggml_set_input(t);
+    }
+    ggml_tensor * y = jepa::gemm::layer_norm(ctx, xt, wt, bt, 1e-6f);
+    ggml_set_output(y);
+    ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, y);
+    ggml_backend_t be = ggml_backend_cpu_init();
+    ggml_backend_cpu_set_n_threads(be, 2);
+    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_get_default_buffer_type(be));
+    ggml_gallocr_alloc_graph(ga, gf);
+    std::vector<float> x = random_x(rows, n, 5), w = random_x(1, n, 6), b = random_x(1, n, 7);
+    for (float & v : x) v = 3.0f + 2.0f * v;  // a mean far from 0, as residual streams have
+    ggml_backend_tensor_set(xt, x.data(), 0, x.size() * 4);
+    if (affine) {
+        ggml_backend_tensor_set(wt, w.data(), 0, w.size() * 4);
+        ggml_backend_tensor_set(bt, b.data(), 0, b.size() * 4);
+    }
+    ggml_backend_graph_compute(be, gf);
+    std::vector<float> out(x.size());
+    ggml_backend_tensor_get(y, out.data(), 0, out.size() * 4);
+    double err = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+        double mean = 0, var = 0;
+        for (int64_t j = 0; j < n; ++j) mean += x[size_t(r * n + j)];
+        mean /= double(n);
+        for (int64_t j = 0; j < n; ++j) var += (x[size_t(r * n + j)] - mean) * (x[size_t(r * n + j)] - mean);
+        const double inv = 1.0 / std::sqrt(var / double(n) + 1e-6);
+        for (int64_t j = 0; j < n; ++j) {
+            double v = (x[size_t(r * n + j)] - mean) * inv;
+            if (affine) v = v * w[size_t(j)] + b[size_t(j)];
+            err = std::max(err, std::fabs(v - double(out[size_t(r * n + j)])));
+        }
+    }
+    check(err < 2e-5, name + ": max error " + std::to_string(err));
+    ggml_gallocr_free(ga);
+    ggml_backend_free(be);
+    ggml_free(ctx);
+}
+
 void check_erf() {
     // 2^20 floats evenly spaced in [-6, 6], every float in [0.9, 0.95] (a region seam) and the
     // special values, against erf in double.
@@ -370,6 +429,8 @@ int main(int argc, char ** argv) {
         check_attention(80, 2, 61, 2, masked, false, true);
     }
     check_attention(16, 1, 1, 2, false, false, true);
+    check_layer_norm(384, 197, true);
+    check_layer_norm(37, 5, false);  // a row length that is not a multiple of 16
     check_erf();
     std::printf("%d failures\n", g_failures);
     return g_failures ? 1 : 0;
