@@ -34,7 +34,6 @@ import argparse
 import collections
 import gc
 import json
-import math
 import os
 import platform
 import shutil
@@ -397,9 +396,9 @@ def measure_peaks(threads: int, n: int) -> dict[str, Any]:
 
 def peak_summary(runs: list[dict[str, Any]], n: int, threads: int) -> dict[str, Any]:
     """The class peaks: the best of every measurement (before and after the cells) of each precision."""
-    def best(prefixes: tuple[str, ...]) -> tuple[float, str]:
+    def best(prefixes: tuple[str, ...]) -> tuple[float | None, str | None]:
         got = [(r[k]["gflops"], k) for r in runs for k in r if k.startswith(prefixes) and "gflops" in r[k]]
-        return max(got) if got else (float("nan"), "none")
+        return max(got) if got else (None, None)
 
     f32, f32_by = best(("openblas-f32", "mlas-f32", "mkl-f32"))
     bf16, bf16_by = best(("onednn-bf16",))
@@ -422,24 +421,22 @@ def peak_summary(runs: list[dict[str, Any]], n: int, threads: int) -> dict[str, 
 # Building every engine's copy of one model
 
 
-class _LastHidden:
-    """The model's final-norm tokens [B, N, D] from its native input layout (for torch.onnx.export)."""
+def last_hidden(model: Any, kind: str) -> Any:
+    """A module mapping the model's native input to its final-norm tokens [B, N, D]: what every engine
+    returns, and what torch.onnx.export traces."""
+    import torch
 
-    @staticmethod
-    def wrap(model: Any, kind: str) -> Any:
-        import torch
+    class LastHidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = model
 
-        class Wrapped(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.m = model
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if kind == "image":
+                return self.m(pixel_values=x).last_hidden_state
+            return self.m(pixel_values_videos=x, skip_predictor=True).last_hidden_state
 
-            def forward(self, x: torch.Tensor) -> torch.Tensor:
-                if kind == "image":
-                    return self.m(pixel_values=x).last_hidden_state
-                return self.m(pixel_values_videos=x, skip_predictor=True).last_hidden_state
-
-        return Wrapped().eval()
+    return LastHidden().eval()
 
 
 def build_torch(spec: Spec, seed: int) -> Any:
@@ -486,7 +483,7 @@ def export_onnx(model: Any, spec: Spec, path: Path) -> dict[str, Any]:
     Returns what happened (the error of every exporter that failed, verbatim)."""
     import torch
 
-    wrapped = _LastHidden.wrap(model, spec.kind)
+    wrapped = last_hidden(model, spec.kind)
     example = torch.from_numpy(hf_layout(spec, np.zeros(spec.input_shape(2), np.float32)))
     attempts: dict[str, str] = {}
     for exporter in EXPORTERS:
@@ -607,7 +604,7 @@ def _pooled_cos(got: np.ndarray, ref: np.ndarray, prefix: int) -> float:
 def peak_share(gflops: float, peaks: dict[str, Any], variant: str) -> float | None:
     """The share of its precision class's GEMM peak a variant reached."""
     peak = peaks.get(f"{CLASSES[VARIANTS[variant][0]]}_gflops")
-    return None if peak is None or math.isnan(peak) or peak <= 0 else round(gflops / peak, 3)
+    return None if not peak else round(gflops / peak, 3)
 
 
 def _g(v: float) -> float:
@@ -663,7 +660,7 @@ def run_model(
         "ov_kernels": {},
     }
 
-    tforward = _LastHidden.wrap(tmodel, spec.kind)
+    tforward = last_hidden(tmodel, spec.kind)
 
     def torch_run(x: np.ndarray) -> np.ndarray:
         with torch.inference_mode():

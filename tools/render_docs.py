@@ -139,9 +139,9 @@ def render_bench_engine_peers(data: dict[str, Any]) -> str:
         f"ONNX Runtime {v['onnxruntime']}, OpenVINO {v['openvino'].split('-')[0]}. Random weights" + kind,
         "",
         f"GEMM peaks at {_threads(pk['threads'])} ({pk['n']}³, the best of the measurements before and after "
-        f"the cells): **f32 {pk['f32_gflops']:.0f} GFLOP/s** ("
+        f"the cells): **f32 {_gf(pk['f32_gflops'])} GFLOP/s** ("
         + ", ".join(f"{k} {g:.0f}" for k, g in f32_by.items())
-        + f"; OpenBLAS core {blas}), **bf16 {pk['bf16_gflops']:.0f} GFLOP/s** (oneDNN `{onednn}`). "
+        + f"; OpenBLAS core {blas}), **bf16 {_gf(pk['bf16_gflops'])} GFLOP/s** (oneDNN `{onednn}`). "
         f"Weight-matrix kernels: jepa `{jk.get('matmul', 'not reported')}`; OpenVINO "
         + "; ".join(f"{p.split('-')[1]} `{k}`" for p, k in ovk.items())
         + f"; PyTorch {data.get('kernels', {}).get('torch', {}).get('cpu_capability', '?')} (MKL f32).",
@@ -185,8 +185,8 @@ def render_bench_engine_peers(data: dict[str, Any]) -> str:
     lines += [
         "",
         f"GFLOP/s (the model's FLOPs counted analytically, per item: {_flops_text(models)}) and the share of "
-        f"the class's GEMM peak: exact against f32 {pk['f32_gflops']:.0f}, half against bf16 "
-        f"{pk['bf16_gflops']:.0f} GFLOP/s.",
+        f"the class's GEMM peak: exact against f32 {_gf(pk['f32_gflops'])}, half against bf16 "
+        f"{_gf(pk['bf16_gflops'])} GFLOP/s.",
         "",
     ]
     rows = []
@@ -237,6 +237,10 @@ def render_bench_engine_peers(data: dict[str, Any]) -> str:
         "the peaks' details, the CPU's full flag list and the kernels each engine reported are in the file).",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _gf(v: float | None) -> str:
+    return "not measured" if v is None else f"{v:.0f}"
 
 
 def _threads(n: int) -> str:
