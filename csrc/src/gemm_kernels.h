@@ -84,6 +84,21 @@ constexpr int64_t QB = 4 * MR;
 void layer_norm_rows(const float * x, int64_t ldx, float * y, int64_t ldy, int64_t n, int64_t r0, int64_t r1,
                      const float * w, const float * b, float eps);
 
+// At batch 1 each weight is read once per call, from memory: while one panel computes, the next
+// panel's bytes are prefetched towards L2 a few lines per micro-kernel call, so the memory traffic
+// overlaps the arithmetic instead of stalling the next panel's first read.
+struct Prefetch {
+    const char * at = nullptr;
+    int64_t left = 0;
+    void range(const void * p, int64_t bytes) {
+        at = static_cast<const char *>(p);
+        left = bytes;
+    }
+    void lines(int64_t n) {
+        for (; n > 0 && left > 0; --n, at += 64, left -= 64) __builtin_prefetch(at, 0, 2);
+    }
+};
+
 // The kernels (gemm_avx512.cpp, gemm_bf16.cpp). Each computes its thread's share of p.
 void run_avx512(const Problem & p, int ith, int nth);
 void run_attention(const Attention & a, int ith, int nth);
