@@ -31,7 +31,8 @@ constexpr int64_t TK = 32;        // k per tile step (16 pairs)
 // Rows per block of converted activations: one block up to 256 rows (a ViT image reads each weight
 // once), else 128 (measured faster at batch 8).
 constexpr int64_t MCB_ONE = 256, MCB = 128;
-constexpr int64_t KCB = 512;      // k per block (a multiple of TK)
+constexpr int64_t KCB = 2048;     // k per block (a multiple of TK): one block for most products, so
+                                  // each block of y is accumulated in the tiles without reloads
 
 struct FreeDeleter {
     void operator()(void * p) const { std::free(p); }
@@ -83,14 +84,15 @@ const uint16_t * weight_panel(const Problem & p, int64_t pi, int64_t k0, int64_t
     return dst;
 }
 
-// Bias and activation on a finished block of y, then the store of the rows and columns that exist.
+// Bias (unless the tiles started from it) and activation on a finished block of y, then the
+// residual and the store of the rows and columns that exist.
 void finish(const Problem & p, const float * c, int64_t ldc, int64_t rows, int64_t n0, int64_t cols, float * y,
-            const float * res) {
+            const float * res, bool bias_done) {
     for (int64_t i = 0; i < rows; ++i) {
         for (int64_t j = 0; j < cols; j += 16) {
             const __mmask16 m = lanes(cols - j);
             __m512 v = _mm512_maskz_loadu_ps(m, c + i * ldc + j);
-            if (p.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, p.bias + n0 + j));
+            if (p.bias && !bias_done) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, p.bias + n0 + j));
             if (p.epilogue == Epilogue::GeluErf) v = gelu_erf_ps(v);
             if (p.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + i * p.ldr + j));
             _mm512_mask_storeu_ps(y + i * p.ldy + j, m, v);
@@ -118,11 +120,17 @@ void amx_configure() {
 }
 
 // A 32 x 32 block of y (2 x 2 tiles: tmm0..3), k over [0, kcp) of the converted rows `a` (row stride
-// kcp) against the weight panels b0, b1; c holds the block (row stride ldc).
+// kcp) against the weight panels b0, b1; c holds the block (row stride ldc). The tiles start from c
+// (carry), from `init` (16 rows of 32 values: the bias, so the sum starts from it), or from zero.
 void amx_block(const uint16_t * a, int64_t kcp, const uint16_t * b0, const uint16_t * b1, float * c, int64_t ldc,
-               bool carry, Prefetch * pf = nullptr, int64_t pf_lines = 0) {
+               bool carry, Prefetch * pf = nullptr, int64_t pf_lines = 0, const float * init = nullptr) {
     const size_t lda = size_t(kcp) * 2, ldcb = size_t(ldc) * 4;
-    if (carry) {
+    if (!carry && init) {
+        _tile_loadd(0, init, 128);
+        _tile_loadd(1, init + 16, 128);
+        _tile_loadd(2, init, 128);
+        _tile_loadd(3, init + 16, 128);
+    } else if (carry) {
         _tile_loadd(0, c, ldcb);
         _tile_loadd(1, c + 16, ldcb);
         _tile_loadd(2, c + 16 * ldc, ldcb);
@@ -183,11 +191,15 @@ void dp_block(const uint16_t * a, int64_t kcp, const uint16_t * b0, const uint16
 void run_bf16(const Problem & p, int ith, int nth, bool amx) {
     const int64_t n_panels = (p.N + NR16 - 1) / NR16;
     const int64_t n_pairs = (n_panels + 1) / 2;
-    const Share s = share_of(p.M, n_pairs, 32, ith, nth);
+    // Many rows: split them, so each thread converts only its own (the weights then stay in each
+    // core's cache); few rows: split the weight's panels, so each is read from memory once.
+    const Share s = share_of(p.M, n_pairs, 32, ith, nth, p.M >= 512);
     if (s.p0 >= s.p1 || s.m0 >= s.m1) return;
     if (amx) amx_configure();
     // The block being accumulated: 32 x 32 f32, staged when it is not a whole block of y.
     float * stage = scratch<float>(32 * 32 * 4, 1);
+    // AMX tiles start from the bias: 16 rows of the pair's 32 bias values.
+    float * bias_rows = scratch<float>(16 * 32 * 4, 4);
     const int64_t mcb = s.m1 - s.m0 <= MCB_ONE ? MCB_ONE : MCB;
     for (int64_t m0 = s.m0; m0 < s.m1; m0 += mcb) {
         const int64_t mc = std::min(mcb, s.m1 - m0);
@@ -213,6 +225,12 @@ void run_bf16(const Problem & p, int ith, int nth, bool amx) {
                     const int64_t n2 = (q + 1) * 2 * NR16 + NR16, wn = std::min(NR16, p.N - n2);
                     next2.range(static_cast<const uint16_t *>(p.w) + n2 * p.K + k0 * wn, 2 * kc * wn);
                 }
+                const bool bias_init = amx && p.bias != nullptr;
+                if (bias_init && k0 == 0) {
+                    for (int64_t i = 0; i < 16; ++i) {
+                        for (int64_t j = 0; j < 32; ++j) bias_rows[i * 32 + j] = n0 + j < p.N ? p.bias[n0 + j] : 0.0f;
+                    }
+                }
                 const int64_t steps = (mc + 31) / 32 * (kcp / TK);
                 const int64_t per_step = (next.left / 64 + steps - 1) / steps;
                 for (int64_t r = 0; r < mc; r += 32) {
@@ -230,12 +248,17 @@ void run_bf16(const Problem & p, int ith, int nth, bool amx) {
                     if (amx) {
                         // Half the steps prefetch the next pair's first panel, half its second.
                         Prefetch * pf = next.left > 0 ? &next : next2.left > 0 ? &next2 : nullptr;
-                        amx_block(a + r * kcp, kcp, b0, b1, c, ldc, carry, pf, 2 * per_step);
+                        amx_block(a + r * kcp, kcp, b0, b1, c, ldc, carry, pf, 2 * per_step,
+                                  bias_init ? bias_rows : nullptr);
                     } else {
                         for (int64_t i = 0; i < 32; i += 8) dp_block<8>(a + (r + i) * kcp, kcp, b0, b1, c + i * ldc, ldc, carry);
                     }
-                    if (last) {
-                        finish(p, c, ldc, rows, n0, cols, y, p.residual ? p.residual + (m0 + r) * p.ldr + n0 : nullptr);
+                    const bool plain = p.epilogue == Epilogue::None && !p.residual && (bias_init || !p.bias);
+                    if (last && whole && plain) {
+                        // Nothing left to apply: the tiles were stored into y.
+                    } else if (last) {
+                        finish(p, c, ldc, rows, n0, cols, y, p.residual ? p.residual + (m0 + r) * p.ldr + n0 : nullptr,
+                               bias_init);
                     } else if (!whole) {
                         for (int64_t i = 0; i < rows; ++i) std::memcpy(y + i * p.ldy, stage + i * 32, size_t(cols) * 4);
                     }

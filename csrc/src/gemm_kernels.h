@@ -49,9 +49,9 @@ struct Tail {
 struct Share {
     int64_t p0, p1, m0, m1;
 };
-inline Share share_of(int64_t M, int64_t n_panels, int64_t group, int ith, int nth) {
+inline Share share_of(int64_t M, int64_t n_panels, int64_t group, int ith, int nth, bool rows_first = false) {
     if (nth <= 1) return {0, n_panels, 0, M};
-    if (n_panels >= 2 * nth || M <= group) {
+    if ((n_panels >= 2 * nth && !rows_first) || M <= group) {
         return {n_panels * ith / nth, n_panels * (ith + 1) / nth, 0, M};
     }
     const int64_t n_groups = (M + group - 1) / group;

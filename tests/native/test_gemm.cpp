@@ -417,6 +417,8 @@ int main(int argc, char ** argv) {
         check_product(t, 33, 600, 70, true, Epilogue::None);         // k past one block, not a multiple of 32
         check_product(t, 400, 130, 17, false, Epilogue::GeluErf);    // rows past one block, one narrow panel
         check_product(t, 3, 2, 1, true, Epilogue::None);
+        check_product(t, 600, 64, 48, true, Epilogue::None);     // many rows: threads split rows, not panels
+        check_product(t, 40, 2100, 32, false, Epilogue::None);    // k past one bf16 block (2048)
     }
     check_attention(64, 3, 197, 3, false, false);
     check_attention(80, 2, 61, 2, false, false);   // head_dim tail (80 = 2.5 panels), keys tail
