@@ -4,6 +4,7 @@ worker, batching observable in the metrics, and the metrics moving as requests a
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -20,7 +21,8 @@ from jepa_server.workers import Report, Task, run_group
 
 
 class FakePool:
-    """A one-worker pool running groups on a thread, behind a gate, recording what it ran."""
+    """A one-worker pool like WorkerPool: one thread runs the groups in hand-over order, each behind
+    a gate; it records what it ran."""
 
     size = 1
 
@@ -28,9 +30,18 @@ class FakePool:
         self.gate = threading.Event()
         self.gate.set()
         self.groups: list[list[tuple[int, ...]]] = []
+        self._jobs: queue.SimpleQueue[tuple[list[Task], Report, int]] = queue.SimpleQueue()
+        self._next = 0
+        threading.Thread(target=self._work, daemon=True).start()
 
     def submit(self, group: list[Task], report: Report) -> int:
-        def work() -> None:
+        self._next += 1
+        self._jobs.put((group, report, self._next))
+        return self._next
+
+    def _work(self) -> None:
+        while True:
+            group, report, gid = self._jobs.get()
             self.gate.wait(10)
             self.groups.append([t.key.shape for t in group if t.key is not None])
             started = time.perf_counter()
@@ -38,10 +49,10 @@ class FakePool:
                 out: Any = run_group(None, group)  # type: ignore[arg-type]
             except Exception as exc:
                 out = exc
-            report(group, out, started, time.perf_counter() - started, len(self.groups))
-
-        threading.Thread(target=work, daemon=True).start()
-        return 0
+            try:
+                report(group, out, started, time.perf_counter() - started, gid)
+            except RuntimeError:  # the test's event loop is gone
+                pass
 
 
 def double(ctx: Any, inputs: list[np.ndarray], arg: Any) -> list[np.ndarray]:
@@ -85,7 +96,7 @@ def test_groups_hold_only_compatible_tasks_in_order_and_up_to_the_cap() -> None:
         # Queued behind a busy worker: A A B A A A (shapes 2 and 4), cap 3.
         rest = asyncio.create_task(d.run_batched(double, None, [_x(2), _x(2), _x(4), _x(2), _x(2), _x(2)]))
         other = asyncio.create_task(d.run_batched(double, "other-arg", [_x(2)]))
-        await _until(lambda: d.depth == 7)
+        await _until(lambda: d.dispatched + d.depth == 8)
         pool.gate.set()
         done = await rest
         await first
@@ -96,6 +107,31 @@ def test_groups_hold_only_compatible_tasks_in_order_and_up_to_the_cap() -> None:
         assert pool.groups[1] == [(3, 1, 2, 2)] * 3 and pool.groups[2] == [(3, 1, 4, 4)]
 
     run(lambda: _with_dispatcher(body, max_batch=3))
+
+
+def test_a_full_group_is_handed_over_ahead_of_a_busy_worker_and_a_partial_one_is_not() -> None:
+    async def body(d: Dispatcher, pool: FakePool) -> None:
+        pool.gate.clear()
+        first = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
+        await _until(lambda: d.busy == 1)
+        # A full group (cap 2) goes to the pool at once, to start the moment the worker frees.
+        full = asyncio.create_task(d.run_batched(double, None, [_x(2), _x(2)]))
+        await _until(lambda: d.dispatched == 3)
+        assert d.busy == 1 and d.depth == 2  # handed over, still waiting for the worker
+        # A partial one stays behind, gathering company; and only one group waits ahead per worker.
+        partial = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
+        await _until(lambda: d.depth == 3)
+        more = asyncio.create_task(d.run_batched(double, None, [_x(2), _x(2)]))
+        await _until(lambda: d.depth == 5)
+        await asyncio.sleep(0.05)
+        assert d.dispatched == 3 and d.groups == 2
+        pool.gate.set()
+        for t in (first, full, partial, more):
+            await t
+        assert [len(g) for g in pool.groups] == [1, 2, 2, 1]
+        assert d.depth == 0 and d.busy == 0
+
+    run(lambda: _with_dispatcher(body, max_batch=2))
 
 
 def test_a_partial_group_waits_for_compatible_company() -> None:

@@ -4,11 +4,17 @@ When a worker is free it takes the head task and every compatible task behind it
 up to max_batch. A partial group waits up to max_wait for more compatible tasks, but only while
 nothing else is waiting: an incompatible task behind it ends the wait. Grouping changes the
 scheduling, never the arithmetic (on the CPU the engine gives an item the same bits in any batch).
+
+While every worker is busy, a *full* group (max_batch compatible tasks, or a task that runs whole)
+is handed over ahead, at most one per worker: the worker that frees first starts it at once, without
+a round trip through the event loop between two graphs. A partial group is never handed over
+early, so it keeps gathering company until a worker is free.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,20 +34,27 @@ class Dispatcher:
         self._max_wait_s = max_wait_ms / 1000.0
         self._metrics = metrics
         self._pending: list[Task] = []
-        self._arrived = asyncio.Event()
-        self._idle = asyncio.Semaphore(workers.size)
+        self._arrived = asyncio.Event()  # a task arrived, or a group finished
         self._loop = asyncio.get_running_loop()
         self._closed = False
-        self.busy = 0  # workers running a group
+        # Groups handed over and not finished, in hand-over order -> their sizes. Workers start them
+        # in that order, so the oldest `workers.size` are running and the rest wait in the pool.
+        self._outstanding: OrderedDict[int, int] = OrderedDict()
         self.groups = 0  # groups handed to workers so far
         self.dispatched = 0  # tasks handed to workers so far
         metrics.workers.labels("idle").set(workers.size)
         metrics.workers.labels("busy").set(0)
 
     @property
+    def busy(self) -> int:
+        """Workers running a group."""
+        return min(len(self._outstanding), self._workers.size)
+
+    @property
     def depth(self) -> int:
-        """Tasks waiting for a worker."""
-        return len(self._pending)
+        """Tasks waiting for a worker: not yet grouped, or in a group handed over ahead."""
+        ahead = list(self._outstanding.values())[self._workers.size :]
+        return len(self._pending) + sum(ahead)
 
     # -- the request side
 
@@ -62,7 +75,7 @@ class Dispatcher:
         if self._closed:
             raise ApiError(503, "the server is shutting down", code="shutting_down")
         self._pending.append(task)
-        self._metrics.queue_depth.set(len(self._pending))
+        self._metrics.queue_depth.set(self.depth)
         self._arrived.set()
 
     @staticmethod
@@ -77,28 +90,42 @@ class Dispatcher:
     # -- the worker side
 
     async def run(self) -> None:
-        """Forever: wait for a free worker, form a group, hand it over."""
+        """Forever: form a group when a worker is free (or a full one while all are busy), hand it
+        over."""
         while True:
-            await self._idle.acquire()
-            try:
-                group = await self._form_group()
-            except BaseException:
-                self._idle.release()
-                raise
-            self.busy += 1
+            group = await self._next_group()
             self.groups += 1
             self.dispatched += len(group)
             self._metrics.batch_size.observe(len(group))
-            self._set_worker_gauges()
-            self._workers.submit(group, self._report)
+            gid = self._workers.submit(group, self._report)
+            self._outstanding[gid] = len(group)
+            self._set_gauges()
 
-    async def _form_group(self) -> list[Task]:
+    async def _next_group(self) -> list[Task]:
         while True:
             self._pending = [t for t in self._pending if not t.future.done()]
             if self._pending:
-                break
+                if len(self._outstanding) < self._workers.size:
+                    return await self._form_group()  # a worker is free
+                if len(self._outstanding) < 2 * self._workers.size:
+                    full = self._full_group()  # every worker busy: only a full group goes ahead
+                    if full is not None:
+                        return full
             self._arrived.clear()
             await self._arrived.wait()
+
+    def _full_group(self) -> list[Task] | None:
+        head = self._pending[0]
+        if head.key is not None:
+            n = sum(1 for t in self._pending if t.key == head.key)
+            if n < self._max_batch:
+                return None
+        group = [self._pending.pop(0)]
+        if head.key is not None:
+            self._take_compatible(group)
+        return group
+
+    async def _form_group(self) -> list[Task]:
         head = self._pending.pop(0)
         group = [head]
         if head.key is not None:
@@ -115,7 +142,6 @@ class Dispatcher:
                 except TimeoutError:
                     break
                 self._take_compatible(group)
-        self._metrics.queue_depth.set(len(self._pending))
         return group
 
     def _take_compatible(self, group: list[Task]) -> None:
@@ -139,9 +165,9 @@ class Dispatcher:
     def _finish(
         self, group: list[Task], outcome: list[Any] | BaseException, started: float, took: float, gid: int
     ) -> None:
-        self.busy -= 1
-        self._idle.release()
-        self._set_worker_gauges()
+        self._outstanding.pop(gid, None)
+        self._arrived.set()  # a worker is free, or has room for a group ahead
+        self._set_gauges()
         self._metrics.inference_seconds.observe(took)
         if not isinstance(outcome, BaseException):
             self._metrics.items.inc(len(group))
@@ -155,9 +181,10 @@ class Dispatcher:
             else:
                 t.future.set_result(Done(outcome[i], wait, took, len(group), gid))
 
-    def _set_worker_gauges(self) -> None:
+    def _set_gauges(self) -> None:
         self._metrics.workers.labels("busy").set(self.busy)
         self._metrics.workers.labels("idle").set(self._workers.size - self.busy)
+        self._metrics.queue_depth.set(self.depth)
 
     def close(self) -> None:
         """Refuse new work and fail what is still waiting."""
