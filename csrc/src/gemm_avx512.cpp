@@ -26,8 +26,8 @@ inline __mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask
 
 // R rows x 32 columns of y, k in [0, kc). Each element is one FMA chain: it starts from 0 at k = 0
 // (or continues from y for later k blocks, exactly), so rows, blocks and threads never change a bit.
-template <int R, bool kMaskB>
-void micro(const float * x, int64_t ldx, const float * bp, int64_t ldb, int64_t kc, float * y, int64_t ldy,
+template <int R>
+void micro(const float * x, int64_t ldx, const float * bp, int64_t kc, float * y, int64_t ldy,
            __mmask16 m0, __mmask16 m1, bool carry, const Tail * tail, Prefetch * pf) {
     __m512 c0[R], c1[R];
     const float * a[R];
@@ -44,9 +44,10 @@ void micro(const float * x, int64_t ldx, const float * bp, int64_t ldb, int64_t 
     for (int64_t k = 0; k < kc; ++k) {
         // One line of the next panel every 8 k steps: spread out, prefetches never wait for a fill buffer.
         if ((k & 7) == 0 && pf) pf->lines(1);
-        // Masked loads only where a row of b ends inside the panel: they measured 2.3x slower here.
-        const __m512 b0 = kMaskB ? _mm512_maskz_loadu_ps(m0, bp + ldb * k) : _mm512_loadu_ps(bp + ldb * k);
-        const __m512 b1 = kMaskB ? _mm512_maskz_loadu_ps(m1, bp + ldb * k + 16) : _mm512_loadu_ps(bp + ldb * k + 16);
+        // b rows are always whole NR-wide panels (zero-padded where the matrix ends): masked loads
+        // here measured 2.3x slower.
+        const __m512 b0 = _mm512_load_ps(bp + NR * k);
+        const __m512 b1 = _mm512_load_ps(bp + NR * k + 16);
         // Fully unrolled so the 2 R accumulators live in registers (GCC otherwise spills them).
 #pragma GCC unroll 16
         for (int i = 0; i < R; ++i) {
@@ -82,30 +83,27 @@ void micro(const float * x, int64_t ldx, const float * bp, int64_t ldb, int64_t 
     }
 }
 
-using MicroFn = void (*)(const float *, int64_t, const float *, int64_t, int64_t, float *, int64_t, __mmask16,
+using MicroFn = void (*)(const float *, int64_t, const float *, int64_t, float *, int64_t, __mmask16,
                          __mmask16, bool, const Tail *, Prefetch *);
-template <bool kMaskB>
-MicroFn micro_for(int64_t rows) {
+// The micro-kernel for a group of `rows` (1 .. MR) rows.
+MicroFn kernel(int64_t rows) {
     switch (rows) {
-        case 1: return micro<1, kMaskB>;
-        case 2: return micro<2, kMaskB>;
-        case 3: return micro<3, kMaskB>;
-        case 4: return micro<4, kMaskB>;
-        case 5: return micro<5, kMaskB>;
-        case 6: return micro<6, kMaskB>;
-        case 7: return micro<7, kMaskB>;
-        case 8: return micro<8, kMaskB>;
-        case 9: return micro<9, kMaskB>;
-        case 10: return micro<10, kMaskB>;
-        case 11: return micro<11, kMaskB>;
-        case 12: return micro<12, kMaskB>;
-        case 13: return micro<13, kMaskB>;
-        default: return micro<14, kMaskB>;
+        case 1: return micro<1>;
+        case 2: return micro<2>;
+        case 3: return micro<3>;
+        case 4: return micro<4>;
+        case 5: return micro<5>;
+        case 6: return micro<6>;
+        case 7: return micro<7>;
+        case 8: return micro<8>;
+        case 9: return micro<9>;
+        case 10: return micro<10>;
+        case 11: return micro<11>;
+        case 12: return micro<12>;
+        case 13: return micro<13>;
+        default: return micro<14>;
     }
 }
-// b rows of a full NR width (packed panels, scratch), and b rows that may end inside the panel.
-MicroFn kernel(int64_t rows) { return micro_for<false>(rows); }
-MicroFn kernel_masked(int64_t rows) { return micro_for<true>(rows); }
 
 // Panel p's rows k0 .. k0+kc as [kc][NR] f32: the packed weight itself for a full f32 panel,
 // else widened (f16, bf16) or zero-padded (a last panel narrower than NR) into the scratch.
@@ -168,7 +166,7 @@ void run_avx512(const Problem & p, int ith, int nth) {
                     t.residual = p.residual ? p.residual + (m0 + r) * p.ldr + n0 : nullptr;
                     t.ldr = p.ldr;
                     t.epilogue = p.epilogue;
-                    kernel(rows)(p.x + (m0 + r) * p.ldx + k0, p.ldx, bp, NR, kc, p.y + (m0 + r) * p.ldy + n0, p.ldy,
+                    kernel(rows)(p.x + (m0 + r) * p.ldx + k0, p.ldx, bp, kc, p.y + (m0 + r) * p.ldy + n0, p.ldy,
                                  m0mask, m1mask, carry, last ? &t : nullptr, next.left > 0 ? &next : nullptr);
                 }
             }
@@ -223,13 +221,15 @@ void softmax_row(float * s, int64_t n, float scale, const void * mask, bool f16)
 // score is one FMA chain over the head dimension and every output one chain over the keys, so
 // neither the split nor the other items change a bit.
 void run_attention(const Attention & a, int ith, int nth) {
-    thread_local std::unique_ptr<float, FreeDeleter> kt_buf, s_buf;
-    thread_local size_t kt_have = 0, s_have = 0;
+    thread_local std::unique_ptr<float, FreeDeleter> kt_buf, s_buf, v_buf;
+    thread_local size_t kt_have = 0, s_have = 0, v_have = 0;
     const int64_t n_qb = (a.Nq + QB - 1) / QB, units = a.B * a.H * n_qb;
     const int64_t u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
     const int64_t key_panels = (a.Nk + NR - 1) / NR, lds = key_panels * NR;
     float * kt = grow<float>(kt_buf, kt_have, size_t(key_panels * a.hd * NR));
     float * sc = grow<float>(s_buf, s_have, size_t(QB * lds));
+    const int64_t d_panels = (a.hd + NR - 1) / NR;
+    float * vp = grow<float>(v_buf, v_have, size_t(d_panels * a.Nk * NR));
     int64_t packed_b = -1, packed_h = -1;
     for (int64_t u = u0; u < u1; ++u) {
         const int64_t b = u / (a.H * n_qb), h = (u / n_qb) % a.H, q0 = (u % n_qb) * QB;
@@ -245,6 +245,18 @@ void run_attention(const Attention & a, int ith, int nth) {
                     for (int64_t d = 0; d < a.hd; ++d) dst[d * NR + j] = key < a.Nk ? src[d] : 0.0f;
                 }
             }
+            // v as panels of NR head dims, [Nk][NR] each (zero-padded past hd): contiguous rows for the
+            // p v product instead of rows a token stride apart (a page each for long sequences).
+            const float * vsrc = a.v + b * a.v_item + h * a.v_head;
+            for (int64_t p = 0; p < d_panels; ++p) {
+                const __mmask16 m0 = lanes(a.hd - p * NR), m1 = lanes(a.hd - p * NR - 16);
+                float * dst = vp + p * a.Nk * NR;
+                for (int64_t key = 0; key < a.Nk; ++key) {
+                    const float * src = vsrc + key * a.v_tok + p * NR;
+                    _mm512_storeu_ps(dst + key * NR, _mm512_maskz_loadu_ps(m0, src));
+                    _mm512_storeu_ps(dst + key * NR + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+                }
+            }
             packed_b = b;
             packed_h = h;
         }
@@ -256,7 +268,7 @@ void run_attention(const Attention & a, int ith, int nth) {
             for (int64_t k0 = 0; k0 < a.hd; k0 += KC) {
                 const int64_t kc = std::min(KC, a.hd - k0);
                 for (int64_t r = 0; r < rows; r += MR) {
-                    kernel(std::min(MR, rows - r))(qb + r * a.q_tok + k0, a.q_tok, kt + p * a.hd * NR + k0 * NR, NR, kc,
+                    kernel(std::min(MR, rows - r))(qb + r * a.q_tok + k0, a.q_tok, kt + p * a.hd * NR + k0 * NR, kc,
                                                    sc + r * lds + p * NR, lds, m0, m1, k0 > 0, nullptr, nullptr);
                 }
             }
@@ -269,8 +281,7 @@ void run_attention(const Attention & a, int ith, int nth) {
             }
             softmax_row(sc + i * lds, a.Nk, a.scale, mrow, a.mask_f16);
         }
-        // out [rows][hd] = p v, v read in place (rows of v are the product's k rows).
-        const float * vb = a.v + b * a.v_item + h * a.v_head;
+        // out [rows][hd] = p v.
         float * ob = a.out + b * a.o_item + q0 * a.o_tok + h * a.hd;
         for (int64_t p = 0; p * NR < a.hd; ++p) {
             const int64_t width = std::min(NR, a.hd - p * NR);
@@ -278,8 +289,7 @@ void run_attention(const Attention & a, int ith, int nth) {
             for (int64_t k0 = 0; k0 < a.Nk; k0 += KC) {
                 const int64_t kc = std::min(KC, a.Nk - k0);
                 for (int64_t r = 0; r < rows; r += MR) {
-                    (width == NR ? kernel : kernel_masked)(std::min(MR, rows - r))(
-                                                   sc + r * lds + k0, lds, vb + k0 * a.v_tok + p * NR, a.v_tok, kc,
+                    kernel(std::min(MR, rows - r))(sc + r * lds + k0, lds, vp + p * a.Nk * NR + k0 * NR, kc,
                                                    ob + r * a.o_tok + p * NR, a.o_tok, m0, m1, k0 > 0, nullptr, nullptr);
                 }
             }
