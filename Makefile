@@ -7,7 +7,7 @@ BUILD  := build/dev
 MODEL  ?=
 ARGS   ?=
 
-.PHONY: run test install venv native-test py-test lint clean
+.PHONY: run test install venv bench-deps native-test py-test lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +24,13 @@ install: venv
 run: install
 	$(BIN)/jepa-server $(if $(MODEL),-m $(MODEL),--demo) $(ARGS)
 
-test: install
-	$(BIN)/pip install --quiet -r requirements/test.txt
+test: install bench-deps
 	$(MAKE) native-test py-test lint
+
+# The test requirements and the benchmarks' peers (the tests run every benchmark's smoke mode).
+bench-deps: venv
+	$(BIN)/pip install --quiet -r requirements/bench.txt
+	$(BIN)/pip install --quiet --no-deps -r requirements/bench-nodeps.txt
 
 native-test:
 	$(BIN)/ctest --test-dir $(BUILD) --output-on-failure

@@ -162,7 +162,6 @@ def test_nan_input_does_not_crash(ctx: jepa.Context, reference: np.ndarray) -> N
         ("cpu:0", jepa.InvalidInputError, "cpu:0"),
         ("cuda:x", jepa.InvalidInputError, "cuda:x"),
         ("cuda:-1", jepa.InvalidInputError, "cuda:-1"),
-        (None, jepa.InvalidInputError, "device must be a string"),
         (0, jepa.InvalidInputError, "device must be a string"),
     ],
 )
@@ -177,6 +176,21 @@ def test_cuda_device_without_cuda(model_path: str) -> None:
         pytest.skip("this build has CUDA")
     with pytest.raises(jepa.UnsupportedError, match="CUDA"):
         jepa.Model(model_path, device="cuda")
+
+
+def test_default_device_from_environment(model_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # JEPA_DEVICE names the device a Model loads on when none is given (tools/gpu_check.sh uses it).
+    monkeypatch.setenv("JEPA_DEVICE", "cpu")
+    assert jepa.Model(model_path).device == "cpu"
+    monkeypatch.setenv("JEPA_DEVICE", "tpu:0")
+    with pytest.raises(jepa.InvalidInputError, match="tpu:0"):
+        jepa.Model(model_path)
+    # An explicit device wins over the environment; None means "the default".
+    assert jepa.Model(model_path, device="cpu").device == "cpu"
+    with pytest.raises(jepa.InvalidInputError, match="tpu:0"):
+        jepa.Model(model_path, device=None)
+    monkeypatch.delenv("JEPA_DEVICE")
+    assert jepa.Model(model_path).device == "cpu"
 
 
 @pytest.mark.parametrize("threads", [-(2**40), 2**40, 100_000])

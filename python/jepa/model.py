@@ -27,10 +27,18 @@ def _parse_device(device: str) -> tuple[int, int]:
     return _DEVICES[kind], int(index or 0)
 
 
+def default_device() -> str:
+    """The device a Model loads on when none is named: $JEPA_DEVICE ('cpu', 'cuda', 'cuda:N'), else 'cpu'.
+    tools/gpu_check.sh runs the parity suites on a GPU this way, unchanged."""
+    return os.environ.get("JEPA_DEVICE", "").strip() or "cpu"
+
+
 class Model:
     """A GGUF model loaded once; immutable, shareable by any number of threads."""
 
-    def __init__(self, path: str | os.PathLike[str], device: str = "cpu") -> None:
+    def __init__(self, path: str | os.PathLike[str], device: str | None = None) -> None:
+        if device is None:
+            device = default_device()
         kind, index = _parse_device(device)
         self.path = os.fspath(path)
         self.device = device
