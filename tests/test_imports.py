@@ -5,6 +5,7 @@ in the converter and the demo writer; Pillow/PyAV/tqdm only in the media pipelin
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,15 @@ def test_core_modules_are_stdlib_and_numpy(name: str) -> None:
     src = (ROOT / "python" / "jepa" / f"{name}.py").read_text()
     light = {"__future__", "os", "typing", "numpy", "collections", "dataclasses"}
     assert module_level_imports(src) - light == set()
+
+
+def test_import_bounds_the_barrier_spin() -> None:
+    # libgomp reads GOMP_SPINCOUNT when the extension loads it: `import jepa` sets a bounded spin
+    # unless the environment already has one (a fresh interpreter, so the import is the first).
+    code = "import os, jepa; print(os.environ['GOMP_SPINCOUNT'])"
+    env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "1000"
+    env["GOMP_SPINCOUNT"] = "5"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "5"
