@@ -4,6 +4,7 @@ worker, batching observable in the metrics, and the metrics moving as requests a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 import time
@@ -49,10 +50,8 @@ class FakePool:
                 out: Any = run_group(None, group)  # type: ignore[arg-type]
             except Exception as exc:
                 out = exc
-            try:
+            with contextlib.suppress(RuntimeError):  # the test's event loop is gone
                 report(group, out, started, time.perf_counter() - started, gid)
-            except RuntimeError:  # the test's event loop is gone
-                pass
 
 
 def double(ctx: Any, inputs: list[np.ndarray], arg: Any) -> list[np.ndarray]:

@@ -99,7 +99,9 @@ def _arithmetic(chw: np.ndarray, mode: str, mean: np.ndarray, std: np.ndarray, r
 
 
 @functools.lru_cache(maxsize=64)
-def _table(mode: str, mean: tuple[float, ...], std: tuple[float, ...], rescale: float, channels: int) -> np.ndarray:
+def _table(
+    mode: str, mean: tuple[float, ...], std: tuple[float, ...], rescale: float, channels: int
+) -> np.ndarray:
     """float32 [channels, 256]: what _arithmetic gives each byte value in each channel. The
     arithmetic is elementwise IEEE float math, so an entry holds exactly the bits the same operations
     give that byte anywhere in an image; normalize then looks values up instead of computing them."""
