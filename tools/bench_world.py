@@ -38,9 +38,9 @@ rounds of the ratio within a round, and the ratio of the medians; the goal is 1.
 
 Rounds: LeWM cells 1 untimed warm-up round + --rounds timed; AC cells no warm-up round (the agreement
 call warmed every variant) + --ac-rounds timed (default 2 at K = 16 and 1 at K = 64: a K = 64 round
-of the three variants takes about 25 minutes on 2 cores). Each cell records its rounds.
+of the three variants takes about half an hour on 2 cores). Each cell records its rounds.
 
-    python tools/bench_world.py --threads 2                 # everything as released (~45 min, 2 cores)
+    python tools/bench_world.py --threads 2                 # everything as released (~50 min, 2 cores)
     python tools/bench_world.py --quick                     # CPU-sized: see QUICK below
     python tools/bench_world.py --smoke --out /tmp/w.json   # tiny dims, 1 round, every variant (the test)
     python tools/bench_world.py --no-upstream               # jepa only (no torch / peers needed)
@@ -627,6 +627,8 @@ def upstream_detail(up: Upstream, threads: int) -> dict[str, Any]:
                 "the solver's torch.Generator draws (noise=), so both plan on the same candidates.",
         "torch_threads": up.torch.get_num_threads(),
         "jepa_threads": threads,
+        "jepa_context": "Model.context(threads) defaults: max_batch 32 (larger K runs in chunks of 32), "
+                        "flash_attn auto",
         "import_shims": up.shims,
         "agreement": "max |jepa - upstream| / max |upstream| per cell; jepa f32 beyond "
                      f"{CHECK_MAX_REL} on a predictor stops the run",
