@@ -10,6 +10,19 @@ namespace jepa {
 namespace {
 // Weights in host memory mean the graph runs on the CPU backend.
 bool on_cpu(const ggml_tensor * t) { return t && t->buffer && ggml_backend_buffer_is_host(t->buffer); }
+
+// The product reads bf16 activations (the engine's bf16 kernel): its producer may write them so.
+bool reads_bf16(const LinearW & l) { return l.packed && gemm::takes_bf16(l.w); }
+
+// The norm before a block's attention feeds q, k and v (fused or split).
+bool qkv_reads_bf16(const VitBlockW & b) {
+    return b.qkv.w ? reads_bf16(b.qkv) : reads_bf16(b.q) && reads_bf16(b.k) && reads_bf16(b.v);
+}
+
+ggml_tensor * build_norm_for(ggml_context * ctx, ggml_tensor * x, const NormW & n, float eps, bool bf16_out) {
+    if (on_cpu(n.w) && gemm::layer_norm_supported(x, n.w, n.b)) return gemm::layer_norm(ctx, x, n.w, n.b, eps, bf16_out);
+    return build_norm(ctx, x, n, eps);
+}
 }  // namespace
 
 ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, const NormW & n, float eps) {
@@ -49,8 +62,9 @@ ggml_tensor * build_act(ggml_context * ctx, ggml_tensor * x, Act act) {
 ggml_tensor * build_mlp(ggml_context * ctx, ggml_tensor * x, const LinearW & up, const LinearW & down, Act act,
                         ggml_tensor * residual) {
     if (up.packed && act == Act::GeluErf) {
-        // Bias and GELU in the product's own pass.
-        return build_linear(ctx, gemm::linear(ctx, x, up.w, up.b, gemm::Epilogue::GeluErf), down, residual);
+        // Bias and GELU in the product's own pass (its result in bf16 when down reads bf16).
+        ggml_tensor * h = gemm::linear(ctx, x, up.w, up.b, gemm::Epilogue::GeluErf, nullptr, reads_bf16(down));
+        return build_linear(ctx, h, down, residual);
     }
     return build_linear(ctx, build_act(ctx, build_linear(ctx, x, up), act), down, residual);
 }
@@ -75,7 +89,9 @@ Qkv build_qkv(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, int n_he
 
 ggml_tensor * build_attn(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, const AttnOptions & o) {
     const int64_t hd = q->ne[0], H = q->ne[1], Nq = q->ne[2], B = q->ne[3];
-    if (o.own_kernels && gemm::attention_supported(q, k, v, o.mask)) return gemm::attention(ctx, q, k, v, o.mask, o.scale, o.half);
+    if (o.own_kernels && gemm::attention_supported(q, k, v, o.mask)) {
+        return gemm::attention(ctx, q, k, v, o.mask, o.scale, o.half, o.bf16_out);
+    }
     // [hd, H, N, B] -> [hd, N, H, B]
     q = ggml_permute(ctx, q, 0, 2, 1, 3);
     k = ggml_permute(ctx, k, 0, 2, 1, 3);
@@ -94,13 +110,15 @@ ggml_tensor * build_attn(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, g
 
 ggml_tensor * build_vit_block(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, const BlockHparams & hp,
                               const AttnOptions & attn, int layer, const char * prefix) {
-    ggml_tensor * h = build_norm(ctx, x, b.ln1, hp.ln_eps);
+    ggml_tensor * h = build_norm_for(ctx, x, b.ln1, hp.ln_eps, qkv_reads_bf16(b));
     Qkv qkv = build_qkv(ctx, h, b, hp.n_head);
     if (attn.rope_cos) {
         qkv.q = build_rope3d(ctx, qkv.q, attn.rope_cos, attn.rope_sin);
         qkv.k = build_rope3d(ctx, qkv.k, attn.rope_cos, attn.rope_sin);
     }
-    h = build_attn(ctx, qkv.q, qkv.k, qkv.v, attn);
+    AttnOptions ao = attn;
+    ao.bf16_out = reads_bf16(b.attn_out);
+    h = build_attn(ctx, qkv.q, qkv.k, qkv.v, ao);
     if (b.ls1) {
         x = ggml_add(ctx, x, ggml_mul(ctx, build_linear(ctx, h, b.attn_out), b.ls1));
     } else {
@@ -108,7 +126,7 @@ ggml_tensor * build_vit_block(ggml_context * ctx, ggml_tensor * x, const VitBloc
     }
     ggml_format_name(x, "%s.%d.attn_res", prefix, layer);
 
-    h = build_norm(ctx, x, b.ln2, hp.ln_eps);
+    h = build_norm_for(ctx, x, b.ln2, hp.ln_eps, reads_bf16(b.ffn_up));
     if (b.ls2) {
         x = ggml_add(ctx, x, ggml_mul(ctx, build_mlp(ctx, h, b.ffn_up, b.ffn_down, hp.act), b.ls2));
     } else {

@@ -17,6 +17,7 @@ struct AttnOptions {
     ggml_tensor * rope_sin = nullptr;  // (see rope.h), or NULL for none
     bool own_kernels = false;  // the engine's own CPU attention (gemm.h) where it applies; else ggml's
     bool half = false;         // ... with its products in bf16 (a bf16 model's half class)
+    bool bf16_out = false;     // ... and its result in bf16, for a bf16 product that reads it
 };
 
 ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, const NormW & n, float eps);

@@ -20,8 +20,9 @@ void run_attention(const Attention &, int, int) {}
 void run_bf16(const Problem &, int, int, bool) {}
 void run_attention_bf16(const Attention &, int, int, bool) {}
 void gelu_erf_avx512(const float *, float *, int64_t) {}
-void layer_norm_rows(const float *, int64_t, float *, int64_t, int64_t, int64_t, int64_t, const float *, const float *,
-                     float) {}
+void layer_norm_rows(const float *, int64_t, float *, uint16_t *, int64_t, int64_t, int64_t, int64_t, const float *,
+                     const float *, float) {}
+void to_bf16_row(const float *, int64_t, uint16_t *) {}
 bool amx_request_permission() { return false; }
 }  // namespace detail
 #endif
@@ -103,10 +104,19 @@ void compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
     const ggml_tensor * b = (flags & kHasBias) ? dst->src[2] : nullptr;
     const ggml_tensor * r = (flags & kHasResidual) ? dst->src[(flags & kHasBias) ? 3 : 2] : nullptr;
     Problem p;
-    p.x = static_cast<const float *>(x->data);
-    p.ldx = int64_t(x->nb[1] / sizeof(float));
-    p.y = static_cast<float *>(dst->data);
-    p.ldy = int64_t(dst->nb[1] / sizeof(float));
+    // bf16 activations in or out: between the bf16 kernel and its neighbours only (see linear()).
+    if (x->type == GGML_TYPE_BF16) {
+        p.x16 = static_cast<const uint16_t *>(x->data);
+    } else {
+        p.x = static_cast<const float *>(x->data);
+    }
+    p.ldx = int64_t(x->nb[1] / ggml_element_size(x));
+    if (dst->type == GGML_TYPE_BF16) {
+        p.y16 = static_cast<uint16_t *>(dst->data);
+    } else {
+        p.y = static_cast<float *>(dst->data);
+    }
+    p.ldy = int64_t(dst->nb[1] / ggml_element_size(dst));
     p.w = w->data;
     p.layout = layout_of(w);
     p.bias = b ? static_cast<const float *>(b->data) : nullptr;
@@ -135,11 +145,16 @@ void compute_attention(ggml_tensor * dst, int ith, int nth, void * userdata) {
     a.q = static_cast<const float *>(q->data);
     a.k = static_cast<const float *>(k->data);
     a.v = static_cast<const float *>(v->data);
-    a.out = static_cast<float *>(dst->data);
+    if (dst->type == GGML_TYPE_BF16) {
+        a.out16 = static_cast<uint16_t *>(dst->data);
+    } else {
+        a.out = static_cast<float *>(dst->data);
+    }
     a.q_head = f(q, 1), a.q_tok = f(q, 2), a.q_item = f(q, 3);
     a.k_head = f(k, 1), a.k_tok = f(k, 2), a.k_item = f(k, 3);
     a.v_head = f(v, 1), a.v_tok = f(v, 2), a.v_item = f(v, 3);
-    a.o_tok = f(dst, 1), a.o_item = f(dst, 2);
+    const size_t oes = ggml_element_size(dst);
+    a.o_tok = int64_t(dst->nb[1] / oes), a.o_item = int64_t(dst->nb[2] / oes);
     a.hd = q->ne[0], a.H = q->ne[1], a.Nq = q->ne[2], a.Nk = k->ne[2], a.B = q->ne[3];
     // userdata: the scale's bits, and bit 32 for the half-precision kernel.
     const uint64_t bits = reinterpret_cast<uintptr_t>(userdata);
@@ -193,9 +208,14 @@ void pack_in_place(ggml_tensor * w) {
     }
 }
 
+bool takes_bf16(const ggml_tensor * w) { return layout_of(w) == Layout::Bf16Pairs; }
+
 ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, Epilogue e,
-                     ggml_tensor * residual) {
-    if (x->type != GGML_TYPE_F32) x = ggml_cast(ctx, x, GGML_TYPE_F32);
+                     ggml_tensor * residual, bool out_bf16) {
+    const bool bf16 = takes_bf16(w);
+    if (x->type != GGML_TYPE_F32 && !(x->type == GGML_TYPE_BF16 && bf16)) x = ggml_cast(ctx, x, GGML_TYPE_F32);
+    // bf16 out: from the bf16 kernel only, in one k block (the stage holds no carry between blocks).
+    out_bf16 = out_bf16 && bf16 && w->ne[0] <= 2048;
     if (!ggml_is_contiguous(x)) x = ggml_cont(ctx, x);
     if (residual && (residual->type != GGML_TYPE_F32 || !ggml_is_contiguous(residual))) {
         residual = ggml_cont(ctx, ggml_cast(ctx, residual, GGML_TYPE_F32));
@@ -211,8 +231,8 @@ ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_
         args[n++] = residual;
         flags |= kHasResidual;
     }
-    return ggml_custom_4d(ctx, GGML_TYPE_F32, w->ne[1], x->ne[1], x->ne[2], x->ne[3], args, n, compute,
-                          GGML_N_TASKS_MAX, reinterpret_cast<void *>(flags));
+    return ggml_custom_4d(ctx, out_bf16 ? GGML_TYPE_BF16 : GGML_TYPE_F32, w->ne[1], x->ne[1], x->ne[2], x->ne[3], args,
+                          n, compute, GGML_N_TASKS_MAX, reinterpret_cast<void *>(flags));
 }
 
 bool layer_norm_supported(const ggml_tensor * x, const ggml_tensor * w, const ggml_tensor * b) {
@@ -223,7 +243,9 @@ bool layer_norm_supported(const ggml_tensor * x, const ggml_tensor * w, const gg
     return true;
 }
 
-ggml_tensor * layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, float eps) {
+ggml_tensor * layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, float eps,
+                         bool out_bf16) {
+    out_bf16 = out_bf16 && cpu_isa().avx512_bf16;
     if (!ggml_is_contiguous(x)) x = ggml_cont(ctx, x);
     ggml_tensor * args[3] = {x, w, b};
     int n = 1;
@@ -248,13 +270,15 @@ ggml_tensor * layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, g
         float e;
         std::memcpy(&e, &bits, sizeof(float));
         const int64_t rows = ggml_nrows(src);
-        layer_norm_rows(static_cast<const float *>(src->data), int64_t(src->nb[1] / 4), static_cast<float *>(dst->data),
-                        int64_t(dst->nb[1] / 4), src->ne[0], rows * ith / nth, rows * (ith + 1) / nth,
+        const bool half = dst->type == GGML_TYPE_BF16;
+        layer_norm_rows(static_cast<const float *>(src->data), int64_t(src->nb[1] / 4),
+                        half ? nullptr : static_cast<float *>(dst->data), half ? static_cast<uint16_t *>(dst->data) : nullptr,
+                        int64_t(dst->nb[1] / ggml_element_size(dst)), src->ne[0], rows * ith / nth, rows * (ith + 1) / nth,
                         wt ? static_cast<const float *>(wt->data) : nullptr,
                         bt ? static_cast<const float *>(bt->data) : nullptr, e);
     };
-    return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, n, run, GGML_N_TASKS_MAX,
-                          reinterpret_cast<void *>(flags));
+    return ggml_custom_4d(ctx, out_bf16 ? GGML_TYPE_BF16 : GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args,
+                          n, run, GGML_N_TASKS_MAX, reinterpret_cast<void *>(flags));
 }
 
 bool attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v, const ggml_tensor * mask) {
@@ -276,14 +300,15 @@ bool attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggm
 }
 
 ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, ggml_tensor * mask,
-                        float scale, bool half) {
+                        float scale, bool half, bool out_bf16) {
     ggml_tensor * args[4] = {q, k, v, mask};
     uint32_t scale_bits;
     std::memcpy(&scale_bits, &scale, sizeof(float));
     const bool bf16 = half && cpu_isa().avx512_bf16;
     void * userdata = reinterpret_cast<void *>(uintptr_t(scale_bits) | (uintptr_t(bf16) << 32));
-    return ggml_custom_4d(ctx, GGML_TYPE_F32, q->ne[0] * q->ne[1], q->ne[2], q->ne[3], 1, args, mask ? 4 : 3,
-                          compute_attention, GGML_N_TASKS_MAX, userdata);
+    // bf16 out only from the bf16 kernel (for a bf16 product that reads it).
+    return ggml_custom_4d(ctx, out_bf16 && bf16 ? GGML_TYPE_BF16 : GGML_TYPE_F32, q->ne[0] * q->ne[1], q->ne[2], q->ne[3],
+                          1, args, mask ? 4 : 3, compute_attention, GGML_N_TASKS_MAX, userdata);
 }
 
 void gelu_erf(const float * x, float * y, int64_t n) {

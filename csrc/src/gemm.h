@@ -38,12 +38,17 @@ void pack_in_place(ggml_tensor * w);
 
 // y = act(x W^T + b) + residual for x [K, M, ...] (f32), a packed w [K, N], b [N] and residual
 // [N, M, ...] both optional; returns [N, M, ...]. The additions round as the unfused graph's do.
+// x may be bf16 for a bf16 weight on the bf16 kernel (takes_bf16); out_bf16 asks for a bf16 result
+// (granted there only, for a consumer that takes bf16). bf16 in or out rounds exactly as the kernel's
+// own conversion of the f32 values would, so fused and unfused give the same bits.
+bool takes_bf16(const ggml_tensor * w);
 ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, Epilogue e,
-                     ggml_tensor * residual = nullptr);
+                     ggml_tensor * residual = nullptr, bool out_bf16 = false);
 
 // LayerNorm over ne[0] of x (f32), then * w and + b where given (f32 [ne0] each), in one pass.
 bool layer_norm_supported(const ggml_tensor * x, const ggml_tensor * w, const ggml_tensor * b);
-ggml_tensor * layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, float eps);
+ggml_tensor * layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, float eps,
+                         bool out_bf16 = false);
 
 // Scaled dot-product attention, softmax(q k^T scale + mask) v, heads concatenated. q, k, v:
 // [head_dim, n_head, n_tok, B] f32 with contiguous rows (strided views are fine); mask NULL or
@@ -51,7 +56,7 @@ ggml_tensor * layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, g
 // half: the products in bf16 (AMX / AVX512-BF16, softmax in f32), for bf16 models; else f32.
 bool attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v, const ggml_tensor * mask);
 ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, ggml_tensor * mask,
-                        float scale, bool half);
+                        float scale, bool half, bool out_bf16 = false);
 
 // Elementwise exact-erf GELU on n floats (the same function the epilogue applies).
 void gelu_erf(const float * x, float * y, int64_t n);

@@ -297,11 +297,14 @@ void run_attention(const Attention & a, int ith, int nth) {
     }
 }
 
-void layer_norm_rows(const float * x, int64_t ldx, float * y, int64_t ldy, int64_t n, int64_t r0, int64_t r1,
-                     const float * w, const float * b, float eps) {
+void layer_norm_rows(const float * x, int64_t ldx, float * y, uint16_t * y16, int64_t ldy, int64_t n, int64_t r0,
+                     int64_t r1, const float * w, const float * b, float eps) {
+    // bf16 out (for a bf16 product): each row in f32 first, then rounded as that product's own
+    // conversion rounds (gemm_bf16.cpp), so the bits are the same either way.
+    std::unique_ptr<float, FreeDeleter> row(y16 ? static_cast<float *>(std::aligned_alloc(64, (n * 4 + 63) / 64 * 64))
+                                                : nullptr);
     for (int64_t r = r0; r < r1; ++r) {
         const float * xr = x + r * ldx;
-        float * yr = y + r * ldy;
         __m512 acc = _mm512_setzero_ps();
         for (int64_t j = 0; j < n; j += 16) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(lanes(n - j), xr + j));
         const float mean = _mm512_reduce_add_ps(acc) / float(n);
@@ -318,8 +321,9 @@ void layer_norm_rows(const float * x, int64_t ldx, float * y, int64_t ldy, int64
             __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xr + j), vm), inv);
             if (w) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, w + j));
             if (b) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, b + j));
-            _mm512_mask_storeu_ps(yr + j, m, v);
+            _mm512_mask_storeu_ps((y16 ? row.get() : y + r * ldy) + j, m, v);
         }
+        if (y16) to_bf16_row(row.get(), n, y16 + r * ldy);
     }
 }
 

@@ -62,6 +62,11 @@ uint16_t * convert_rows(const Problem & p, int64_t m0, int64_t mc, int64_t k0, i
             std::memset(dst, 0, size_t(kcp) * 2);
             continue;
         }
+        if (p.x16) {
+            std::memcpy(dst, p.x16 + (m0 + r) * p.ldx + k0, size_t(kc) * 2);
+            std::memset(dst + kc, 0, size_t(kcp - kc) * 2);
+            continue;
+        }
         const float * src = p.x + (m0 + r) * p.ldx + k0;
         for (int64_t k = 0; k < kcp; k += 32) {
             const __mmask16 lo = lanes(kc - k), hi = lanes(kc - k - 16);
@@ -86,7 +91,7 @@ const uint16_t * weight_panel(const Problem & p, int64_t pi, int64_t k0, int64_t
 
 // Bias (unless the tiles started from it) and activation on a finished block of y, then the
 // residual and the store of the rows and columns that exist.
-void finish(const Problem & p, const float * c, int64_t ldc, int64_t rows, int64_t n0, int64_t cols, float * y,
+void finish(const Problem & p, const float * c, int64_t ldc, int64_t rows, int64_t n0, int64_t cols, int64_t yoff,
             const float * res, bool bias_done) {
     for (int64_t i = 0; i < rows; ++i) {
         for (int64_t j = 0; j < cols; j += 16) {
@@ -95,7 +100,11 @@ void finish(const Problem & p, const float * c, int64_t ldc, int64_t rows, int64
             if (p.bias && !bias_done) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, p.bias + n0 + j));
             if (p.epilogue == Epilogue::GeluErf) v = gelu_erf_ps(v);
             if (p.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + i * p.ldr + j));
-            _mm512_mask_storeu_ps(y + i * p.ldy + j, m, v);
+            if (p.y16) {
+                _mm256_mask_storeu_epi16(p.y16 + yoff + i * p.ldy + j, m, (__m256i) _mm512_cvtneps_pbh(v));
+            } else {
+                _mm512_mask_storeu_ps(p.y + yoff + i * p.ldy + j, m, v);
+            }
         }
     }
 }
@@ -122,9 +131,9 @@ void amx_configure() {
 // A 32 x 32 block of y (2 x 2 tiles: tmm0..3), k over [0, kcp) of the converted rows `a` (row stride
 // kcp) against the weight panels b0, b1; c holds the block (row stride ldc). The tiles start from c
 // (carry), from `init` (16 rows of 32 values: the bias, so the sum starts from it), or from zero.
-void amx_block(const uint16_t * a, int64_t kcp, const uint16_t * b0, const uint16_t * b1, float * c, int64_t ldc,
-               bool carry, Prefetch * pf = nullptr, int64_t pf_lines = 0, const float * init = nullptr) {
-    const size_t lda = size_t(kcp) * 2, ldcb = size_t(ldc) * 4;
+void amx_block(const uint16_t * a, int64_t lda_elems, int64_t kcp, const uint16_t * b0, const uint16_t * b1, float * c,
+               int64_t ldc, bool carry, Prefetch * pf = nullptr, int64_t pf_lines = 0, const float * init = nullptr) {
+    const size_t lda = size_t(lda_elems) * 2, ldcb = size_t(ldc) * 4;
     if (!carry && init) {
         _tile_loadd(0, init, 128);
         _tile_loadd(1, init + 16, 128);
@@ -144,7 +153,7 @@ void amx_block(const uint16_t * a, int64_t kcp, const uint16_t * b0, const uint1
     for (int64_t k = 0; k < kcp; k += TK) {
         if (pf) pf->lines(pf_lines);
         _tile_loadd(4, a + k, lda);
-        _tile_loadd(5, a + TM * kcp + k, lda);
+        _tile_loadd(5, a + TM * lda_elems + k, lda);
         _tile_loadd(6, b0 + k * NR16, 64);
         _tile_loadd(7, b1 + k * NR16, 64);
         _tile_dpbf16ps(0, 4, 6);
@@ -162,8 +171,8 @@ void amx_block(const uint16_t * a, int64_t kcp, const uint16_t * b0, const uint1
 
 // R rows x 32 columns, k pairs in order; the accumulator block lives in c (row stride ldc).
 template <int R>
-void dp_block(const uint16_t * a, int64_t kcp, const uint16_t * b0, const uint16_t * b1, float * c, int64_t ldc,
-              bool carry) {
+void dp_block(const uint16_t * a, int64_t lda, int64_t kcp, const uint16_t * b0, const uint16_t * b1, float * c,
+              int64_t ldc, bool carry) {
     __m512 c0[R], c1[R];
     for (int i = 0; i < R; ++i) {
         c0[i] = carry ? _mm512_loadu_ps(c + i * ldc) : _mm512_setzero_ps();
@@ -174,7 +183,7 @@ void dp_block(const uint16_t * a, int64_t kcp, const uint16_t * b0, const uint16
         const __m512bh w1 = (__m512bh) _mm512_load_si512(b1 + kp * 2 * NR16);
         for (int i = 0; i < R; ++i) {
             int32_t pair;
-            std::memcpy(&pair, a + i * kcp + 2 * kp, 4);
+            std::memcpy(&pair, a + i * lda + 2 * kp, 4);
             const __m512bh ai = (__m512bh) _mm512_set1_epi32(pair);
             c0[i] = _mm512_dpbf16_ps(c0[i], ai, w0);
             c1[i] = _mm512_dpbf16_ps(c1[i], ai, w1);
@@ -206,7 +215,9 @@ void run_bf16(const Problem & p, int ith, int nth, bool amx) {
         for (int64_t k0 = 0; k0 < p.K; k0 += KCB) {
             const int64_t kc = std::min(KCB, p.K - k0), kcp = (kc + TK - 1) / TK * TK;
             const bool carry = k0 > 0, last = k0 + kc == p.K;
-            const uint16_t * a = convert_rows(p, m0, mc, k0, kc, kcp);
+            // bf16 rows in whole tile steps are read in place; others are converted (f32) or copied.
+            const bool direct = p.x16 != nullptr && kc == kcp;
+            const uint16_t * a = direct ? nullptr : convert_rows(p, m0, mc, k0, kc, kcp);
             for (int64_t q = s.p0; q < s.p1; ++q) {
                 const int64_t n0 = q * 2 * NR16, cols = std::min<int64_t>(32, p.N - n0);
                 const uint16_t * b0 = weight_panel(p, 2 * q, k0, kc, kcp, 2);
@@ -235,32 +246,43 @@ void run_bf16(const Problem & p, int ith, int nth, bool amx) {
                 const int64_t per_step = (next.left / 64 + steps - 1) / steps;
                 for (int64_t r = 0; r < mc; r += 32) {
                     const int64_t rows = std::min<int64_t>(32, mc - r);
-                    float * y = p.y + (m0 + r) * p.ldy + n0;
-                    const bool whole = rows == 32 && cols == 32;
-                    float * c = whole ? y : stage;
+                    const int64_t yoff = (m0 + r) * p.ldy + n0;
+                    // bf16 out goes through the f32 stage (one k block: no carry to keep in y).
+                    const bool whole = rows == 32 && cols == 32 && !p.y16;
+                    float * c = whole ? p.y + yoff : stage;
                     const int64_t ldc = whole ? p.ldy : 32;
                     if (!whole) {
                         std::memset(stage, 0, 32 * 32 * 4);
                         if (carry) {
-                            for (int64_t i = 0; i < rows; ++i) std::memcpy(stage + i * 32, y + i * p.ldy, size_t(cols) * 4);
+                            for (int64_t i = 0; i < rows; ++i) std::memcpy(stage + i * 32, p.y + yoff + i * p.ldy, size_t(cols) * 4);
                         }
+                    }
+                    // This row block's activations: in place, or from the converted block.
+                    const uint16_t * ar = a ? a + r * kcp : p.x16 + (m0 + r) * p.ldx + k0;
+                    int64_t lda = a ? kcp : p.ldx;
+                    if (!a && rows < 32) {
+                        // The last rows: copied into a zero-padded block, as a tile reads 32 rows.
+                        uint16_t * tail = scratch<uint16_t>(size_t(32 * kcp) * 2, 5);
+                        std::memset(tail, 0, size_t(32 * kcp) * 2);
+                        for (int64_t i = 0; i < rows; ++i) std::memcpy(tail + i * kcp, ar + i * p.ldx, size_t(kcp) * 2);
+                        ar = tail;
+                        lda = kcp;
                     }
                     if (amx) {
                         // Half the steps prefetch the next pair's first panel, half its second.
                         Prefetch * pf = next.left > 0 ? &next : next2.left > 0 ? &next2 : nullptr;
-                        amx_block(a + r * kcp, kcp, b0, b1, c, ldc, carry, pf, 2 * per_step,
-                                  bias_init ? bias_rows : nullptr);
+                        amx_block(ar, lda, kcp, b0, b1, c, ldc, carry, pf, 2 * per_step, bias_init ? bias_rows : nullptr);
                     } else {
-                        for (int64_t i = 0; i < 32; i += 8) dp_block<8>(a + (r + i) * kcp, kcp, b0, b1, c + i * ldc, ldc, carry);
+                        for (int64_t i = 0; i < 32; i += 8) dp_block<8>(ar + i * lda, lda, kcp, b0, b1, c + i * ldc, ldc, carry);
                     }
                     const bool plain = p.epilogue == Epilogue::None && !p.residual && (bias_init || !p.bias);
                     if (last && whole && plain) {
                         // Nothing left to apply: the tiles were stored into y.
                     } else if (last) {
-                        finish(p, c, ldc, rows, n0, cols, y, p.residual ? p.residual + (m0 + r) * p.ldr + n0 : nullptr,
+                        finish(p, c, ldc, rows, n0, cols, yoff, p.residual ? p.residual + (m0 + r) * p.ldr + n0 : nullptr,
                                bias_init);
                     } else if (!whole) {
-                        for (int64_t i = 0; i < rows; ++i) std::memcpy(y + i * p.ldy, stage + i * 32, size_t(cols) * 4);
+                        for (int64_t i = 0; i < rows; ++i) std::memcpy(p.y + yoff + i * p.ldy, stage + i * 32, size_t(cols) * 4);
                     }
                 }
             }
@@ -284,6 +306,15 @@ void bf16_row(const float * src, int64_t n, int64_t np, uint16_t * dst) {
 
 }  // namespace
 
+void to_bf16_row(const float * src, int64_t n, uint16_t * dst) {
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) _mm256_storeu_si256((__m256i *) (dst + j), (__m256i) _mm512_cvtneps_pbh(_mm512_loadu_ps(src + j)));
+    if (j < n) {
+        const __mmask16 m = lanes(n - j);
+        _mm256_mask_storeu_epi16(dst + j, m, (__m256i) _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + j)));
+    }
+}
+
 // The half-precision attention of bf16 models: q k^T and p v as bf16 products (AMX tiles or
 // VDPBF16PS), scale, mask and softmax in f32. Units are (item, head, 32 query rows); each output
 // row depends on its own query row only, so batches and threads keep their bits.
@@ -301,9 +332,9 @@ void run_attention_bf16(const Attention & a, int ith, int nth, bool amx) {
     if (amx) amx_configure();
     auto block = [&](const uint16_t * x, int64_t kcp, const uint16_t * b0, const uint16_t * b1, float * c, int64_t ldc) {
         if (amx) {
-            amx_block(x, kcp, b0, b1, c, ldc, false);
+            amx_block(x, kcp, kcp, b0, b1, c, ldc, false);
         } else {
-            for (int64_t i = 0; i < 32; i += 8) dp_block<8>(x + i * kcp, kcp, b0, b1, c + i * ldc, ldc, false);
+            for (int64_t i = 0; i < 32; i += 8) dp_block<8>(x + i * kcp, kcp, kcp, b0, b1, c + i * ldc, ldc, false);
         }
     };
     int64_t packed_b = -1, packed_h = -1;
@@ -394,15 +425,20 @@ void run_attention_bf16(const Attention & a, int ith, int nth, bool amx) {
                 _mm512_storeu_si512(prow + j, (__m512i) _mm512_cvtne2ps_pbh(p1, p0));
             }
         }
-        // out rows = p v, 32 columns of d at a time.
-        float * ob = a.out + b * a.o_item + q0 * a.o_tok + h * a.hd;
+        // out rows = p v, 32 columns of d at a time (bf16 out, for a bf16 product: via the stage).
+        const int64_t ooff = b * a.o_item + q0 * a.o_tok + h * a.hd;
         for (int64_t j = 0; j < hdp / 32; ++j) {
             const int64_t cols = std::min<int64_t>(32, a.hd - 32 * j);
-            const bool whole = rows == 32 && cols == 32;
-            float * c = whole ? ob + 32 * j : stage;
+            const bool whole = rows == 32 && cols == 32 && !a.out16;
+            float * c = whole ? a.out + ooff + 32 * j : stage;
             block(pb, nkp, vp + (2 * j) * nkp * NR16, vp + (2 * j + 1) * nkp * NR16, c, whole ? a.o_tok : 32);
-            if (!whole) {
-                for (int64_t r = 0; r < rows; ++r) std::memcpy(ob + r * a.o_tok + 32 * j, stage + r * 32, size_t(cols) * 4);
+            if (whole) continue;
+            for (int64_t r = 0; r < rows; ++r) {
+                if (a.out16) {
+                    to_bf16_row(stage + r * 32, cols, a.out16 + ooff + r * a.o_tok + 32 * j);
+                } else {
+                    std::memcpy(a.out + ooff + r * a.o_tok + 32 * j, stage + r * 32, size_t(cols) * 4);
+                }
             }
         }
     }

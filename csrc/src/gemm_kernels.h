@@ -23,8 +23,10 @@ enum class Layout : int { None = 0, F32 = 1, F16 = 2, Bf16Wide = 3, Bf16Pairs = 
 // One product y[M][N] = act(x[M][K] W^T + b), rows of x and y at strides ldx / ldy (floats).
 struct Problem {
     const float * x = nullptr;
+    const uint16_t * x16 = nullptr;  // or bf16 rows (the bf16 kernel only), same stride ldx
     int64_t ldx = 0;
     float * y = nullptr;
+    uint16_t * y16 = nullptr;  // or bf16 rows out (the bf16 kernel only, one k block), stride ldy
     int64_t ldy = 0;
     const void * w = nullptr;  // packed weight
     Layout layout = Layout::None;
@@ -66,6 +68,7 @@ struct Attention {
     const float * k = nullptr;
     const float * v = nullptr;
     float * out = nullptr;
+    uint16_t * out16 = nullptr;  // or bf16 out (the bf16 kernel only), same strides
     int64_t q_tok = 0, q_head = 0, q_item = 0;
     int64_t k_tok = 0, k_head = 0, k_item = 0;
     int64_t v_tok = 0, v_head = 0, v_item = 0;
@@ -81,8 +84,8 @@ constexpr int64_t QB = 4 * MR;
 
 // LayerNorm of rows [r0, r1) of x [rows][n] (row strides ldx, ldy): (x - mean) / sqrt(var + eps),
 // then * w and + b where given; mean and variance in f32 over the row, as ggml_norm computes them.
-void layer_norm_rows(const float * x, int64_t ldx, float * y, int64_t ldy, int64_t n, int64_t r0, int64_t r1,
-                     const float * w, const float * b, float eps);
+void layer_norm_rows(const float * x, int64_t ldx, float * y, uint16_t * y16, int64_t ldy, int64_t n, int64_t r0,
+                     int64_t r1, const float * w, const float * b, float eps);
 
 // At batch 1 each weight is read once per call, from memory: while one panel computes, the next
 // panel's bytes are prefetched towards L2 a few lines per micro-kernel call, so the memory traffic
@@ -98,6 +101,10 @@ struct Prefetch {
         for (; n > 0 && left > 0; --n, at += 64, left -= 64) __builtin_prefetch(at, 0, 2);
     }
 };
+
+// n f32 values to bf16, rounded to nearest even as the bf16 kernel's own conversion does
+// (VCVTNE2PS2BF16; gemm_bf16.cpp, called only where the CPU has AVX512-BF16).
+void to_bf16_row(const float * src, int64_t n, uint16_t * dst);
 
 // The kernels (gemm_avx512.cpp, gemm_bf16.cpp). Each computes its thread's share of p.
 void run_avx512(const Problem & p, int ith, int nth);

@@ -94,17 +94,18 @@ struct Weight {
 
 // y = act(x W^T + b) (+ res) through a real ggml graph on the CPU backend with n threads.
 std::vector<float> run(const Weight & W, const std::vector<float> & x, int64_t M, int threads,
-                       jepa::gemm::Epilogue ep, const std::vector<float> * res = nullptr) {
+                       jepa::gemm::Epilogue ep, const std::vector<float> * res = nullptr, bool x_bf16 = false,
+                       bool out_bf16 = false) {
     ggml_init_params ip{64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
     ggml_context * ctx = ggml_init(ip);
-    ggml_tensor * xt = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, W.K, M);
+    ggml_tensor * xt = ggml_new_tensor_2d(ctx, x_bf16 ? GGML_TYPE_BF16 : GGML_TYPE_F32, W.K, M);
     ggml_set_input(xt);
     ggml_tensor * rt = nullptr;
     if (res) {
         rt = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, W.N, M);
         ggml_set_input(rt);
     }
-    ggml_tensor * y = jepa::gemm::linear(ctx, xt, W.w, W.b, ep, rt);
+    ggml_tensor * y = jepa::gemm::linear(ctx, xt, W.w, W.b, ep, rt, out_bf16);
     ggml_set_output(y);
     ggml_cgraph * gf = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, y);
@@ -112,11 +113,23 @@ std::vector<float> run(const Weight & W, const std::vector<float> & x, int64_t M
     ggml_backend_cpu_set_n_threads(be, threads);
     ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_get_default_buffer_type(be));
     ggml_gallocr_alloc_graph(ga, gf);
-    ggml_backend_tensor_set(xt, x.data(), 0, x.size() * 4);
+    if (x_bf16) {
+        std::vector<ggml_bf16_t> h(x.size());
+        ggml_fp32_to_bf16_row_ref(x.data(), h.data(), int64_t(x.size()));
+        ggml_backend_tensor_set(xt, h.data(), 0, h.size() * 2);
+    } else {
+        ggml_backend_tensor_set(xt, x.data(), 0, x.size() * 4);
+    }
     if (rt) ggml_backend_tensor_set(rt, res->data(), 0, res->size() * 4);
     ggml_backend_graph_compute(be, gf);
     std::vector<float> out(size_t(M * W.N));
-    ggml_backend_tensor_get(y, out.data(), 0, out.size() * 4);
+    if (y->type == GGML_TYPE_BF16) {
+        std::vector<ggml_bf16_t> h(out.size());
+        ggml_backend_tensor_get(y, h.data(), 0, h.size() * 2);
+        for (size_t i = 0; i < h.size(); ++i) out[i] = ggml_bf16_to_fp32(h[i]);
+    } else {
+        ggml_backend_tensor_get(y, out.data(), 0, out.size() * 4);
+    }
     ggml_gallocr_free(ga);
     ggml_backend_free(be);
     ggml_free(ctx);
@@ -172,6 +185,17 @@ void check_product(ggml_type type, int64_t M, int64_t K, int64_t N, bool bias, j
         const std::vector<float> yi = run(W, xi, 1, 2, ep);
         check(same_bits(yi.data(), y2.data() + m * N, size_t(N)), name + ": row " + std::to_string(m) + " alone differs");
     }
+    // bf16 activations in and out (the bf16 kernel only): the same bits as converting the f32 ones.
+    if (type == GGML_TYPE_BF16 && jepa::gemm::cpu_isa().avx512_bf16) {
+        const std::vector<float> yb = run(W, x, M, 2, ep, nullptr, true, false);
+        check(same_bits(yb.data(), y2.data(), y2.size()), name + ": bf16 activations in differ from f32 in");
+        if (K <= 2048) {
+            const std::vector<float> yo = run(W, x, M, 2, ep, nullptr, false, true);
+            bool ok = true;
+            for (size_t i = 0; i < yo.size(); ++i) ok = ok && yo[i] == ggml_bf16_to_fp32(ggml_fp32_to_bf16(y2[i]));
+            check(ok, name + ": bf16 out is not the f32 result rounded to nearest even");
+        }
+    }
     // The fused residual: exactly the product's bits plus the residual, rounded once.
     const std::vector<float> res = random_x(M, N, 99);
     const std::vector<float> yr = run(W, x, M, 2, ep, &res);
@@ -189,7 +213,8 @@ void check_product(ggml_type type, int64_t M, int64_t K, int64_t N, bool bias, j
 // Attention through a graph: x [3 D, N, B] holds q; k; v per token as build_qkv lays a fused
 // projection out, viewed as [hd, H, N, B] each; mask NULL or [N, N] (f32 or f16).
 std::vector<float> run_attn(const std::vector<float> & x, int64_t hd, int64_t H, int64_t N, int64_t B,
-                            const std::vector<float> * mask, bool mask_f16, int threads, bool half) {
+                            const std::vector<float> * mask, bool mask_f16, int threads, bool half,
+                            bool out_bf16 = false) {
     const int64_t D = hd * H;
     ggml_init_params ip{64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
     ggml_context * ctx = ggml_init(ip);
@@ -203,7 +228,7 @@ std::vector<float> run_attn(const std::vector<float> & x, int64_t hd, int64_t H,
     auto view = [&](int i) { return ggml_view_4d(ctx, xt, hd, H, N, B, hd * 4, xt->nb[1], xt->nb[2], size_t(i) * D * 4); };
     ggml_tensor * q = view(0), * k = view(1), * v = view(2);
     check(jepa::gemm::attention_supported(q, k, v, mt), "attention_supported on a fused qkv view");
-    ggml_tensor * y = jepa::gemm::attention(ctx, q, k, v, mt, 1.0f / std::sqrt(float(hd)), half);
+    ggml_tensor * y = jepa::gemm::attention(ctx, q, k, v, mt, 1.0f / std::sqrt(float(hd)), half, out_bf16);
     ggml_set_output(y);
     ggml_cgraph * gf = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, y);
@@ -221,7 +246,13 @@ std::vector<float> run_attn(const std::vector<float> & x, int64_t hd, int64_t H,
     }
     ggml_backend_graph_compute(be, gf);
     std::vector<float> out(size_t(D * N * B));
-    ggml_backend_tensor_get(y, out.data(), 0, out.size() * 4);
+    if (y->type == GGML_TYPE_BF16) {
+        std::vector<ggml_bf16_t> h(out.size());
+        ggml_backend_tensor_get(y, h.data(), 0, h.size() * 2);
+        for (size_t i = 0; i < h.size(); ++i) out[i] = ggml_bf16_to_fp32(h[i]);
+    } else {
+        ggml_backend_tensor_get(y, out.data(), 0, out.size() * 4);
+    }
     ggml_gallocr_free(ga);
     ggml_backend_free(be);
     ggml_free(ctx);
@@ -280,6 +311,13 @@ void check_attention(int64_t hd, int64_t H, int64_t N, int64_t B, bool masked, b
         const std::vector<float> yt = run_attn(x, hd, H, N, B, mp, mask_f16, threads, half);
         check(same_bits(yt.data(), y.data(), y.size()), name + ": threads " + std::to_string(threads) + " != 2");
     }
+    if (half && jepa::gemm::cpu_isa().avx512_bf16) {
+        // bf16 out (for a bf16 product): the f32 result rounded to nearest even.
+        const std::vector<float> yb = run_attn(x, hd, H, N, B, mp, mask_f16, 2, half, true);
+        bool ok = true;
+        for (size_t i = 0; i < y.size(); ++i) ok = ok && yb[i] == ggml_bf16_to_fp32(ggml_fp32_to_bf16(y[i]));
+        check(ok, name + ": bf16 out is not the f32 result rounded");
+    }
     if (B > 1) {
         // The last item alone gives its bits from the batch.
         const std::vector<float> xl(x.end() - N * 3 * D, x.end());
@@ -288,7 +326,7 @@ void check_attention(int64_t hd, int64_t H, int64_t N, int64_t B, bool masked, b
     }
 }
 
-void check_layer_norm(int64_t n, int64_t rows, bool affine) {
+std::vector<float> check_layer_norm(int64_t n, int64_t rows, bool affine, bool out_bf16 = false) {
     const std::string name = "layer_norm n=" + std::to_string(n) + (affine ? " affine" : "");
     ggml_init_params ip{16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
     ggml_context * ctx = ggml_init(ip);
@@ -298,7 +336,7 @@ void check_layer_norm(int64_t n, int64_t rows, bool affine) {
     for (ggml_tensor * t : {xt, wt, bt}) {
         if (t) ggml_set_input(t);
     }
-    ggml_tensor * y = jepa::gemm::layer_norm(ctx, xt, wt, bt, 1e-6f);
+    ggml_tensor * y = jepa::gemm::layer_norm(ctx, xt, wt, bt, 1e-6f, out_bf16);
     ggml_set_output(y);
     ggml_cgraph * gf = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, y);
@@ -315,7 +353,13 @@ void check_layer_norm(int64_t n, int64_t rows, bool affine) {
     }
     ggml_backend_graph_compute(be, gf);
     std::vector<float> out(x.size());
-    ggml_backend_tensor_get(y, out.data(), 0, out.size() * 4);
+    if (y->type == GGML_TYPE_BF16) {
+        std::vector<ggml_bf16_t> h(out.size());
+        ggml_backend_tensor_get(y, h.data(), 0, h.size() * 2);
+        for (size_t i = 0; i < h.size(); ++i) out[i] = ggml_bf16_to_fp32(h[i]);
+    } else {
+        ggml_backend_tensor_get(y, out.data(), 0, out.size() * 4);
+    }
     double err = 0;
     for (int64_t r = 0; r < rows; ++r) {
         double mean = 0, var = 0;
@@ -329,10 +373,11 @@ void check_layer_norm(int64_t n, int64_t rows, bool affine) {
             err = std::max(err, std::fabs(v - double(out[size_t(r * n + j)])));
         }
     }
-    check(err < 2e-5, name + ": max error " + std::to_string(err));
+    check(err < (y->type == GGML_TYPE_BF16 ? 2e-2 : 2e-5), name + ": max error " + std::to_string(err));
     ggml_gallocr_free(ga);
     ggml_backend_free(be);
     ggml_free(ctx);
+    return out;
 }
 
 void check_erf() {
@@ -433,6 +478,13 @@ int main(int argc, char ** argv) {
     check_attention(16, 1, 1, 2, false, false, true);
     check_layer_norm(384, 197, true);
     check_layer_norm(37, 5, false);  // a row length that is not a multiple of 16
+    if (isa.avx512_bf16) {
+        // bf16 out (for a bf16 product): the f32 result rounded to nearest even.
+        const std::vector<float> f = check_layer_norm(100, 7, true), h = check_layer_norm(100, 7, true, true);
+        bool ok = true;
+        for (size_t i = 0; i < f.size(); ++i) ok = ok && h[i] == ggml_bf16_to_fp32(ggml_fp32_to_bf16(f[i]));
+        check(ok, "layer_norm bf16 out is not the f32 result rounded");
+    }
     check_erf();
     std::printf("%d failures\n", g_failures);
     return g_failures ? 1 : 0;
