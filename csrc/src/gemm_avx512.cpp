@@ -217,10 +217,56 @@ void softmax_row(float * s, int64_t n, float scale, const void * mask, bool f16)
 
 }  // namespace
 
+// Attention over a few keys (LeWM's 3-frame window): packing k into 32-key panels would cost more
+// than the products, so each (item, head) runs directly: a score is a dot product over the head
+// dimension (16 lanes, then a fixed-order sum), an output row a chain of FMAs over the keys.
+void small_attention(const Attention & a, int ith, int nth) {
+    const int64_t units = a.B * a.H, u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
+    const int64_t chunks = (a.hd + 15) / 16;
+    for (int64_t u = u0; u < u1; ++u) {
+        const int64_t b = u / a.H, h = u % a.H;
+        const float * qb = a.q + b * a.q_item + h * a.q_head;
+        const float * kb = a.k + b * a.k_item + h * a.k_head;
+        const float * vb = a.v + b * a.v_item + h * a.v_head;
+        for (int64_t i = 0; i < a.Nq; ++i) {
+            float s[16];
+            const float * q = qb + i * a.q_tok;
+            for (int64_t j = 0; j < a.Nk; ++j) {
+                const float * k = kb + j * a.k_tok;
+                __m512 acc = _mm512_setzero_ps();
+                for (int64_t c = 0; c < chunks; ++c) {
+                    const __mmask16 m = lanes(a.hd - 16 * c);
+                    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + 16 * c), _mm512_maskz_loadu_ps(m, k + 16 * c), acc);
+                }
+                s[j] = _mm512_reduce_add_ps(acc);
+            }
+            const void * mrow = nullptr;
+            if (a.mask) {
+                mrow = a.mask_f16 ? static_cast<const void *>(static_cast<const uint16_t *>(a.mask) + i * a.mask_ld)
+                                  : static_cast<const void *>(static_cast<const float *>(a.mask) + i * a.mask_ld);
+            }
+            softmax_row(s, a.Nk, a.scale, mrow, a.mask_f16);
+            float * o = a.out + b * a.o_item + i * a.o_tok + h * a.hd;
+            for (int64_t c = 0; c < chunks; ++c) {
+                const __mmask16 m = lanes(a.hd - 16 * c);
+                __m512 acc = _mm512_setzero_ps();
+                for (int64_t j = 0; j < a.Nk; ++j) {
+                    acc = _mm512_fmadd_ps(_mm512_set1_ps(s[j]), _mm512_maskz_loadu_ps(m, vb + j * a.v_tok + 16 * c), acc);
+                }
+                _mm512_mask_storeu_ps(o + 16 * c, m, acc);
+            }
+        }
+    }
+}
+
 // Work units are (item, head, block of QB query rows); a thread takes a contiguous range. Every
 // score is one FMA chain over the head dimension and every output one chain over the keys, so
 // neither the split nor the other items change a bit.
 void run_attention(const Attention & a, int ith, int nth) {
+    if (a.Nk <= 16) {
+        small_attention(a, ith, nth);
+        return;
+    }
     thread_local std::unique_ptr<float, FreeDeleter> kt_buf, s_buf, v_buf;
     thread_local size_t kt_have = 0, s_have = 0, v_have = 0;
     const int64_t n_qb = (a.Nq + QB - 1) / QB, units = a.B * a.H * n_qb;

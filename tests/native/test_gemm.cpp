@@ -418,7 +418,8 @@ void bench() {
         int64_t M, K, N;
     };
     const Shape shapes[] = {{197, 384, 1152}, {197, 384, 1536}, {197, 1536, 384}, {1576, 384, 1536},
-                            {197, 1024, 4096}, {1576, 1024, 4096}, {1576, 4096, 1024}};
+                            {197, 1024, 4096}, {1576, 1024, 4096}, {1576, 4096, 1024}, {900, 192, 3072},
+                            {900, 2048, 192}, {900, 192, 1152}};
     for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
         for (const Shape & s : shapes) {
             Weight W(t, s.K, s.N, true, 1);
@@ -471,6 +472,9 @@ int main(int argc, char ** argv) {
     check_attention(64, 2, 40, 2, true, false);
     check_attention(64, 2, 40, 2, true, true);
     check_attention(16, 1, 1, 2, false, false);    // one token
+    check_attention(64, 4, 3, 5, true, false);     // a few keys (LeWM's causal 3-frame window): direct path
+    check_attention(72, 2, 16, 3, false, false);   // the direct path's largest key count, head_dim tail
+    check_attention(64, 2, 17, 2, false, false);   // one key past it: the packed path
     for (bool masked : {false, true}) {
         check_attention(64, 3, 197, 3, masked, true, true);
         check_attention(80, 2, 61, 2, masked, false, true);
