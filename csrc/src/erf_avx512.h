@@ -27,45 +27,40 @@ inline __m512 exp_ps(__m512 x) {
 }
 
 // Coefficients from tools/fit_erf.py (regions and forms described there).
-constexpr float kErfCoeff[11][3] = {  // [power][region], lowest power first
-    {1.1283792f, 0.32158542f, 0.17900115f},
-    {-0.37612638f, -0.16362292f, -0.054372262f},
-    {0.11283792f, 0.07615104f, 0.015884371f},
-    {-0.026866172f, -0.032930896f, -0.0044794152f},
-    {0.0052239774f, 0.013377301f, 0.0012230411f},
-    {-0.0008548318f, -0.005146148f, -0.00032421478f},
-    {0.00012055023f, 0.0018866159f, 8.3558254e-05f},
-    {-1.4918759e-05f, -0.000660403f, -2.0786429e-05f},
-    {1.6363168e-06f, 0.00022089743f, 5.1191146e-06f},
-    {-1.5470927e-07f, -7.808827e-05f, -1.4321099e-06f},
-    {1.0071146e-08f, 2.7607664e-05f, 3.2659014e-07f},
+constexpr float kErfCoeff[7][7] = {  // [power][region], lowest power first
+    {1.1283791065216064f, 0.36782291531562805f, 0.284972220659256f, 0.23108725249767303f, 0.19366209208965302f, 0.1663353443145752f, 0.14558972418308258f},
+    {-0.3761262595653534f, -0.20882190763950348f, -0.1309763491153717f, -0.08848650753498077f, -0.06323763728141785f, -0.04719940200448036f, -0.03645625710487366f},
+    {0.1128358244895935f, 0.1067955493927002f, 0.05576362460851669f, 0.03199262544512749f, 0.019758593291044235f, 0.012937290593981743f, 0.008878755383193493f},
+    {-0.026853691786527634f, -0.050213705748319626f, -0.022258812561631203f, -0.011001707054674625f, -0.005934218876063824f, -0.003435426624491811f, -0.002107264706864953f},
+    {0.005188099108636379f, 0.02201126143336296f, 0.008404247462749481f, 0.0036189672537148f, 0.001719571417197585f, 0.0008860005182214081f, 0.00048822074313648045f},
+    {-0.0008008189033716917f, -0.009227780625224113f, -0.003058795817196369f, -0.0011550248600542545f, -0.0004860074259340763f, -0.00022381033340934664f, -0.00011116403038613498f},
+    {7.847259257687256e-05f, 0.0035890035796910524f, 0.0010479973861947656f, 0.000350985093973577f, 0.0001319478906225413f, 5.468573726830073e-05f, 2.4616818336653523e-05f},
 };
 
 inline __m512 erf_ps(__m512 x) {
     const __m512 a = _mm512_abs_ps(x);
-    const __mmask16 small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.921875f), _CMP_LT_OQ);
-    const __mmask16 mid = _mm512_cmp_ps_mask(a, _mm512_set1_ps(2.0f), _CMP_LT_OQ) & ~small;
-    const __mmask16 big = ~(small | mid);
     const __m512 z = _mm512_mul_ps(a, a);
-    // The polynomial's variable and coefficient row per lane: region 0 (small), 1 (mid), 2 (big).
-    __m512 v = _mm512_sub_ps(a, _mm512_set1_ps(3.0f));
-    v = _mm512_mask_sub_ps(v, mid, a, _mm512_set1_ps(1.5f));
-    v = _mm512_mask_mov_ps(v, small, z);
-    __m512i idx = _mm512_set1_epi32(2);
-    idx = _mm512_mask_mov_epi32(idx, mid, _mm512_set1_epi32(1));
+    const __mmask16 small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.0f), _CMP_LT_OQ);
+    // Region k = floor(2 |x| - 1) in 1..6 outside |x| < 1 (region 0); NaN lanes land in some
+    // outer region and stay NaN through the polynomial.
+    __m512i idx = _mm512_cvttps_epi32(_mm512_fmsub_ps(a, _mm512_set1_ps(2.0f), _mm512_set1_ps(1.0f)));
+    idx = _mm512_min_epi32(_mm512_max_epi32(idx, _mm512_set1_epi32(1)), _mm512_set1_epi32(6));
     idx = _mm512_mask_mov_epi32(idx, small, _mm512_setzero_si512());
-    auto row = [&](int j) {
-        return _mm512_permutexvar_ps(idx, _mm512_setr_ps(kErfCoeff[j][0], kErfCoeff[j][1], kErfCoeff[j][2], 0, 0, 0,
-                                                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+    auto pick = [&](const float * row) {
+        return _mm512_permutexvar_ps(idx, _mm512_setr_ps(row[0], row[1], row[2], row[3], row[4], row[5], row[6], 0, 0,
+                                                         0, 0, 0, 0, 0, 0, 0));
     };
-    __m512 p = row(10);
-    for (int j = 9; j >= 0; --j) p = _mm512_fmadd_ps(p, v, row(j));
-    // 1 - e^(-x^2) P for the outer regions; z is capped so lanes past 4 (answer 1) stay finite.
+    // The variable: x^2 in region 0, |x| minus the region's centre (0.5 k + 0.75) elsewhere.
+    static constexpr float kCentre[7] = {0.0f, 1.25f, 1.75f, 2.25f, 2.75f, 3.25f, 3.75f};
+    const __m512 v = _mm512_mask_mov_ps(_mm512_sub_ps(a, pick(kCentre)), small, z);
+    __m512 p = pick(kErfCoeff[6]);
+    for (int j = 5; j >= 0; --j) p = _mm512_fmadd_ps(p, v, pick(kErfCoeff[j]));
+    // 1 - e^(-x^2) P outside; z is capped so lanes past 4 (answer 1) stay finite.
     const __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_min_ps(z, _mm512_set1_ps(16.0f))));
     __m512 r = _mm512_fnmadd_ps(e, p, _mm512_set1_ps(1.0f));
     r = _mm512_mask_mul_ps(r, small, a, p);
-    r = _mm512_mask_mov_ps(r, big & _mm512_cmp_ps_mask(a, _mm512_set1_ps(4.0f), _CMP_GE_OQ), _mm512_set1_ps(1.0f));
-    // erf is odd; NaN lanes stay NaN (they fall in the "big" region and P(NaN) is NaN).
+    r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(a, _mm512_set1_ps(4.0f), _CMP_GE_OQ), _mm512_set1_ps(1.0f));
+    // erf is odd.
     const __m512 sign = _mm512_and_ps(x, _mm512_set1_ps(-0.0f));
     return _mm512_or_ps(r, sign);
 }
