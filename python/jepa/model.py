@@ -110,7 +110,8 @@ class Context:
         flash_attn: bool | None = None,
         max_graph_bytes: int = 0,
     ) -> None:
-        """flash_attn: None lets the engine choose (on the CPU: flash from 1024 tokens per item up).
+        """flash_attn: None lets the engine choose (flash everywhere; on a CPU with AVX-512 "flash" is the
+        engine's own attention kernel); False keeps ggml's matmul + softmax + matmul graph.
         max_graph_bytes: cap on one graph's compute buffer; a call needing more is split into smaller
         batches, or refused (ResourceLimitError) when one item alone needs more. 0: no cap."""
         if not isinstance(model, Model):
