@@ -17,7 +17,9 @@ RECIPES = [
 ]
 
 
-def direct(pixels: np.ndarray, mode: str, mean: tuple[float, ...], std: tuple[float, ...], rescale: float) -> np.ndarray:
+def direct(
+    pixels: np.ndarray, mode: str, mean: tuple[float, ...], std: tuple[float, ...], rescale: float
+) -> np.ndarray:
     m = np.asarray(mean, np.float32)[:, None, None]
     s = np.asarray(std, np.float32)[:, None, None]
     chw = pixels.transpose(2, 0, 1)

@@ -501,12 +501,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-batch1", action="store_true", help="skip the max-batch 1 server (no batching gain)")
     p.add_argument("--clients", type=int, default=32)
     p.add_argument(
-        "--requests", type=int, default=96, help="timed requests per server cell (and images in-process)"
+        "--requests", type=int, default=64, help="timed requests per server cell (and images in-process)"
     )
     p.add_argument(
         "--warmup", type=int, default=None, help="untimed requests before each server cell (default: clients)"
     )
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=8)
     p.add_argument(
         "--encoding", default="float", choices=("float", "base64"), help="the answers' encoding_format"
     )
@@ -565,27 +565,44 @@ def main(argv: list[str] | None = None) -> int:
     if engine_changed:
         print("warning: the engine was rebuilt during the run; its figures mix two builds", file=sys.stderr)
     main_cell = f"server-b{args.max_batch}"
+
+    def med(cell: str, *path: str, digits: int = 2) -> float:
+        """The median over rounds of one figure of one cell."""
+        values = []
+        for c in rounds:
+            v: Any = c[cell]
+            for k in path:
+                v = v[k]
+            values.append(v or 0)
+        return round(statistics.median(values), digits)
+
     summary: dict[str, Any] = {
-        "inproc_img_s": round(statistics.median(c["inproc"]["img_s"] for c in rounds), 2),
-        "server_img_s": round(statistics.median(c[main_cell]["img_s"] for c in rounds), 2),
+        "inproc_img_s": med("inproc", "img_s"),
+        "server_img_s": med(main_cell, "img_s"),
         "server_over_inproc": paired(rounds, main_cell, "inproc"),
         "goal": GOAL_RATIO,
-        "mean_batch": statistics.median(c[main_cell]["mean_batch"] or 0 for c in rounds),
-        "latency_ms_p50": statistics.median(c[main_cell]["latency_ms"]["p50"] for c in rounds),
-        "latency_ms_p99": statistics.median(c[main_cell]["latency_ms"]["p99"] for c in rounds),
-        "prepare_ms": statistics.median(c["inproc"]["prepare_ms"] for c in rounds),
-        "prepare_share_of_worker": statistics.median(c["inproc"]["prepare_share"] for c in rounds),
-        "inproc_cpu_ms_per_img": statistics.median(c["inproc"]["cpu_ms_per_img"] for c in rounds),
-        "server_cpu_ms_per_img": statistics.median(c[main_cell]["cpu_ms_per_img"] for c in rounds),
-        "worker_busy": statistics.median(c[main_cell]["worker_busy"] for c in rounds),
+        "mean_batch": med(main_cell, "mean_batch"),
+        "latency_ms_p50": med(main_cell, "latency_ms", "p50", digits=1),
+        "latency_ms_p99": med(main_cell, "latency_ms", "p99", digits=1),
+        "prepare_ms": med("inproc", "prepare_ms"),
+        "prepare_share_of_worker": med("inproc", "prepare_share", digits=4),
+        "inproc_cpu_ms_per_img": med("inproc", "cpu_ms_per_img", digits=1),
+        "server_cpu_ms_per_img": med(main_cell, "cpu_ms_per_img", digits=1),
+        "worker_busy": med(main_cell, "worker_busy", digits=3),
         "mismatches": sum(c[k].get("mismatches", 0) for c in rounds for k in c),
     }
-    quiet = [c for c in rounds if all(cell["cpu_share"]["others"] <= QUIET for cell in c.values())]
-    summary["quiet_rounds"] = len(quiet)
-    summary["server_over_inproc_quiet"] = paired(quiet, main_cell, "inproc")
+
+    def quiet(*cells: str) -> list[dict[str, Any]]:
+        """The rounds in which other processes took at most QUIET of the cores during these cells."""
+        return [c for c in rounds if all(c[k]["cpu_share"]["others"] <= QUIET for k in cells)]
+
+    summary["quiet_pairs"] = len(quiet(main_cell, "inproc"))
+    summary["server_over_inproc_quiet"] = paired(quiet(main_cell, "inproc"), main_cell, "inproc")
     if "server-b1" in rounds[0] and args.max_batch != 1:
-        summary["server_b1_img_s"] = round(statistics.median(c["server-b1"]["img_s"] for c in rounds), 2)
+        summary["server_b1_img_s"] = med("server-b1", "img_s")
         summary["batching_gain"] = paired(rounds, main_cell, "server-b1")
+        summary["batching_gain_quiet"] = paired(quiet(main_cell, "server-b1"), main_cell, "server-b1")
+        summary["worker_busy_b1"] = med("server-b1", "worker_busy", digits=3)
     result = {
         "benchmark": "server-bench",
         "description": "jepa-server (subprocess, loopback, concurrent aiohttp clients posting one image per "
