@@ -143,7 +143,10 @@ const float * panel(const Problem & p, int64_t panel_i, int64_t k0, int64_t kc, 
 
 void run_avx512(const Problem & p, int ith, int nth) {
     const int64_t n_panels = (p.N + NR - 1) / NR;
-    const Share s = share_of(p.M, n_panels, MR, ith, nth);
+    // Many rows: each thread takes its own rows (and reads every panel from its own cache); few
+    // rows: the panels are split, so each weight comes from memory once (measured: ViT-S/16 at
+    // batch 8, 2 threads, 30.1 -> 28.2 ms per image).
+    const Share s = share_of(p.M, n_panels, MR, ith, nth, p.M >= 512);
     for (int64_t m0 = s.m0; m0 < s.m1; m0 += MC) {
         const int64_t mc = std::min(MC, s.m1 - m0);
         for (int64_t k0 = 0; k0 < p.K; k0 += KC) {

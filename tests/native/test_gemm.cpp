@@ -419,8 +419,10 @@ void bench() {
     };
     const Shape shapes[] = {{197, 384, 1152}, {197, 384, 1536}, {197, 1536, 384}, {1576, 384, 1536},
                             {197, 1024, 4096}, {1576, 1024, 4096}, {1576, 4096, 1024}, {900, 192, 3072},
-                            {900, 2048, 192}, {900, 192, 1152}};
+                            {900, 2048, 192}, {900, 192, 1152}, {1576, 384, 1152}, {1576, 1536, 384}};
+    const char * only = std::getenv("BENCH_TYPE");
     for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
+        if (only && std::string(only) != ggml_type_name(t)) continue;
         for (const Shape & s : shapes) {
             Weight W(t, s.K, s.N, true, 1);
             const std::vector<float> x = random_x(s.M, s.K, 2);
