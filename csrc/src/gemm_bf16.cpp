@@ -385,7 +385,10 @@ void run_attention_bf16(const Attention & a, int ith, int nth, bool amx) {
         for (int64_t j = 0; j < nkp / 32; ++j) {
             block(qb16, hdp, kt + (2 * j) * hdp * NR16, kt + (2 * j + 1) * hdp * NR16, sc + 32 * j, nkp);
         }
-        // Softmax per row in f32, then p as bf16 [32][nkp] (zero past the last key and row).
+        // Softmax per row in f32 in two passes: the scaled, masked scores and their max; then
+        // e = exp(s - max) straight to bf16 as p (zero past the last key and row) with its sum, the
+        // division by which is applied to the output rows (one row of hd values, not of Nk).
+        float inv_sum[32];
         for (int64_t r = 0; r < 32; ++r) {
             uint16_t * prow = pb + r * nkp;
             if (r >= rows) {
@@ -411,33 +414,30 @@ void run_attention_bf16(const Attention & a, int ith, int nth, bool amx) {
             }
             const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
             __m512 sum = _mm512_setzero_ps();
-            for (int64_t j = 0; j < a.Nk; j += 16) {
-                const __mmask16 m = lanes(a.Nk - j);
-                const __m512 e = _mm512_maskz_mov_ps(m, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, srow + j), vmax)));
-                _mm512_storeu_ps(srow + j, e);
-                sum = _mm512_add_ps(sum, e);
-            }
-            const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
             for (int64_t j = 0; j < nkp; j += 32) {
                 const __mmask16 lo = lanes(a.Nk - j), hi = lanes(a.Nk - j - 16);
-                const __m512 p0 = _mm512_mul_ps(_mm512_maskz_loadu_ps(lo, srow + j), inv);
-                const __m512 p1 = _mm512_mul_ps(_mm512_maskz_loadu_ps(hi, srow + j + 16), inv);
-                _mm512_storeu_si512(prow + j, (__m512i) _mm512_cvtne2ps_pbh(p1, p0));
+                const __m512 e0 = _mm512_maskz_mov_ps(lo, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(lo, srow + j), vmax)));
+                const __m512 e1 = _mm512_maskz_mov_ps(hi, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(hi, srow + j + 16), vmax)));
+                sum = _mm512_add_ps(sum, _mm512_add_ps(e0, e1));
+                _mm512_storeu_si512(prow + j, (__m512i) _mm512_cvtne2ps_pbh(e1, e0));
             }
+            inv_sum[r] = 1.0f / _mm512_reduce_add_ps(sum);
         }
-        // out rows = p v, 32 columns of d at a time (bf16 out, for a bf16 product: via the stage).
+        // out rows = p v / sum, 32 columns of d at a time through the stage (f32 or bf16 out).
         const int64_t ooff = b * a.o_item + q0 * a.o_tok + h * a.hd;
         for (int64_t j = 0; j < hdp / 32; ++j) {
             const int64_t cols = std::min<int64_t>(32, a.hd - 32 * j);
-            const bool whole = rows == 32 && cols == 32 && !a.out16;
-            float * c = whole ? a.out + ooff + 32 * j : stage;
-            block(pb, nkp, vp + (2 * j) * nkp * NR16, vp + (2 * j + 1) * nkp * NR16, c, whole ? a.o_tok : 32);
-            if (whole) continue;
+            block(pb, nkp, vp + (2 * j) * nkp * NR16, vp + (2 * j + 1) * nkp * NR16, stage, 32);
             for (int64_t r = 0; r < rows; ++r) {
-                if (a.out16) {
-                    to_bf16_row(stage + r * 32, cols, a.out16 + ooff + r * a.o_tok + 32 * j);
-                } else {
-                    std::memcpy(a.out + ooff + r * a.o_tok + 32 * j, stage + r * 32, size_t(cols) * 4);
+                const __m512 inv = _mm512_set1_ps(inv_sum[r]);
+                for (int64_t c = 0; c < cols; c += 16) {
+                    const __mmask16 m = lanes(cols - c);
+                    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, stage + r * 32 + c), inv);
+                    if (a.out16) {
+                        _mm256_mask_storeu_epi16(a.out16 + ooff + r * a.o_tok + 32 * j + c, m, (__m256i) _mm512_cvtneps_pbh(v));
+                    } else {
+                        _mm512_mask_storeu_ps(a.out + ooff + r * a.o_tok + 32 * j + c, m, v);
+                    }
                 }
             }
         }
