@@ -494,7 +494,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--smoke", action="store_true", help="a tiny model and a few requests (the test runs it)")
     p.add_argument("--model", default=None, help="serve this GGUF instead of writing a random ViT-S/16")
-    p.add_argument("--ftype", default="f16", choices=("f32", "f16"), help="the random model's matrices")
+    p.add_argument(
+        "--ftype", default="f16", choices=("f32", "f16", "bf16"), help="the random model's matrices"
+    )
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--threads", type=int, default=0, help="threads per graph (0: cores / workers)")
     p.add_argument("--max-batch", type=int, default=8)
