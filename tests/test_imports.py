@@ -98,7 +98,7 @@ def test_import_bounds_the_barrier_spin() -> None:
     code = "import os, jepa; print(os.environ['GOMP_SPINCOUNT'])"
     env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "1000"
+    assert out.stdout.strip() == "10000"
     env["GOMP_SPINCOUNT"] = "5"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "5"

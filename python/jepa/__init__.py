@@ -6,10 +6,11 @@ import os
 
 # The engine's worker threads meet at a barrier after every graph node (libgomp's). libgomp spins
 # 300k pauses there by default: on a machine where other processes take a core, the waiting thread
-# burns the core its partner needs, and a ViT-S/16 image measured 7x slower on 2 threads than on 1.
-# 1000 pauses (~50 us) covers a node's imbalance and then sleeps. Read when libgomp loads, so it is
-# set before the extension is imported; a value already in the environment wins.
-os.environ.setdefault("GOMP_SPINCOUNT", "1000")
+# burns the core its partner needs, and a ViT-S/16 image measured 7x slower on 2 threads than on 1
+# (380 vs 54 ms). 10k pauses covers a node's imbalance and then sleeps: 66 ms there, and no change
+# on a quiet machine (1k measured 3-7 % slower quiet). Read when libgomp loads, so it is set before
+# the extension is imported; a value already in the environment wins.
+os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 from .errors import (
     BackendError,
