@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 namespace jepa::gemm::detail {
@@ -15,6 +16,17 @@ namespace {
 struct FreeDeleter {
     void operator()(float * p) const { std::free(p); }
 };
+
+// One thread's block of activations, grown as needed and kept across calls.
+float * a_scratch(size_t floats) {
+    thread_local std::unique_ptr<float, FreeDeleter> buf;
+    thread_local size_t have = 0;
+    if (have < floats) {
+        buf.reset(static_cast<float *>(std::aligned_alloc(64, (floats * 4 + 63) / 64 * 64)));
+        have = floats;
+    }
+    return buf.get();
+}
 
 // One thread's widened weight panel: [KC][NR] floats, 64-byte aligned, kept across calls.
 float * panel_scratch() {
@@ -143,23 +155,32 @@ const float * panel(const Problem & p, int64_t panel_i, int64_t k0, int64_t kc, 
 
 void run_avx512(const Problem & p, int ith, int nth) {
     const int64_t n_panels = (p.N + NR - 1) / NR;
-    // Many rows: each thread takes its own rows (and reads every panel from its own cache); few
-    // rows: the panels are split, so each weight comes from memory once (measured: ViT-S/16 at
-    // batch 8, 2 threads, 30.1 -> 28.2 ms per image).
-    const Share s = share_of(p.M, n_panels, MR, ith, nth, p.M >= 512);
-    for (int64_t m0 = s.m0; m0 < s.m1; m0 += MC) {
-        const int64_t mc = std::min(MC, s.m1 - m0);
+    // Many rows and a weight that stays in cache: each thread takes its own rows (ViT-S/16 at batch 8,
+    // 2 threads: 30.1 -> 28.2 ms per image). Otherwise the panels are split, so each weight comes
+    // from memory once, and a thread's rows run as one block where they fit (ViT-L/16 at batch 8 read
+    // its 1.2 GB of weights six times over with 336-row blocks split by rows).
+    const int64_t es = p.layout == Layout::F32 ? 4 : 2;
+    const Share s = share_of(p.M, n_panels, MR, ith, nth, p.M >= 512 && p.N * p.K * es <= SMALL_WEIGHT_BYTES);
+    const int64_t mcb = std::min(MC, (s.m1 - s.m0 + MR - 1) / MR * MR);
+    for (int64_t m0 = s.m0; m0 < s.m1; m0 += mcb) {
+        const int64_t mc = std::min(mcb, s.m1 - m0);
         for (int64_t k0 = 0; k0 < p.K; k0 += KC) {
             const int64_t kc = std::min(KC, p.K - k0);
             const bool carry = k0 > 0, last = k0 + kc == p.K;
+            // The block of x, rows [m0, m0 + mc) x k [k0, k0 + kc), copied to rows kc + 16 floats
+            // apart: x's own rows are K floats apart, 4 KB for ViT-L, and 14 of them map to one L1
+            // set (ViT-L/16 f32 at batch 8 ran slower per image than at batch 1).
+            const int64_t lda = kc + 16;
+            float * ablk = a_scratch(size_t(mc * lda));
+            for (int64_t r = 0; r < mc; ++r) std::memcpy(ablk + r * lda, p.x + (m0 + r) * p.ldx + k0, size_t(kc) * 4);
             for (int64_t pi = s.p0; pi < s.p1; ++pi) {
                 const int64_t n0 = pi * NR, width = std::min(NR, p.N - n0);
                 const float * bp = panel(p, pi, k0, kc, width);
                 const __mmask16 m0mask = lanes(width), m1mask = lanes(width - 16);
                 Prefetch next;
                 // Only where each weight is read once (one block of rows); else they stay in cache.
-                if (pi + 1 < s.p1 && MC >= s.m1 - s.m0) {
-                    const int64_t es = p.layout == Layout::F32 ? 4 : 2, wn = std::min(NR, p.N - n0 - NR);
+                if (pi + 1 < s.p1 && mcb >= s.m1 - s.m0) {
+                    const int64_t wn = std::min(NR, p.N - n0 - NR);
                     next.range(static_cast<const char *>(p.w) + es * ((pi + 1) * NR * p.K + k0 * wn), es * kc * wn);
                 }
                 for (int64_t r = 0; r < mc; r += MR) {
@@ -169,7 +190,7 @@ void run_avx512(const Problem & p, int ith, int nth) {
                     t.residual = p.residual ? p.residual + (m0 + r) * p.ldr + n0 : nullptr;
                     t.ldr = p.ldr;
                     t.epilogue = p.epilogue;
-                    kernel(rows)(p.x + (m0 + r) * p.ldx + k0, p.ldx, bp, kc, p.y + (m0 + r) * p.ldy + n0, p.ldy,
+                    kernel(rows)(ablk + r * lda, lda, bp, kc, p.y + (m0 + r) * p.ldy + n0, p.ldy,
                                  m0mask, m1mask, carry, last ? &t : nullptr, next.left > 0 ? &next : nullptr);
                 }
             }

@@ -28,9 +28,9 @@ namespace {
 
 constexpr int64_t TM = 16;        // rows of an AMX tile
 constexpr int64_t TK = 32;        // k per tile step (16 pairs)
-// Rows per block of converted activations: one block up to 256 rows (a ViT image reads each weight
-// once), else 128 (measured faster at batch 8).
-constexpr int64_t MCB_ONE = 256, MCB = 128;
+// Rows per block of activations: a thread's rows in one block up to 512 (each weight is then read
+// once per call), else blocks of 512.
+constexpr int64_t MCB = 512;
 constexpr int64_t KCB = 2048;     // k per block (a multiple of TK): one block for most products, so
                                   // each block of y is accumulated in the tiles without reloads
 
@@ -200,16 +200,16 @@ void dp_block(const uint16_t * a, int64_t lda, int64_t kcp, const uint16_t * b0,
 void run_bf16(const Problem & p, int ith, int nth, bool amx) {
     const int64_t n_panels = (p.N + NR16 - 1) / NR16;
     const int64_t n_pairs = (n_panels + 1) / 2;
-    // Many rows: split them, so each thread converts only its own (the weights then stay in each
-    // core's cache); few rows: split the weight's panels, so each is read from memory once.
-    const Share s = share_of(p.M, n_pairs, 32, ith, nth, p.M >= 512);
+    // Many rows and a weight that stays in cache: split the rows, so each thread converts only its
+    // own; else split the weight's panels, so each is read from memory once.
+    const Share s = share_of(p.M, n_pairs, 32, ith, nth, p.M >= 512 && p.N * p.K * 2 <= SMALL_WEIGHT_BYTES);
     if (s.p0 >= s.p1 || s.m0 >= s.m1) return;
     if (amx) amx_configure();
     // The block being accumulated: 32 x 32 f32, staged when it is not a whole block of y.
     float * stage = scratch<float>(32 * 32 * 4, 1);
     // AMX tiles start from the bias: 16 rows of the pair's 32 bias values.
     float * bias_rows = scratch<float>(16 * 32 * 4, 4);
-    const int64_t mcb = s.m1 - s.m0 <= MCB_ONE ? MCB_ONE : MCB;
+    const int64_t mcb = std::min(MCB, (s.m1 - s.m0 + 31) / 32 * 32);
     for (int64_t m0 = s.m0; m0 < s.m1; m0 += mcb) {
         const int64_t mc = std::min(mcb, s.m1 - m0);
         for (int64_t k0 = 0; k0 < p.K; k0 += KCB) {

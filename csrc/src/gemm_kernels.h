@@ -15,8 +15,11 @@ constexpr int64_t NR = 32;
 constexpr int64_t NR16 = 16;
 // Rows per AVX-512 micro-kernel (2 x MR accumulators of 16 lanes), and the blocking of rows and k.
 constexpr int64_t MR = 14;
-constexpr int64_t MC = 14 * 24;
+constexpr int64_t MC = 14 * 72;  // at most: a thread's rows in one block where they fit (1 MB of x)
 constexpr int64_t KC = 256;
+// Weights up to this many bytes stay in cache: with many rows the threads may split the rows and
+// each read all of them; bigger weights are split by panels, so each is read from memory once.
+constexpr int64_t SMALL_WEIGHT_BYTES = 4 << 20;
 
 enum class Layout : int { None = 0, F32 = 1, F16 = 2, Bf16Wide = 3, Bf16Pairs = 4 };
 
