@@ -82,6 +82,10 @@ def test_health_models_info(server: ServerProcess) -> None:
     info = http(server.url + "/info").json()
     assert info["limits"]["max_items"] == MAX_ITEMS and info["model"]["embed_dim"] == 192
     assert info["limits"]["files_root"] is False and "path" not in info["model"]
+    # Which kernels run the weight matrices (the engine's own on an AVX-512 CPU, else ggml's).
+    matmul, packed = info["model"]["matmul"], info["model"]["n_matmul_packed"]
+    own = matmul.startswith("jepa: ") and packed > 0
+    assert own or (matmul == "ggml" and packed == 0), (matmul, packed)
 
 
 def test_embeddings_shape_usage_and_timing_headers(server: ServerProcess) -> None:
