@@ -68,46 +68,8 @@ GOAL_RATIO = 0.95  # issue 15: a saturated server at least this share of in-proc
 QUIET = 0.05  # a round is quiet when other processes took at most this share of the cores in every cell
 
 
-# -- the machine (the few lines of tools/bench_engine.py's machine_info / machine_busy_s, duplicated:
-# that file belongs to another benchmark and may change under this one)
-
-
-def machine_info(threads: int) -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    flags: set[str] = set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and cpu in ("", platform.machine()):
-                cpu = line.split(":", 1)[1].strip()
-            elif line.startswith("flags") and not flags:
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "threads": threads,
-        "simd": sorted(
-            f for f in flags if f in {"avx", "avx2", "fma", "f16c", "avx512f", "avx512_bf16", "amx_tile"}
-        ),
-        "os": platform.platform(),
-        "shared": "yes: other jobs may run; cells are interleaved and medians taken",
-    }
-
-
-def machine_busy_s() -> float:
-    """CPU-seconds all processes on the machine have used since boot (/proc/stat; 0 where absent)."""
-    try:
-        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
-    except OSError:
-        return 0.0
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-def self_busy_s() -> float:
-    t = os.times()
-    return t.user + t.system
+# The machine record and CPU-time counters are the engine benchmark's (one definition).
+from bench_engine import machine_busy_s, machine_info, self_busy_s  # noqa: E402
 
 
 def process_busy_s(pid: int) -> float:
