@@ -403,14 +403,27 @@ def render_bench_world(data: dict[str, Any]) -> str:
               "sensitive to bursts of load on a shared machine). *Other load*: the share of the machine's "
               "cores that other processes used while the cell ran.", ""]
     rows = []
+    upstream = any("upstream" in c["ms"] for c in data["cells"])
     for c in data["cells"]:
         what = WORLD_CELLS.get(c["cell"], c["cell"]).format(**c)
         ms = c["ms"]
         best = {ft: min(c["samples_ms"][ft]) for ft in ("f32", "f16")}
-        rows.append([what, _ms(ms["f32"]), _ms(ms["f16"]), f"{ms['f16'] / ms['f32']:.2f}", _ms(best["f32"]),
-                     _ms(best["f16"]), str(c["rounds"]), _others(c)])
-    header = ["cell", "f32 ms", "f16 ms", "f16 / f32", "f32 best", "f16 best", "rounds", "other load"]
-    lines += _table(header, rows, "lrrrrrrr")
+        row = [what, _ms(ms["f32"]), _ms(ms["f16"]), f"{ms['f16'] / ms['f32']:.2f}", _ms(best["f32"]),
+               _ms(best["f16"])]
+        if upstream:
+            # Upstream / jepa: above 1 jepa is faster; under the goal (exact class: f32) in bold.
+            r = c.get("ratio_upstream_over", {})
+            goal = c.get("goal", 1.5)
+            f32 = r.get("f32")
+            row += [_ms(ms["upstream"]) if "upstream" in ms else "–",
+                    "–" if f32 is None else (f"{f32:.2f}×" if f32 >= goal else f"**{f32:.2f}×**"),
+                    "–" if r.get("f16") is None else f"{r['f16']:.2f}×"]
+        rows.append([*row, str(c["rounds"]), _others(c)])
+    header = ["cell", "f32 ms", "f16 ms", "f16 / f32", "f32 best", "f16 best"]
+    if upstream:
+        header += ["upstream ms", "upstream / jepa f32", "upstream / jepa f16"]
+    header += ["rounds", "other load"]
+    lines += _table(header, rows, "l" + "r" * (len(header) - 1))
     lines += [
         "",
         f"Upstream PyTorch: {data['upstream']}.",

@@ -92,20 +92,13 @@ struct Weight {
     }
 };
 
-// y = act(x W^T + b) (+ res) through a real ggml graph on the CPU backend with n threads.
-std::vector<float> run(const Weight & W, const std::vector<float> & x, int64_t M, int threads,
-                       jepa::gemm::Epilogue ep, const std::vector<float> * res = nullptr, bool x_bf16 = false,
-                       bool out_bf16 = false) {
+// One graph on the CPU backend with n threads: `build` adds the op under test to a no-alloc context
+// and returns it, `set` fills the inputs once allocated; the result comes back as f32 (bf16 widened).
+template <typename Build, typename Set>
+std::vector<float> compute(int threads, Build && build, Set && set, ggml_type * out_type = nullptr) {
     ggml_init_params ip{64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
     ggml_context * ctx = ggml_init(ip);
-    ggml_tensor * xt = ggml_new_tensor_2d(ctx, x_bf16 ? GGML_TYPE_BF16 : GGML_TYPE_F32, W.K, M);
-    ggml_set_input(xt);
-    ggml_tensor * rt = nullptr;
-    if (res) {
-        rt = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, W.N, M);
-        ggml_set_input(rt);
-    }
-    ggml_tensor * y = jepa::gemm::linear(ctx, xt, W.w, W.b, ep, rt, out_bf16);
+    ggml_tensor * y = build(ctx);
     ggml_set_output(y);
     ggml_cgraph * gf = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, y);
@@ -113,16 +106,9 @@ std::vector<float> run(const Weight & W, const std::vector<float> & x, int64_t M
     ggml_backend_cpu_set_n_threads(be, threads);
     ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_get_default_buffer_type(be));
     ggml_gallocr_alloc_graph(ga, gf);
-    if (x_bf16) {
-        std::vector<ggml_bf16_t> h(x.size());
-        ggml_fp32_to_bf16_row_ref(x.data(), h.data(), int64_t(x.size()));
-        ggml_backend_tensor_set(xt, h.data(), 0, h.size() * 2);
-    } else {
-        ggml_backend_tensor_set(xt, x.data(), 0, x.size() * 4);
-    }
-    if (rt) ggml_backend_tensor_set(rt, res->data(), 0, res->size() * 4);
+    set();
     ggml_backend_graph_compute(be, gf);
-    std::vector<float> out(size_t(M * W.N));
+    std::vector<float> out(size_t(ggml_nelements(y)));
     if (y->type == GGML_TYPE_BF16) {
         std::vector<ggml_bf16_t> h(out.size());
         ggml_backend_tensor_get(y, h.data(), 0, h.size() * 2);
@@ -130,10 +116,38 @@ std::vector<float> run(const Weight & W, const std::vector<float> & x, int64_t M
     } else {
         ggml_backend_tensor_get(y, out.data(), 0, out.size() * 4);
     }
+    if (out_type) *out_type = y->type;
     ggml_gallocr_free(ga);
     ggml_backend_free(be);
     ggml_free(ctx);
     return out;
+}
+
+// y = act(x W^T + b) (+ res) through a real ggml graph on the CPU backend with n threads.
+std::vector<float> run(const Weight & W, const std::vector<float> & x, int64_t M, int threads,
+                       jepa::gemm::Epilogue ep, const std::vector<float> * res = nullptr, bool x_bf16 = false,
+                       bool out_bf16 = false) {
+    ggml_tensor * xt = nullptr, * rt = nullptr;
+    auto build = [&](ggml_context * ctx) {
+        xt = ggml_new_tensor_2d(ctx, x_bf16 ? GGML_TYPE_BF16 : GGML_TYPE_F32, W.K, M);
+        ggml_set_input(xt);
+        if (res) {
+            rt = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, W.N, M);
+            ggml_set_input(rt);
+        }
+        return jepa::gemm::linear(ctx, xt, W.w, W.b, ep, rt, out_bf16);
+    };
+    auto set = [&] {
+        if (x_bf16) {
+            std::vector<ggml_bf16_t> h(x.size());
+            ggml_fp32_to_bf16_row_ref(x.data(), h.data(), int64_t(x.size()));
+            ggml_backend_tensor_set(xt, h.data(), 0, h.size() * 2);
+        } else {
+            ggml_backend_tensor_set(xt, x.data(), 0, x.size() * 4);
+        }
+        if (rt) ggml_backend_tensor_set(rt, res->data(), 0, res->size() * 4);
+    };
+    return compute(threads, build, set);
 }
 
 double gelu_ref(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
@@ -216,47 +230,32 @@ std::vector<float> run_attn(const std::vector<float> & x, int64_t hd, int64_t H,
                             const std::vector<float> * mask, bool mask_f16, int threads, bool half,
                             bool out_bf16 = false) {
     const int64_t D = hd * H;
-    ggml_init_params ip{64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
-    ggml_context * ctx = ggml_init(ip);
-    ggml_tensor * xt = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 3 * D, N, B);
-    ggml_set_input(xt);
-    ggml_tensor * mt = nullptr;
-    if (mask) {
-        mt = ggml_new_tensor_2d(ctx, mask_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32, N, N);
-        ggml_set_input(mt);
-    }
-    auto view = [&](int i) { return ggml_view_4d(ctx, xt, hd, H, N, B, hd * 4, xt->nb[1], xt->nb[2], size_t(i) * D * 4); };
-    ggml_tensor * q = view(0), * k = view(1), * v = view(2);
-    check(jepa::gemm::attention_supported(q, k, v, mt), "attention_supported on a fused qkv view");
-    ggml_tensor * y = jepa::gemm::attention(ctx, q, k, v, mt, 1.0f / std::sqrt(float(hd)), half, out_bf16);
-    ggml_set_output(y);
-    ggml_cgraph * gf = ggml_new_graph(ctx);
-    ggml_build_forward_expand(gf, y);
-    ggml_backend_t be = ggml_backend_cpu_init();
-    ggml_backend_cpu_set_n_threads(be, threads);
-    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_get_default_buffer_type(be));
-    ggml_gallocr_alloc_graph(ga, gf);
-    ggml_backend_tensor_set(xt, x.data(), 0, x.size() * 4);
-    if (mask && mask_f16) {
-        std::vector<ggml_fp16_t> h(mask->size());
-        for (size_t i = 0; i < h.size(); ++i) h[i] = ggml_fp32_to_fp16((*mask)[i]);
-        ggml_backend_tensor_set(mt, h.data(), 0, h.size() * 2);
-    } else if (mask) {
-        ggml_backend_tensor_set(mt, mask->data(), 0, mask->size() * 4);
-    }
-    ggml_backend_graph_compute(be, gf);
-    std::vector<float> out(size_t(D * N * B));
-    if (y->type == GGML_TYPE_BF16) {
-        std::vector<ggml_bf16_t> h(out.size());
-        ggml_backend_tensor_get(y, h.data(), 0, h.size() * 2);
-        for (size_t i = 0; i < h.size(); ++i) out[i] = ggml_bf16_to_fp32(h[i]);
-    } else {
-        ggml_backend_tensor_get(y, out.data(), 0, out.size() * 4);
-    }
-    ggml_gallocr_free(ga);
-    ggml_backend_free(be);
-    ggml_free(ctx);
-    return out;
+    ggml_tensor * xt = nullptr, * mt = nullptr;
+    auto build = [&](ggml_context * ctx) {
+        xt = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 3 * D, N, B);
+        ggml_set_input(xt);
+        if (mask) {
+            mt = ggml_new_tensor_2d(ctx, mask_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32, N, N);
+            ggml_set_input(mt);
+        }
+        auto view = [&](int i) {
+            return ggml_view_4d(ctx, xt, hd, H, N, B, hd * 4, xt->nb[1], xt->nb[2], size_t(i) * D * 4);
+        };
+        ggml_tensor * q = view(0), * k = view(1), * v = view(2);
+        check(jepa::gemm::attention_supported(q, k, v, mt), "attention_supported on a fused qkv view");
+        return jepa::gemm::attention(ctx, q, k, v, mt, 1.0f / std::sqrt(float(hd)), half, out_bf16);
+    };
+    auto set = [&] {
+        ggml_backend_tensor_set(xt, x.data(), 0, x.size() * 4);
+        if (mask && mask_f16) {
+            std::vector<ggml_fp16_t> h(mask->size());
+            for (size_t i = 0; i < h.size(); ++i) h[i] = ggml_fp32_to_fp16((*mask)[i]);
+            ggml_backend_tensor_set(mt, h.data(), 0, h.size() * 2);
+        } else if (mask) {
+            ggml_backend_tensor_set(mt, mask->data(), 0, mask->size() * 4);
+        }
+    };
+    return compute(threads, build, set);
 }
 
 void check_attention(int64_t hd, int64_t H, int64_t N, int64_t B, bool masked, bool mask_f16, bool half = false) {
@@ -328,38 +327,27 @@ void check_attention(int64_t hd, int64_t H, int64_t N, int64_t B, bool masked, b
 
 std::vector<float> check_layer_norm(int64_t n, int64_t rows, bool affine, bool out_bf16 = false) {
     const std::string name = "layer_norm n=" + std::to_string(n) + (affine ? " affine" : "");
-    ggml_init_params ip{16 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
-    ggml_context * ctx = ggml_init(ip);
-    ggml_tensor * xt = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n, rows);
-    ggml_tensor * wt = affine ? ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n) : nullptr;
-    ggml_tensor * bt = affine ? ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n) : nullptr;
-    for (ggml_tensor * t : {xt, wt, bt}) {
-        if (t) ggml_set_input(t);
-    }
-    ggml_tensor * y = jepa::gemm::layer_norm(ctx, xt, wt, bt, 1e-6f, out_bf16);
-    ggml_set_output(y);
-    ggml_cgraph * gf = ggml_new_graph(ctx);
-    ggml_build_forward_expand(gf, y);
-    ggml_backend_t be = ggml_backend_cpu_init();
-    ggml_backend_cpu_set_n_threads(be, 2);
-    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_get_default_buffer_type(be));
-    ggml_gallocr_alloc_graph(ga, gf);
     std::vector<float> x = random_x(rows, n, 5), w = random_x(1, n, 6), b = random_x(1, n, 7);
     for (float & v : x) v = 3.0f + 2.0f * v;  // a mean far from 0, as residual streams have
-    ggml_backend_tensor_set(xt, x.data(), 0, x.size() * 4);
-    if (affine) {
-        ggml_backend_tensor_set(wt, w.data(), 0, w.size() * 4);
-        ggml_backend_tensor_set(bt, b.data(), 0, b.size() * 4);
-    }
-    ggml_backend_graph_compute(be, gf);
-    std::vector<float> out(x.size());
-    if (y->type == GGML_TYPE_BF16) {
-        std::vector<ggml_bf16_t> h(out.size());
-        ggml_backend_tensor_get(y, h.data(), 0, h.size() * 2);
-        for (size_t i = 0; i < h.size(); ++i) out[i] = ggml_bf16_to_fp32(h[i]);
-    } else {
-        ggml_backend_tensor_get(y, out.data(), 0, out.size() * 4);
-    }
+    ggml_tensor * xt = nullptr, * wt = nullptr, * bt = nullptr;
+    auto build = [&](ggml_context * ctx) {
+        xt = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n, rows);
+        wt = affine ? ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n) : nullptr;
+        bt = affine ? ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n) : nullptr;
+        for (ggml_tensor * t : {xt, wt, bt}) {
+            if (t) ggml_set_input(t);
+        }
+        return jepa::gemm::layer_norm(ctx, xt, wt, bt, 1e-6f, out_bf16);
+    };
+    auto set = [&] {
+        ggml_backend_tensor_set(xt, x.data(), 0, x.size() * 4);
+        if (affine) {
+            ggml_backend_tensor_set(wt, w.data(), 0, w.size() * 4);
+            ggml_backend_tensor_set(bt, b.data(), 0, b.size() * 4);
+        }
+    };
+    ggml_type out_type = GGML_TYPE_F32;
+    const std::vector<float> out = compute(2, build, set, &out_type);
     double err = 0;
     for (int64_t r = 0; r < rows; ++r) {
         double mean = 0, var = 0;
@@ -373,10 +361,7 @@ std::vector<float> check_layer_norm(int64_t n, int64_t rows, bool affine, bool o
             err = std::max(err, std::fabs(v - double(out[size_t(r * n + j)])));
         }
     }
-    check(err < (y->type == GGML_TYPE_BF16 ? 2e-2 : 2e-5), name + ": max error " + std::to_string(err));
-    ggml_gallocr_free(ga);
-    ggml_backend_free(be);
-    ggml_free(ctx);
+    check(err < (out_type == GGML_TYPE_BF16 ? 2e-2 : 2e-5), name + ": max error " + std::to_string(err));
     return out;
 }
 
