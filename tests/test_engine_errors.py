@@ -5,6 +5,9 @@ The native side of bad model files is tests/native/test_gguf_fuzz.cpp."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -278,3 +281,32 @@ def test_errors_after_many_failures(ctx: jepa.Context, reference: np.ndarray, tm
         with pytest.raises(jepa.ModelFileError):
             jepa.Model(bad_file)
     _still_works(ctx, reference)
+
+
+def test_kernel_scratch_failure_is_a_resource_error(tmp_path: Path) -> None:
+    # A kernel that cannot get its scratch memory computes nothing; the call is refused with
+    # ResourceLimitError and the process keeps working. JEPA_SCRATCH_LIMIT_BYTES caps one allocation
+    # (read once per process, hence the subprocess): a 224 px model's attention needs more than 4 KB.
+    path = tmp_path / "m.gguf"
+    write_demo_model(str(path), embed_dim=64, n_layer=1, n_head=2, patch_size=16, img_size=224, seed=3)
+    code = f"""
+import numpy as np, jepa
+m = jepa.Model({str(path)!r})
+if not m.info["matmul"].startswith("jepa: "):
+    print("ggml")  # no engine kernels on this CPU: nothing allocates scratch
+    raise SystemExit(0)
+x = np.zeros((2, 3, 224, 224), np.float32)
+for threads in (2, 1):  # twice, on fresh contexts: each call a clean refusal, never a crash
+    try:
+        m.context(threads=threads).encode(x)
+    except jepa.ResourceLimitError as e:
+        print("refused:", e)
+print("alive")
+"""
+    env = {**os.environ, "JEPA_SCRATCH_LIMIT_BYTES": "4096"}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    if r.stdout.startswith("ggml"):
+        return
+    assert r.stdout.count("refused:") == 2 and "scratch" in r.stdout, r.stdout
+    assert r.stdout.strip().endswith("alive")

@@ -1,5 +1,7 @@
 #include "context.h"
 
+#include "gemm.h"
+
 #include "error.h"
 #include "head.h"
 #include "predictor.h"
@@ -75,8 +77,13 @@ void Context::allocate(ggml_cgraph * graph) {
 }
 
 void Context::compute(ggml_cgraph * graph) {
+    const int64_t scratch_failed = gemm::scratch_failures();
     const ggml_status st = ggml_backend_graph_compute(backend_, graph);
     if (st != GGML_STATUS_SUCCESS) fail(JEPA_ERR_BACKEND, "graph compute failed (ggml status %d)", int(st));
+    // A kernel that could not get its scratch memory computed nothing: the answer is not there.
+    if (gemm::scratch_failures() != scratch_failed) {
+        fail(JEPA_ERR_RESOURCE, "out of memory: the engine's CPU kernels could not allocate their scratch buffers");
+    }
 }
 
 int Context::fit_chunk(const std::function<ggml_cgraph *(int)> & build, int want, const std::string & what) {

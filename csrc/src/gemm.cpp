@@ -4,6 +4,7 @@
 
 #include "ggml-cpu.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +31,16 @@ bool amx_request_permission() { return false; }
 using namespace detail;
 
 namespace {
+
+std::atomic<int64_t> g_scratch_failures{0};
+
+size_t scratch_limit() {
+    static const size_t limit = [] {
+        const char * env = std::getenv("JEPA_SCRATCH_LIMIT_BYTES");
+        return env && *env ? size_t(std::strtoull(env, nullptr, 10)) : size_t(0);
+    }();
+    return limit;
+}
 
 Isa detect() {
     Isa isa;
@@ -173,6 +184,17 @@ void compute_attention(ggml_tensor * dst, int ith, int nth, void * userdata) {
 }
 
 }  // namespace
+
+namespace detail {
+void * scratch_alloc(size_t bytes) {
+    const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+    void * p = (scratch_limit() != 0 && rounded > scratch_limit()) ? nullptr : std::aligned_alloc(64, rounded);
+    if (!p) g_scratch_failures.fetch_add(1, std::memory_order_relaxed);
+    return p;
+}
+}  // namespace detail
+
+int64_t scratch_failures() { return g_scratch_failures.load(std::memory_order_relaxed); }
 
 const Isa & cpu_isa() {
     static const Isa isa = detect();

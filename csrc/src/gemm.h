@@ -58,6 +58,10 @@ bool attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggm
 ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, ggml_tensor * mask,
                         float scale, bool half, bool out_bf16 = false);
 
+// How many kernel scratch allocations have failed in this process (a kernel that cannot get its
+// scratch computes nothing): a caller compares it around a graph compute.
+int64_t scratch_failures();
+
 // Elementwise exact-erf GELU on n floats (the same function the epilogue applies).
 void gelu_erf(const float * x, float * y, int64_t n);
 

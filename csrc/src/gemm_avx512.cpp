@@ -22,15 +22,16 @@ float * a_scratch(size_t floats) {
     thread_local std::unique_ptr<float, FreeDeleter> buf;
     thread_local size_t have = 0;
     if (have < floats) {
-        buf.reset(static_cast<float *>(std::aligned_alloc(64, (floats * 4 + 63) / 64 * 64)));
-        have = floats;
+        buf.reset(static_cast<float *>(scratch_alloc(floats * 4)));
+        have = buf ? floats : 0;
     }
     return buf.get();
 }
 
 // One thread's widened weight panel: [KC][NR] floats, 64-byte aligned, kept across calls.
 float * panel_scratch() {
-    thread_local std::unique_ptr<float, FreeDeleter> buf(static_cast<float *>(std::aligned_alloc(64, KC * NR * 4)));
+    thread_local std::unique_ptr<float, FreeDeleter> buf;
+    if (!buf) buf.reset(static_cast<float *>(scratch_alloc(KC * NR * 4)));
     return buf.get();
 }
 
@@ -124,6 +125,7 @@ const float * panel(const Problem & p, int64_t panel_i, int64_t k0, int64_t kc, 
     const int64_t base = panel_i * NR * p.K;  // every earlier panel is full
     if (p.layout == Layout::F32 && width == NR) return static_cast<const float *>(p.w) + base + k0 * NR;
     float * s = panel_scratch();
+    if (!s) return nullptr;  // counted: the context reports it
     const __mmask16 m0 = lanes(width), m1 = lanes(width - 16);
     if (p.layout == Layout::F32) {
         const float * src = static_cast<const float *>(p.w) + base + k0 * width;
@@ -172,10 +174,12 @@ void run_avx512(const Problem & p, int ith, int nth) {
             // set (ViT-L/16 f32 at batch 8 ran slower per image than at batch 1).
             const int64_t lda = kc + 16;
             float * ablk = a_scratch(size_t(mc * lda));
+            if (!ablk) return;  // no scratch: counted, the context reports it
             for (int64_t r = 0; r < mc; ++r) std::memcpy(ablk + r * lda, p.x + (m0 + r) * p.ldx + k0, size_t(kc) * 4);
             for (int64_t pi = s.p0; pi < s.p1; ++pi) {
                 const int64_t n0 = pi * NR, width = std::min(NR, p.N - n0);
                 const float * bp = panel(p, pi, k0, kc, width);
+                if (!bp) return;
                 const __mmask16 m0mask = lanes(width), m1mask = lanes(width - 16);
                 Prefetch next;
                 // Only where each weight is read once (one block of rows); else they stay in cache.
@@ -203,8 +207,8 @@ namespace {
 template <typename T>
 T * grow(std::unique_ptr<float, FreeDeleter> & buf, size_t & have, size_t floats) {
     if (have < floats) {
-        buf.reset(static_cast<float *>(std::aligned_alloc(64, (floats * 4 + 63) / 64 * 64)));
-        have = floats;
+        buf.reset(static_cast<float *>(scratch_alloc(floats * 4)));
+        have = buf ? floats : 0;
     }
     return buf.get();
 }
@@ -300,6 +304,7 @@ void run_attention(const Attention & a, int ith, int nth) {
     float * sc = grow<float>(s_buf, s_have, size_t(QB * lds));
     const int64_t d_panels = (a.hd + NR - 1) / NR;
     float * vp = grow<float>(v_buf, v_have, size_t(d_panels * a.Nk * NR));
+    if (!kt || !sc || !vp) return;  // no scratch: counted, the context reports it
     int64_t packed_b = -1, packed_h = -1;
     for (int64_t u = u0; u < u1; ++u) {
         const int64_t b = u / (a.H * n_qb), h = (u / n_qb) % a.H, q0 = (u % n_qb) * QB;
@@ -371,8 +376,8 @@ void layer_norm_rows(const float * x, int64_t ldx, float * y, uint16_t * y16, in
                      int64_t r1, const float * w, const float * b, float eps) {
     // bf16 out (for a bf16 product): each row in f32 first, then rounded as that product's own
     // conversion rounds (gemm_bf16.cpp), so the bits are the same either way.
-    std::unique_ptr<float, FreeDeleter> row(y16 ? static_cast<float *>(std::aligned_alloc(64, (n * 4 + 63) / 64 * 64))
-                                                : nullptr);
+    std::unique_ptr<float, FreeDeleter> row(y16 ? static_cast<float *>(scratch_alloc(size_t(n) * 4)) : nullptr);
+    if (y16 && !row) return;  // counted: the context reports it
     for (int64_t r = r0; r < r1; ++r) {
         const float * xr = x + r * ldx;
         __m512 acc = _mm512_setzero_ps();

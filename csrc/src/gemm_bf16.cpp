@@ -43,8 +43,8 @@ T * scratch(size_t bytes, int slot) {
     thread_local std::unique_ptr<void, FreeDeleter> bufs[8];
     thread_local size_t sizes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (sizes[slot] < bytes) {
-        bufs[slot].reset(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-        sizes[slot] = bytes;
+        bufs[slot].reset(scratch_alloc(bytes));
+        sizes[slot] = bufs[slot] ? bytes : 0;
     }
     return static_cast<T *>(bufs[slot].get());
 }
@@ -56,6 +56,7 @@ inline __mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask
 uint16_t * convert_rows(const Problem & p, int64_t m0, int64_t mc, int64_t k0, int64_t kc, int64_t kcp) {
     const int64_t rows = (mc + 31) / 32 * 32;
     uint16_t * a = scratch<uint16_t>(size_t(rows * kcp) * 2, 0);
+    if (!a) return nullptr;
     for (int64_t r = 0; r < rows; ++r) {
         uint16_t * dst = a + r * kcp;
         if (r >= mc) {
@@ -84,6 +85,7 @@ const uint16_t * weight_panel(const Problem & p, int64_t pi, int64_t k0, int64_t
     const uint16_t * src = static_cast<const uint16_t *>(p.w) + pi * NR16 * p.K + k0 * width;
     if (width == NR16 && kc == kcp) return src;
     uint16_t * dst = scratch<uint16_t>(size_t(kcp * NR16) * 2, slot);
+    if (!dst) return nullptr;
     std::memset(dst, 0, size_t(kcp * NR16) * 2);
     for (int64_t kp = 0; kp < kc / 2; ++kp) std::memcpy(dst + kp * 2 * NR16, src + kp * 2 * width, size_t(width) * 4);
     return dst;
@@ -209,6 +211,10 @@ void run_bf16(const Problem & p, int ith, int nth, bool amx) {
     float * stage = scratch<float>(32 * 32 * 4, 1);
     // AMX tiles start from the bias: 16 rows of the pair's 32 bias values.
     float * bias_rows = scratch<float>(16 * 32 * 4, 4);
+    if (!stage || !bias_rows) {
+        if (amx) _tile_release();
+        return;  // no scratch: counted, the context reports it
+    }
     const int64_t mcb = std::min(MCB, (s.m1 - s.m0 + 31) / 32 * 32);
     for (int64_t m0 = s.m0; m0 < s.m1; m0 += mcb) {
         const int64_t mc = std::min(mcb, s.m1 - m0);
@@ -218,11 +224,13 @@ void run_bf16(const Problem & p, int ith, int nth, bool amx) {
             // bf16 rows in whole tile steps are read in place; others are converted (f32) or copied.
             const bool direct = p.x16 != nullptr && kc == kcp;
             const uint16_t * a = direct ? nullptr : convert_rows(p, m0, mc, k0, kc, kcp);
+            if (!direct && !a) break;
             for (int64_t q = s.p0; q < s.p1; ++q) {
                 const int64_t n0 = q * 2 * NR16, cols = std::min<int64_t>(32, p.N - n0);
                 const uint16_t * b0 = weight_panel(p, 2 * q, k0, kc, kcp, 2);
                 // A lone last panel pairs with itself; the block's second half of columns is dropped.
                 const uint16_t * b1 = 2 * q + 1 < n_panels ? weight_panel(p, 2 * q + 1, k0, kc, kcp, 3) : b0;
+                if (!b0 || !b1) break;
                 // The next pair's first panel (the second follows it in memory only k blocks later).
                 // Only where each weight is read once (one block of rows); else they stay in cache.
                 const bool once = mcb >= s.m1 - s.m0;
@@ -263,6 +271,7 @@ void run_bf16(const Problem & p, int ith, int nth, bool amx) {
                     if (!a && rows < 32) {
                         // The last rows: copied into a zero-padded block, as a tile reads 32 rows.
                         uint16_t * tail = scratch<uint16_t>(size_t(32 * kcp) * 2, 5);
+                        if (!tail) break;
                         std::memset(tail, 0, size_t(32 * kcp) * 2);
                         for (int64_t i = 0; i < rows; ++i) std::memcpy(tail + i * kcp, ar + i * p.ldx, size_t(kcp) * 2);
                         ar = tail;
@@ -329,6 +338,7 @@ void run_attention_bf16(const Attention & a, int ith, int nth, bool amx) {
     float * sc = scratch<float>(size_t(32 * nkp) * 4, 6);
     uint16_t * pb = scratch<uint16_t>(size_t(32 * nkp) * 2, 7);
     float * stage = scratch<float>(32 * 32 * 4, 1);
+    if (!qb16 || !kt || !vp || !sc || !pb || !stage) return;  // no scratch: counted, the context reports it
     if (amx) amx_configure();
     auto block = [&](const uint16_t * x, int64_t kcp, const uint16_t * b0, const uint16_t * b1, float * c, int64_t ldc) {
         if (amx) {

@@ -109,6 +109,12 @@ struct Prefetch {
 // (VCVTNE2PS2BF16; gemm_bf16.cpp, called only where the CPU has AVX512-BF16).
 void to_bf16_row(const float * src, int64_t n, uint16_t * dst);
 
+// Every kernel's scratch comes from here: 64-byte aligned, or NULL (counted, see gemm.h's
+// scratch_failures) when the memory is not there; a kernel then returns without computing and the
+// context turns the count into a ResourceLimitError instead of a crash. JEPA_SCRATCH_LIMIT_BYTES caps
+// one allocation (tests use it to make one fail).
+void * scratch_alloc(size_t bytes);
+
 // The kernels (gemm_avx512.cpp, gemm_bf16.cpp). Each computes its thread's share of p.
 void run_avx512(const Problem & p, int ith, int nth);
 void run_attention(const Attention & a, int ith, int nth);
