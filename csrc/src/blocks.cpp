@@ -18,15 +18,10 @@ bool reads_bf16(const LinearW & l) { return l.packed && gemm::takes_bf16(l.w); }
 bool qkv_reads_bf16(const VitBlockW & b) {
     return b.qkv.w ? reads_bf16(b.qkv) : reads_bf16(b.q) && reads_bf16(b.k) && reads_bf16(b.v);
 }
-
-ggml_tensor * build_norm_for(ggml_context * ctx, ggml_tensor * x, const NormW & n, float eps, bool bf16_out) {
-    if (on_cpu(n.w) && gemm::layer_norm_supported(x, n.w, n.b)) return gemm::layer_norm(ctx, x, n.w, n.b, eps, bf16_out);
-    return build_norm(ctx, x, n, eps);
-}
 }  // namespace
 
-ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, const NormW & n, float eps) {
-    if (on_cpu(n.w) && gemm::layer_norm_supported(x, n.w, n.b)) return gemm::layer_norm(ctx, x, n.w, n.b, eps);
+ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, const NormW & n, float eps, bool bf16_out) {
+    if (on_cpu(n.w) && gemm::layer_norm_supported(x, n.w, n.b)) return gemm::layer_norm(ctx, x, n.w, n.b, eps, bf16_out);
     x = ggml_norm(ctx, x, eps);
     if (n.w) x = ggml_mul(ctx, x, n.w);
     if (n.b) x = ggml_add(ctx, x, n.b);
@@ -110,7 +105,7 @@ ggml_tensor * build_attn(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, g
 
 ggml_tensor * build_vit_block(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, const BlockHparams & hp,
                               const AttnOptions & attn, int layer, const char * prefix) {
-    ggml_tensor * h = build_norm_for(ctx, x, b.ln1, hp.ln_eps, qkv_reads_bf16(b));
+    ggml_tensor * h = build_norm(ctx, x, b.ln1, hp.ln_eps, qkv_reads_bf16(b));
     Qkv qkv = build_qkv(ctx, h, b, hp.n_head);
     if (attn.rope_cos) {
         qkv.q = build_rope3d(ctx, qkv.q, attn.rope_cos, attn.rope_sin);
@@ -126,7 +121,7 @@ ggml_tensor * build_vit_block(ggml_context * ctx, ggml_tensor * x, const VitBloc
     }
     ggml_format_name(x, "%s.%d.attn_res", prefix, layer);
 
-    h = build_norm_for(ctx, x, b.ln2, hp.ln_eps, reads_bf16(b.ffn_up));
+    h = build_norm(ctx, x, b.ln2, hp.ln_eps, reads_bf16(b.ffn_up));
     if (b.ls2) {
         x = ggml_add(ctx, x, ggml_mul(ctx, build_mlp(ctx, h, b.ffn_up, b.ffn_down, hp.act), b.ls2));
     } else {

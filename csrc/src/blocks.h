@@ -20,7 +20,9 @@ struct AttnOptions {
     bool bf16_out = false;     // ... and its result in bf16, for a bf16 product that reads it
 };
 
-ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, const NormW & n, float eps);
+// LayerNorm with its affine; bf16_out asks for a bf16 result (for a product that reads bf16: granted
+// on the engine's own kernel only, f32 elsewhere).
+ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, const NormW & n, float eps, bool bf16_out = false);
 // x W^T + b, plus `residual` (same shape as the result) when given: fused into the product's pass
 // on the engine's own CPU kernel, a ggml_add otherwise (the same bits either way).
 ggml_tensor * build_linear(ggml_context * ctx, ggml_tensor * x, const LinearW & l, ggml_tensor * residual = nullptr);

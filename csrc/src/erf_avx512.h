@@ -5,7 +5,12 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace jepa::gemm::detail {
+
+// The mask of the first n of 16 lanes (all for n >= 16, none for n <= 0): row and panel tails.
+inline __mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n > 0 ? n : 0)) - 1); }
 
 // e^x for x up to 88: x = n ln2 + r with a two-part ln2, e^r by its degree-7 Taylor polynomial
 // (|r| <= ln2/2: truncation below 6e-9 relative), then scaled by 2^n. Below -87 (and at -inf) 0.

@@ -194,6 +194,13 @@ void * scratch_alloc(size_t bytes) {
 }
 }  // namespace detail
 
+namespace detail {
+Scratch & thread_scratch(Slot slot) {
+    thread_local Scratch slots[int(Slot::Count)];
+    return slots[int(slot)];
+}
+}  // namespace detail
+
 int64_t scratch_failures() { return g_scratch_failures.load(std::memory_order_relaxed); }
 
 const Isa & cpu_isa() {
@@ -237,7 +244,7 @@ ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_
     const bool bf16 = takes_bf16(w);
     if (x->type != GGML_TYPE_F32 && !(x->type == GGML_TYPE_BF16 && bf16)) x = ggml_cast(ctx, x, GGML_TYPE_F32);
     // bf16 out: from the bf16 kernel only, in one k block (the stage holds no carry between blocks).
-    out_bf16 = out_bf16 && bf16 && w->ne[0] <= 2048;
+    out_bf16 = out_bf16 && bf16 && w->ne[0] <= KC_BF16;
     if (!ggml_is_contiguous(x)) x = ggml_cont(ctx, x);
     if (residual && (residual->type != GGML_TYPE_F32 || !ggml_is_contiguous(residual))) {
         residual = ggml_cont(ctx, ggml_cast(ctx, residual, GGML_TYPE_F32));

@@ -13,30 +13,6 @@
 namespace jepa::gemm::detail {
 namespace {
 
-struct FreeDeleter {
-    void operator()(float * p) const { std::free(p); }
-};
-
-// One thread's block of activations, grown as needed and kept across calls.
-float * a_scratch(size_t floats) {
-    thread_local std::unique_ptr<float, FreeDeleter> buf;
-    thread_local size_t have = 0;
-    if (have < floats) {
-        buf.reset(static_cast<float *>(scratch_alloc(floats * 4)));
-        have = buf ? floats : 0;
-    }
-    return buf.get();
-}
-
-// One thread's widened weight panel: [KC][NR] floats, 64-byte aligned, kept across calls.
-float * panel_scratch() {
-    thread_local std::unique_ptr<float, FreeDeleter> buf;
-    if (!buf) buf.reset(static_cast<float *>(scratch_alloc(KC * NR * 4)));
-    return buf.get();
-}
-
-inline __mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n > 0 ? n : 0)) - 1); }
-
 // R rows x 32 columns of y, k in [0, kc). Each element is one FMA chain: it starts from 0 at k = 0
 // (or continues from y for later k blocks, exactly), so rows, blocks and threads never change a bit.
 template <int R>
@@ -124,7 +100,7 @@ const float * panel(const Problem & p, int64_t panel_i, int64_t k0, int64_t kc, 
     // A full f32 panel is read in place (its lines were prefetched while the previous panel ran).
     const int64_t base = panel_i * NR * p.K;  // every earlier panel is full
     if (p.layout == Layout::F32 && width == NR) return static_cast<const float *>(p.w) + base + k0 * NR;
-    float * s = panel_scratch();
+    float * s = scratch<float>(Slot::Panel, size_t(KC * NR));  // [KC][NR], 64-byte aligned
     if (!s) return nullptr;  // counted: the context reports it
     const __mmask16 m0 = lanes(width), m1 = lanes(width - 16);
     if (p.layout == Layout::F32) {
@@ -173,7 +149,7 @@ void run_avx512(const Problem & p, int ith, int nth) {
             // apart: x's own rows are K floats apart, 4 KB for ViT-L, and 14 of them map to one L1
             // set (ViT-L/16 f32 at batch 8 ran slower per image than at batch 1).
             const int64_t lda = kc + 16;
-            float * ablk = a_scratch(size_t(mc * lda));
+            float * ablk = scratch<float>(Slot::Rows, size_t(mc * lda));
             if (!ablk) return;  // no scratch: counted, the context reports it
             for (int64_t r = 0; r < mc; ++r) std::memcpy(ablk + r * lda, p.x + (m0 + r) * p.ldx + k0, size_t(kc) * 4);
             for (int64_t pi = s.p0; pi < s.p1; ++pi) {
@@ -203,15 +179,6 @@ void run_avx512(const Problem & p, int ith, int nth) {
 }
 
 namespace {
-
-template <typename T>
-T * grow(std::unique_ptr<float, FreeDeleter> & buf, size_t & have, size_t floats) {
-    if (have < floats) {
-        buf.reset(static_cast<float *>(scratch_alloc(floats * 4)));
-        have = buf ? floats : 0;
-    }
-    return buf.get();
-}
 
 // Row i of the scores: scale, mask, softmax in place (max, exp, sum, then times 1 / sum, as PyTorch
 // normalises before the product with v).
@@ -268,12 +235,7 @@ void small_attention(const Attention & a, int ith, int nth) {
                 }
                 s[j] = _mm512_reduce_add_ps(acc);
             }
-            const void * mrow = nullptr;
-            if (a.mask) {
-                mrow = a.mask_f16 ? static_cast<const void *>(static_cast<const uint16_t *>(a.mask) + i * a.mask_ld)
-                                  : static_cast<const void *>(static_cast<const float *>(a.mask) + i * a.mask_ld);
-            }
-            softmax_row(s, a.Nk, a.scale, mrow, a.mask_f16);
+            softmax_row(s, a.Nk, a.scale, a.mask_row(i), a.mask_f16);
             float * o = a.out + b * a.o_item + i * a.o_tok + h * a.hd;
             for (int64_t c = 0; c < chunks; ++c) {
                 const __mmask16 m = lanes(a.hd - 16 * c);
@@ -295,15 +257,13 @@ void run_attention(const Attention & a, int ith, int nth) {
         small_attention(a, ith, nth);
         return;
     }
-    thread_local std::unique_ptr<float, FreeDeleter> kt_buf, s_buf, v_buf;
-    thread_local size_t kt_have = 0, s_have = 0, v_have = 0;
     const int64_t n_qb = (a.Nq + QB - 1) / QB, units = a.B * a.H * n_qb;
     const int64_t u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
     const int64_t key_panels = (a.Nk + NR - 1) / NR, lds = key_panels * NR;
-    float * kt = grow<float>(kt_buf, kt_have, size_t(key_panels * a.hd * NR));
-    float * sc = grow<float>(s_buf, s_have, size_t(QB * lds));
+    float * kt = scratch<float>(Slot::Keys, size_t(key_panels * a.hd * NR));
+    float * sc = scratch<float>(Slot::Scores, size_t(QB * lds));
     const int64_t d_panels = (a.hd + NR - 1) / NR;
-    float * vp = grow<float>(v_buf, v_have, size_t(d_panels * a.Nk * NR));
+    float * vp = scratch<float>(Slot::Values, size_t(d_panels * a.Nk * NR));
     if (!kt || !sc || !vp) return;  // no scratch: counted, the context reports it
     int64_t packed_b = -1, packed_h = -1;
     for (int64_t u = u0; u < u1; ++u) {
@@ -349,12 +309,7 @@ void run_attention(const Attention & a, int ith, int nth) {
             }
         }
         for (int64_t i = 0; i < rows; ++i) {
-            const void * mrow = nullptr;
-            if (a.mask) {
-                mrow = a.mask_f16 ? static_cast<const void *>(static_cast<const uint16_t *>(a.mask) + (q0 + i) * a.mask_ld)
-                                  : static_cast<const void *>(static_cast<const float *>(a.mask) + (q0 + i) * a.mask_ld);
-            }
-            softmax_row(sc + i * lds, a.Nk, a.scale, mrow, a.mask_f16);
+            softmax_row(sc + i * lds, a.Nk, a.scale, a.mask_row(q0 + i), a.mask_f16);
         }
         // out [rows][hd] = p v.
         float * ob = a.out + b * a.o_item + q0 * a.o_tok + h * a.hd;
@@ -376,7 +331,7 @@ void layer_norm_rows(const float * x, int64_t ldx, float * y, uint16_t * y16, in
                      int64_t r1, const float * w, const float * b, float eps) {
     // bf16 out (for a bf16 product): each row in f32 first, then rounded as that product's own
     // conversion rounds (gemm_bf16.cpp), so the bits are the same either way.
-    std::unique_ptr<float, FreeDeleter> row(y16 ? static_cast<float *>(scratch_alloc(size_t(n) * 4)) : nullptr);
+    float * row = y16 ? scratch<float>(Slot::Stage, size_t(n)) : nullptr;
     if (y16 && !row) return;  // counted: the context reports it
     for (int64_t r = r0; r < r1; ++r) {
         const float * xr = x + r * ldx;
@@ -396,9 +351,9 @@ void layer_norm_rows(const float * x, int64_t ldx, float * y, uint16_t * y16, in
             __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xr + j), vm), inv);
             if (w) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, w + j));
             if (b) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, b + j));
-            _mm512_mask_storeu_ps((y16 ? row.get() : y + r * ldy) + j, m, v);
+            _mm512_mask_storeu_ps((y16 ? row : y + r * ldy) + j, m, v);
         }
-        if (y16) to_bf16_row(row.get(), n, y16 + r * ldy);
+        if (y16) to_bf16_row(row, n, y16 + r * ldy);
     }
 }
 

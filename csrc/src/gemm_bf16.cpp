@@ -31,31 +31,13 @@ constexpr int64_t TK = 32;        // k per tile step (16 pairs)
 // Rows per block of activations: a thread's rows in one block up to 512 (each weight is then read
 // once per call), else blocks of 512.
 constexpr int64_t MCB = 512;
-constexpr int64_t KCB = 2048;     // k per block (a multiple of TK): one block for most products, so
-                                  // each block of y is accumulated in the tiles without reloads
-
-struct FreeDeleter {
-    void operator()(void * p) const { std::free(p); }
-};
-
-template <typename T>
-T * scratch(size_t bytes, int slot) {
-    thread_local std::unique_ptr<void, FreeDeleter> bufs[8];
-    thread_local size_t sizes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (sizes[slot] < bytes) {
-        bufs[slot].reset(scratch_alloc(bytes));
-        sizes[slot] = bufs[slot] ? bytes : 0;
-    }
-    return static_cast<T *>(bufs[slot].get());
-}
-
-inline __mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n > 0 ? n : 0)) - 1); }
+constexpr int64_t KCB = KC_BF16;
 
 // Rows [m0, m0 + mc) x k [k0, k0 + kc) of x as bf16, [mc rounded up to 32][kcp] (kcp = kc rounded up to
 // 32), zero-padded, so every tile load reads defined values.
 uint16_t * convert_rows(const Problem & p, int64_t m0, int64_t mc, int64_t k0, int64_t kc, int64_t kcp) {
     const int64_t rows = (mc + 31) / 32 * 32;
-    uint16_t * a = scratch<uint16_t>(size_t(rows * kcp) * 2, 0);
+    uint16_t * a = scratch<uint16_t>(Slot::Rows, size_t(rows * kcp));
     if (!a) return nullptr;
     for (int64_t r = 0; r < rows; ++r) {
         uint16_t * dst = a + r * kcp;
@@ -80,11 +62,11 @@ uint16_t * convert_rows(const Problem & p, int64_t m0, int64_t mc, int64_t k0, i
 
 // Weight rows k [k0, k0 + kc) of 16-column panel `pi` as pairs: the packed weight itself when the
 // panel is full and kc covers whole tile steps, else a zero-padded copy [kcp/2][16][2].
-const uint16_t * weight_panel(const Problem & p, int64_t pi, int64_t k0, int64_t kc, int64_t kcp, int slot) {
+const uint16_t * weight_panel(const Problem & p, int64_t pi, int64_t k0, int64_t kc, int64_t kcp, Slot slot) {
     const int64_t width = std::min(NR16, p.N - pi * NR16);
     const uint16_t * src = static_cast<const uint16_t *>(p.w) + pi * NR16 * p.K + k0 * width;
     if (width == NR16 && kc == kcp) return src;
-    uint16_t * dst = scratch<uint16_t>(size_t(kcp * NR16) * 2, slot);
+    uint16_t * dst = scratch<uint16_t>(slot, size_t(kcp * NR16));
     if (!dst) return nullptr;
     std::memset(dst, 0, size_t(kcp * NR16) * 2);
     for (int64_t kp = 0; kp < kc / 2; ++kp) std::memcpy(dst + kp * 2 * NR16, src + kp * 2 * width, size_t(width) * 4);
@@ -208,9 +190,9 @@ void run_bf16(const Problem & p, int ith, int nth, bool amx) {
     if (s.p0 >= s.p1 || s.m0 >= s.m1) return;
     if (amx) amx_configure();
     // The block being accumulated: 32 x 32 f32, staged when it is not a whole block of y.
-    float * stage = scratch<float>(32 * 32 * 4, 1);
+    float * stage = scratch<float>(Slot::Stage, 32 * 32);
     // AMX tiles start from the bias: 16 rows of the pair's 32 bias values.
-    float * bias_rows = scratch<float>(16 * 32 * 4, 4);
+    float * bias_rows = scratch<float>(Slot::Bias, 16 * 32);
     if (!stage || !bias_rows) {
         if (amx) _tile_release();
         return;  // no scratch: counted, the context reports it
@@ -227,9 +209,9 @@ void run_bf16(const Problem & p, int ith, int nth, bool amx) {
             if (!direct && !a) break;
             for (int64_t q = s.p0; q < s.p1; ++q) {
                 const int64_t n0 = q * 2 * NR16, cols = std::min<int64_t>(32, p.N - n0);
-                const uint16_t * b0 = weight_panel(p, 2 * q, k0, kc, kcp, 2);
+                const uint16_t * b0 = weight_panel(p, 2 * q, k0, kc, kcp, Slot::Panel);
                 // A lone last panel pairs with itself; the block's second half of columns is dropped.
-                const uint16_t * b1 = 2 * q + 1 < n_panels ? weight_panel(p, 2 * q + 1, k0, kc, kcp, 3) : b0;
+                const uint16_t * b1 = 2 * q + 1 < n_panels ? weight_panel(p, 2 * q + 1, k0, kc, kcp, Slot::Panel2) : b0;
                 if (!b0 || !b1) break;
                 // The next pair's first panel (the second follows it in memory only k blocks later).
                 // Only where each weight is read once (one block of rows); else they stay in cache.
@@ -270,7 +252,7 @@ void run_bf16(const Problem & p, int ith, int nth, bool amx) {
                     int64_t lda = a ? kcp : p.ldx;
                     if (!a && rows < 32) {
                         // The last rows: copied into a zero-padded block, as a tile reads 32 rows.
-                        uint16_t * tail = scratch<uint16_t>(size_t(32 * kcp) * 2, 5);
+                        uint16_t * tail = scratch<uint16_t>(Slot::Tail, size_t(32 * kcp));
                         if (!tail) break;
                         std::memset(tail, 0, size_t(32 * kcp) * 2);
                         for (int64_t i = 0; i < rows; ++i) std::memcpy(tail + i * kcp, ar + i * p.ldx, size_t(kcp) * 2);
@@ -332,12 +314,12 @@ void run_attention_bf16(const Attention & a, int ith, int nth, bool amx) {
     const int64_t u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
     if (u0 >= u1) return;
     const int64_t hdp = round_up(a.hd, 32), nkp = round_up(a.Nk, 32);
-    uint16_t * qb16 = scratch<uint16_t>(size_t(32 * hdp) * 2, 0);
-    uint16_t * kt = scratch<uint16_t>(size_t(nkp * hdp) * 2, 4);   // [Nk/16][hd/2][16][2]: k^T
-    uint16_t * vp = scratch<uint16_t>(size_t(nkp * hdp) * 2, 5);   // [hd/16][Nk/2][16][2]: v
-    float * sc = scratch<float>(size_t(32 * nkp) * 4, 6);
-    uint16_t * pb = scratch<uint16_t>(size_t(32 * nkp) * 2, 7);
-    float * stage = scratch<float>(32 * 32 * 4, 1);
+    uint16_t * qb16 = scratch<uint16_t>(Slot::Rows, size_t(32 * hdp));
+    uint16_t * kt = scratch<uint16_t>(Slot::Keys, size_t(nkp * hdp));   // [Nk/16][hd/2][16][2]: k^T
+    uint16_t * vp = scratch<uint16_t>(Slot::Values, size_t(nkp * hdp));   // [hd/16][Nk/2][16][2]: v
+    float * sc = scratch<float>(Slot::Scores, size_t(32 * nkp));
+    uint16_t * pb = scratch<uint16_t>(Slot::Probs, size_t(32 * nkp));
+    float * stage = scratch<float>(Slot::Stage, 32 * 32);
     if (!qb16 || !kt || !vp || !sc || !pb || !stage) return;  // no scratch: counted, the context reports it
     if (amx) amx_configure();
     auto block = [&](const uint16_t * x, int64_t kcp, const uint16_t * b0, const uint16_t * b1, float * c, int64_t ldc) {
@@ -406,11 +388,7 @@ void run_attention_bf16(const Attention & a, int ith, int nth, bool amx) {
                 continue;
             }
             float * srow = sc + r * nkp;
-            const void * mrow = nullptr;
-            if (a.mask) {
-                mrow = a.mask_f16 ? static_cast<const void *>(static_cast<const uint16_t *>(a.mask) + (q0 + r) * a.mask_ld)
-                                  : static_cast<const void *>(static_cast<const float *>(a.mask) + (q0 + r) * a.mask_ld);
-            }
+            const void * mrow = a.mask_row(q0 + r);
             __m512 mx = _mm512_set1_ps(-INFINITY);
             for (int64_t j = 0; j < a.Nk; j += 16) {
                 const __mmask16 m = lanes(a.Nk - j);

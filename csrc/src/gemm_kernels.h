@@ -5,7 +5,9 @@
 #include "gemm.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 namespace jepa::gemm::detail {
 
@@ -20,6 +22,9 @@ constexpr int64_t KC = 256;
 // Weights up to this many bytes stay in cache: with many rows the threads may split the rows and
 // each read all of them; bigger weights are split by panels, so each is read from memory once.
 constexpr int64_t SMALL_WEIGHT_BYTES = 4 << 20;
+// k per block of the bf16 kernel (a multiple of its 32-wide tile step): one block for most products,
+// so each block of y accumulates in the tiles without reloads. A bf16 result needs one block.
+constexpr int64_t KC_BF16 = 2048;
 
 enum class Layout : int { None = 0, F32 = 1, F16 = 2, Bf16Wide = 3, Bf16Pairs = 4 };
 
@@ -81,6 +86,13 @@ struct Attention {
     const void * mask = nullptr;
     bool mask_f16 = false;
     int64_t mask_ld = 0;
+
+    // Query row q's mask row (f16 or f32 as mask_f16 says), or NULL without a mask.
+    const void * mask_row(int64_t q) const {
+        if (!mask) return nullptr;
+        if (mask_f16) return static_cast<const uint16_t *>(mask) + q * mask_ld;
+        return static_cast<const float *>(mask) + q * mask_ld;
+    }
 };
 // Query rows per work unit of the attention (a multiple of MR).
 constexpr int64_t QB = 4 * MR;
@@ -114,6 +126,31 @@ void to_bf16_row(const float * src, int64_t n, uint16_t * dst);
 // context turns the count into a ResourceLimitError instead of a crash. JEPA_SCRATCH_LIMIT_BYTES caps
 // one allocation (tests use it to make one fail).
 void * scratch_alloc(size_t bytes);
+
+// A thread's scratch buffers, one per slot a kernel holds at once: each grows as needed (through
+// scratch_alloc) and is kept across calls. get() is NULL when the memory is not there.
+enum class Slot : int { Rows, Panel, Panel2, Stage, Bias, Tail, Keys, Values, Scores, Probs, Count };
+class Scratch {
+  public:
+    Scratch() = default;
+    Scratch(const Scratch &) = delete;
+    Scratch & operator=(const Scratch &) = delete;
+    ~Scratch() { std::free(p_); }
+    template <typename T> T * get(size_t count) {
+        if (bytes_ < count * sizeof(T)) {
+            std::free(p_);
+            p_ = scratch_alloc(count * sizeof(T));
+            bytes_ = p_ ? count * sizeof(T) : 0;
+        }
+        return static_cast<T *>(p_);
+    }
+
+  private:
+    void * p_ = nullptr;
+    size_t bytes_ = 0;
+};
+Scratch & thread_scratch(Slot slot);
+template <typename T> T * scratch(Slot slot, size_t count) { return thread_scratch(slot).get<T>(count); }
 
 // The kernels (gemm_avx512.cpp, gemm_bf16.cpp). Each computes its thread's share of p.
 void run_avx512(const Problem & p, int ith, int nth);
