@@ -13,12 +13,14 @@ from test_server_support import b64, png_bytes, run
 import jepa
 from jepa.convert.vjepa2 import write_random
 
+N_CLASSES = 7
+
 
 @pytest.fixture(scope="module")
 def classifier(tmp_path_factory: pytest.TempPathFactory) -> jepa.Model:
     path = tmp_path_factory.mktemp("cls") / "vjepa2-cls.gguf"
     write_random(path, embed_dim=64, n_layer=2, n_head=2, img_size=32, n_frames=4,
-                 head={"n_classes": 7, "n_pool_layers": 1}, seed=11)
+                 head={"n_classes": N_CLASSES, "n_pool_layers": 1}, seed=11)
     return jepa.Model(path)
 
 
@@ -31,9 +33,19 @@ def _frames(seed: int) -> list[bytes]:
     return [png_bytes(seed * 10 + i, (40, 36)) for i in range(3)]
 
 
-def _serve(model: jepa.Model, body_list: list[dict], max_batch: int = 8) -> list[dict]:
+def _predictions(c: jepa.Classification) -> list[dict[str, object]]:
+    """jepa.classify's answer in /classify's shape (jepa.cpp's): top-k, best first."""
+    return [{"index": k, "label": label, "probability": p, "logit": float(c.logits[k])}
+            for k, label, p in zip(c.indices, c.labels, c.probabilities, strict=True)]
+
+
+def _serve(model: jepa.Model, body_list: list[dict], max_batch: int = 8,
+           through_client: bool = False) -> list[dict]:
+    """Post each body to /classify at once on an in-process server; with `through_client`, each
+    goes through jepa.client.Client.classify instead (the data list it returns)."""
     from aiohttp.test_utils import TestClient, TestServer
 
+    from jepa.client import Client
     from jepa_server.app import create_app, wait_ready
     from jepa_server.settings import Settings
 
@@ -42,8 +54,12 @@ def _serve(model: jepa.Model, body_list: list[dict], max_batch: int = 8) -> list
         app = create_app(settings, model=model)
         async with TestClient(TestServer(app, host="127.0.0.1", port=0)) as client:
             await wait_ready(app)
+            url = str(client.make_url("")).rstrip("/")
 
             async def one(body: dict) -> dict:
+                if through_client:
+                    data = await asyncio.to_thread(Client(url).classify, body["input"], body["top_k"])
+                    return {"data": data}
                 r = await client.post("/classify", json=body)
                 payload = await r.json()
                 assert r.status == 200, payload
@@ -54,22 +70,37 @@ def _serve(model: jepa.Model, body_list: list[dict], max_batch: int = 8) -> list
     return run(go)
 
 
+def _logit_bits(reply: dict) -> list[list[int]]:
+    return [np.asarray([p["logit"] for p in d["predictions"]], np.float32).view(np.uint32).tolist()
+            for d in reply["data"]]
+
+
 def test_classify_matches_in_process_bit_for_bit(classifier: jepa.Model) -> None:
     seeds = [1, 2, 3, 4]
     [reply] = _serve(classifier, [{"input": [_clip(s) for s in seeds], "top_k": 3}])
     expected = jepa.classify(classifier.context(threads=2), [_frames(s) for s in seeds], top_k=3)
+    assert reply["object"] == "list"
     assert [d["index"] for d in reply["data"]] == [0, 1, 2, 3]
+    assert all(d["object"] == "classification" for d in reply["data"])
     for got, want in zip(reply["data"], expected, strict=True):
-        assert got["labels"] == list(want.labels) and len(got["labels"]) == 3
-        assert got["indices"] == [int(i) for i in want.indices]
-        logits = np.asarray(got["logits"], dtype=np.float32)
-        assert np.array_equal(logits.view(np.uint32), np.asarray(want.logits, np.float32).view(np.uint32))
-        assert got["probabilities"] == [float(p) for p in want.probabilities]
+        assert len(got["predictions"]) == 3
+        assert got["predictions"] == _predictions(want)  # float32 -> JSON -> float: exact
+        probs = [p["probability"] for p in got["predictions"]]
+        assert probs == sorted(probs, reverse=True)  # best first
 
 
 def test_one_request_of_four_equals_four_concurrent_requests(classifier: jepa.Model) -> None:
     seeds = [5, 6, 7, 8]
-    [together] = _serve(classifier, [{"input": [_clip(s) for s in seeds]}])
-    apart = _serve(classifier, [{"input": [_clip(s)]} for s in seeds], max_batch=4)
-    assert [d["logits"] for d in together["data"]] == [r["data"][0]["logits"] for r in apart]
-    assert all(len(d["labels"]) == 5 for d in together["data"])  # top_k defaults to 5
+    [together] = _serve(classifier, [{"input": [_clip(s) for s in seeds], "top_k": N_CLASSES}])
+    apart = _serve(classifier, [{"input": [_clip(s)], "top_k": N_CLASSES} for s in seeds], max_batch=4)
+    # top_k = every class: every logit of every input is compared, bit for bit.
+    assert _logit_bits(together) == [_logit_bits(r)[0] for r in apart]
+    [default] = _serve(classifier, [{"input": [_clip(5)]}])
+    assert len(default["data"][0]["predictions"]) == 5  # top_k defaults to 5
+
+
+def test_the_client_reads_the_answer(classifier: jepa.Model) -> None:
+    seeds = [1, 2]
+    [reply] = _serve(classifier, [{"input": [_clip(s) for s in seeds], "top_k": 2}], through_client=True)
+    expected = jepa.classify(classifier.context(threads=2), [_frames(s) for s in seeds], top_k=2)
+    assert [d["predictions"] for d in reply["data"]] == [_predictions(c) for c in expected]

@@ -194,8 +194,11 @@ class Client:
         return np.stack(rows)
 
     def classify(self, items: Any, top_k: int = 5) -> list[dict[str, Any]]:
-        """Labels, probabilities and logits per item (a model with a classifier head)."""
-        return list(self._call("POST", "/classify", {"input": _items(items), "top_k": top_k})["data"])
+        """The top_k classes per item, in item order (a model with a classifier head): each
+        {"object": "classification", "index", "predictions": [{"index", "label", "probability",
+        "logit"}, ...]}, best first."""
+        out = self._call("POST", "/classify", {"input": _items(items), "top_k": top_k})
+        return sorted(out["data"], key=lambda e: e["index"])
 
     def rollout(
         self,

@@ -175,7 +175,7 @@ MAX_STEPS = 64  # H of `actions`
 
 
 async def classify(request: web.Request) -> web.StreamResponse:
-    """POST /classify: labels, probabilities and logits of a model with a classifier head."""
+    """POST /classify: the top-k classes of each input, for a model with a classifier head."""
     engine = _engine(request)
     body = await _body(request, {"input", "inputs", "top_k", "model"})
     _check_model(engine, body)
@@ -191,8 +191,18 @@ async def classify(request: web.Request) -> web.StreamResponse:
         )
     async with _admission(request).slot():
         result = await engine.pipeline.classify(items, top_k)
-    data = [{"index": i, **c.to_dict()} for i, c in enumerate(result.results)]
+    data = [classification(i, c) for i, c in enumerate(result.results)]
     return await _json({"object": "list", "data": data, "model": engine.model_id}, result)
+
+
+def classification(index: int, c: jepa.Classification) -> dict[str, Any]:
+    """One input's answer in jepa.cpp's documented shape (its clients read it unchanged): the top-k
+    classes, best first, each with its label, softmax probability and logit."""
+    predictions = [
+        {"index": k, "label": label, "probability": p, "logit": float(c.logits[k])}
+        for k, label, p in zip(c.indices, c.labels, c.probabilities, strict=True)
+    ]
+    return {"object": "classification", "index": index, "predictions": predictions}
 
 
 async def rollout(request: web.Request) -> web.StreamResponse:
