@@ -46,6 +46,13 @@ def test_gpu_flag_alone_means_device_zero() -> None:
     assert load_settings([], {}).gpu is None
 
 
+def test_model_name_is_model_id() -> None:
+    # jepa.cpp's clients start servers with --model-name: the same setting as --model-id.
+    assert load_settings(["--model-name", "vit-s"], {}).model_id == "vit-s"
+    assert load_settings(["--model-id", "vit-s"], {}).model_id == "vit-s"
+    assert load_settings(["--model-name", "flag"], {"JEPA_MODEL_ID": "env"}).model_id == "flag"
+
+
 def test_files_root_implies_local_files() -> None:
     assert Settings(files_root="/srv").local_files
 

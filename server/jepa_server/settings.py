@@ -58,6 +58,7 @@ class Settings:
     )
     model_id: str | None = _opt(
         "--model-id",
+        "--model-name",  # jepa.cpp's spelling of the same setting
         help="Name the model is served as (the `model` field). Default: the file's base name without .gguf.",
     )
     gpu: int | None = _opt(
