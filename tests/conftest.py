@@ -1,32 +1,138 @@
-"""Shared fixtures: read a GGUF back, and build tiny HF / timm-layout checkpoints to convert.
+"""Shared fixtures: the tiny models and reference bundles the suite runs on (built once per session),
+a GGUF read back, tiny HF / timm-layout checkpoints to convert, and the tools/ scripts.
 
 torch and transformers are imported inside the fixtures, so collecting the suite never needs them."""
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
+
 # Golden outputs of the upstream code (../shared/reference, beside the checkout; CI has it too).
-REFERENCE_DIR = Path(
-    os.environ.get("JEPA_REFERENCE_DIR", Path(__file__).resolve().parents[2] / "shared" / "reference")
+REFERENCE_DIR = Path(os.environ.get("JEPA_REFERENCE_DIR", ROOT.parent / "shared" / "reference"))
+AC_BUNDLE, LEWM_BUNDLE = REFERENCE_DIR / "vjepa2_ac", REFERENCE_DIR / "lewm"
+
+# The one tiny V-JEPA 2 of the suite: grid 2 x 3 x 3 = 18 tokens at its own size, head width 32.
+# Four mask tokens, so a mask index wraps (5 -> 1); six classes, so top-k has room.
+TINY_VJEPA2: dict[str, Any] = dict(embed_dim=64, n_head=2, img_size=48, n_frames=4, seed=5)
+TINY_VJEPA2_PARTS: dict[str, Any] = dict(
+    predictor={"embed_dim": 48, "n_layer": 2, "n_head": 2, "n_mask_tokens": 4},
+    head={"n_classes": 6, "n_pool_layers": 1},
 )
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """The reference bundles are part of the test inputs: a run without them is an error, never a
     run that quietly skips the world-model and V-JEPA 2-AC checks."""
-    if not (REFERENCE_DIR / "vjepa2_ac").is_dir() or not (REFERENCE_DIR / "lewm").is_dir():
+    if not AC_BUNDLE.is_dir() or not LEWM_BUNDLE.is_dir():
         raise pytest.UsageError(
             f"reference bundles not found under {REFERENCE_DIR}: the tests need ../shared/reference "
             "beside the checkout (or JEPA_REFERENCE_DIR)"
         )
+
+
+# ---- the tiny models, written once per session by the project's own writers --------------------
+
+
+@pytest.fixture(scope="session")
+def tiny_vit_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The demo ViT (CLS, learned positions, 192 wide, 4 layers) at 32 px: 1 + 2 x 2 = 5 tokens."""
+    from jepa.demo import write_demo_model
+
+    return write_demo_model(tmp_path_factory.mktemp("vit") / "vit32.gguf", img_size=32)
+
+
+@pytest.fixture(scope="session")
+def wide_vit_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A demo-layout ViT at 224 px (197 tokens, 128 wide, 4 layers): an encode long enough to time
+    (tens of ms for 8 images on one thread) and attention that needs kernel scratch."""
+    from jepa.demo import write_demo_model
+
+    path = tmp_path_factory.mktemp("vit") / "vit224.gguf"
+    return write_demo_model(path, embed_dim=128, n_layer=4, n_head=4, patch_size=16, img_size=224, seed=5)
+
+
+@pytest.fixture(scope="session")
+def tiny_vjepa2_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """TINY_VJEPA2 with its masked predictor and attentive classifier head (numpy only, no torch)."""
+    from jepa.convert.vjepa2 import write_random
+
+    return write_random(tmp_path_factory.mktemp("vjepa2") / "full.gguf", **TINY_VJEPA2, **TINY_VJEPA2_PARTS)
+
+
+@pytest.fixture(scope="session")
+def tiny_vjepa2_encoder_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """TINY_VJEPA2's encoder alone: no predictor, no head (what the refusals need)."""
+    from jepa.convert.vjepa2 import write_random
+
+    return write_random(tmp_path_factory.mktemp("vjepa2") / "encoder.gguf", **TINY_VJEPA2)
+
+
+@pytest.fixture(scope="session")
+def reference_dir() -> Path:
+    return REFERENCE_DIR
+
+
+@pytest.fixture(scope="session")
+def ac_bundle() -> Path:
+    """Meta's V-JEPA 2-AC code on a tiny random model: checkpoint.pt, hparams.json, goldens."""
+    return AC_BUNDLE
+
+
+@pytest.fixture(scope="session")
+def lewm_bundle() -> Path:
+    """The LeWM code on a tiny random model: weights.pt, config.json, hparams.json, goldens."""
+    return LEWM_BUNDLE
+
+
+@pytest.fixture(scope="session")
+def tiny_ac_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The AC bundle's checkpoint as a GGUF, at the bundle's image size and predictor head width."""
+    from jepa.convert import convert
+
+    hp = json.loads((AC_BUNDLE / "hparams.json").read_text())
+    out = tmp_path_factory.mktemp("ac") / "ac.gguf"
+    return convert(AC_BUNDLE / "checkpoint.pt", out, family="vjepa2_ac", img_size=int(hp["img_size"]),
+                   head_dim=int(hp["predictor_derived"]["head_dim"]))
+
+
+@pytest.fixture(scope="session")
+def tiny_lewm_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The LeWM bundle as a GGUF."""
+    from jepa.convert import convert
+
+    return convert(LEWM_BUNDLE, tmp_path_factory.mktemp("lewm") / "lewm.gguf", family="lewm")
+
+
+# ---- tools/ scripts ----------------------------------------------------------------------------
+
+
+def run_tool(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """tools/<script> in a fresh interpreter (the benchmarks' smoke modes)."""
+    cmd = [sys.executable, str(ROOT / "tools" / script), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def import_tool(name: str) -> ModuleType:
+    """tools/<name>.py as a module (tools/ is scripts, not a package)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
 
 
 @dataclass
@@ -53,11 +159,11 @@ def gguf_contents() -> Callable[[str | Path], GGUFContents]:
     return read_gguf
 
 
-def _randomise_norms(model: Any, seed: int) -> None:
-    """LayerNorm gains/biases away from 1/0, so a wrong or missing norm cannot hide."""
+def randomise_norms(model: Any, g: Any) -> None:
+    """LayerNorm gains/biases away from 1/0 (drawn from torch.Generator g), so a wrong or missing
+    norm cannot hide."""
     import torch
 
-    g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for mod in model.modules():
             if isinstance(mod, torch.nn.LayerNorm):
@@ -83,10 +189,39 @@ def build_hf_model(
         model = IJepaModel(IJepaConfig(**cfg), add_pooling_layer=False)
     else:
         raise ValueError(kind)
-    _randomise_norms(model, seed + 1)
+    randomise_norms(model, torch.Generator().manual_seed(seed + 1))
     model.eval()
     model.save_pretrained(out_dir)
     return out_dir, model
+
+
+QKV = ("query", "key", "value")
+# timm / Meta block parameter -> the HF ViT module it comes from, under encoder.layer.{i}.
+HF_VIT_BLOCK = {
+    "norm1": "layernorm_before",
+    "norm2": "layernorm_after",
+    "attn.proj": "attention.output.dense",
+    "mlp.fc1": "intermediate.dense",
+    "mlp.fc2": "output.dense",
+}
+
+
+def fused_qkv_blocks(
+    hf: Mapping[str, Any], names: Mapping[str, str], qkv: str, concat: Callable[[list[Any]], Any]
+) -> dict[str, Any]:
+    """HF encoder layers -> timm / Meta `blocks.{i}.*` (weights and biases), query / key / value fused
+    into attn.qkv. names maps each unfused timm parameter to its HF module (HF_VIT_BLOCK for ViT);
+    qkv is the HF module of the three projections with "{}" for query / key / value."""
+    out: dict[str, Any] = {}
+    i = 0
+    while f"encoder.layer.{i}.{names['norm1']}.weight" in hf:
+        src, dst = f"encoder.layer.{i}.", f"blocks.{i}."
+        for p in ("weight", "bias"):
+            for theirs, ours in names.items():
+                out[f"{dst}{theirs}.{p}"] = hf[f"{src}{ours}.{p}"]
+            out[f"{dst}attn.qkv.{p}"] = concat([hf[src + qkv.format(n) + "." + p] for n in QKV])
+        i += 1
+    return out
 
 
 def export_timm_layout(hf_dir: Path, out_file: Path, *, prefix: str = "backbone.") -> Path:
@@ -106,19 +241,7 @@ def export_timm_layout(hf_dir: Path, out_file: Path, *, prefix: str = "backbone.
         "norm.weight": hf["layernorm.weight"],
         "norm.bias": hf["layernorm.bias"],
     }
-    i = 0
-    while f"encoder.layer.{i}.layernorm_before.weight" in hf:
-        src, dst = f"encoder.layer.{i}.", f"blocks.{i}."
-        att = src + "attention.attention."
-        for p in ("weight", "bias"):
-            out[f"{dst}norm1.{p}"] = hf[f"{src}layernorm_before.{p}"]
-            out[f"{dst}norm2.{p}"] = hf[f"{src}layernorm_after.{p}"]
-            qkv = [hf[f"{att}{n}.{p}"] for n in ("query", "key", "value")]
-            out[f"{dst}attn.qkv.{p}"] = np.concatenate(qkv)
-            out[f"{dst}attn.proj.{p}"] = hf[f"{src}attention.output.dense.{p}"]
-            out[f"{dst}mlp.fc1.{p}"] = hf[f"{src}intermediate.dense.{p}"]
-            out[f"{dst}mlp.fc2.{p}"] = hf[f"{src}output.dense.{p}"]
-        i += 1
+    out |= fused_qkv_blocks(hf, HF_VIT_BLOCK, "attention.attention.{}", np.concatenate)
     save_file({prefix + k: np.ascontiguousarray(v) for k, v in out.items()}, str(out_file))
     return out_file
 

@@ -7,29 +7,17 @@ rather than skipping, so the benchmark cannot quietly lose a column."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import import_tool, run_tool
+
 VARIANTS = {"torch-f32", "ort-f32", "ov-f32", "jepa-f32", "ov-bf16", "jepa-bf16", "jepa-f16"}
 JEPA = ("jepa-f32", "jepa-bf16", "jepa-f16")
 
 
-def _render_docs() -> Any:
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import render_docs
-    finally:
-        sys.path.pop(0)
-    return render_docs
-
-
 def test_bench_engine_smoke(tmp_path: Path) -> None:
     out = tmp_path / "e.json"
-    r = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_engine.py"), "--smoke", "--threads", "1",
-                        "--out", str(out)], capture_output=True, text=True, timeout=300)
+    r = run_tool("bench_engine.py", "--smoke", "--threads", "1", "--out", str(out))
     assert r.returncode == 0, r.stderr[-3000:]
     data = json.loads(out.read_text())
     assert data["schema"] == 2 and data["smoke"]
@@ -54,7 +42,7 @@ def test_bench_engine_smoke(tmp_path: Path) -> None:
         assert all(c["threads_1_2_bit_identical"][k] for k in JEPA), where
         if c["batch"] > 1:
             assert all(c["batch_bit_identical"][k] for k in JEPA), where
-    text = _render_docs().render_bench_engine(data)
+    text = import_tool("render_docs").render_bench_engine(data)
     for label in ("ORT f32", "OpenVINO bf16", "jepa bf16", "V-JEPA 2 tiny (smoke)", "GEMM peaks"):
         assert label in text, label
 
@@ -75,4 +63,4 @@ def test_renders_the_first_shape_too() -> None:
         "summary": [{"model": "vit-s16", "batch": 8, "best_bit_identical": "jepa-f32", "ratio": 1.0,
                      "goal": 1.2, "meets_goal": False, "flash_speedup_f32": 1.0, "flash_speedup_f16": 1.0}],
     }
-    assert "fastest bit-identical jepa" in _render_docs().render_bench_engine(old)
+    assert "fastest bit-identical jepa" in import_tool("render_docs").render_bench_engine(old)

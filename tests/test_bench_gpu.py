@@ -6,20 +6,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT, run_tool
 
 
 @pytest.mark.transformers
 @pytest.mark.slow
 def test_bench_gpu_smoke_on_cpu(tmp_path: Path) -> None:
     out = tmp_path / "g.json"
-    r = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_gpu.py"), "--device", "cpu", "--smoke",
-                        "--out", str(out)], capture_output=True, text=True, timeout=300)
+    r = run_tool("bench_gpu.py", "--device", "cpu", "--smoke", "--out", str(out))
     assert r.returncode == 0, r.stderr[-3000:]
     data = json.loads(out.read_text())
     assert data["device"] == "cpu" and data["smoke"] and data["gpu"] is None

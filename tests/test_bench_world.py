@@ -5,11 +5,7 @@ drives it."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -20,13 +16,7 @@ import pytest
 import jepa
 from jepa.convert.random_world import write_random_ac, write_random_lewm
 
-ROOT = Path(__file__).resolve().parents[1]
-REF = Path(os.environ.get("JEPA_REFERENCE_DIR", ROOT.parent / "shared" / "reference"))
-PEERS = ("torch", "vjepa2", "stable_worldmodel")
-needs_peers = pytest.mark.skipif(
-    any(importlib.util.find_spec(p) is None for p in PEERS),
-    reason="the benchmark's peers are not installed: pip install -r requirements/bench.txt",
-)
+from conftest import import_tool, run_tool
 
 
 def test_random_ac_loads_and_predicts(tmp_path: Path) -> None:
@@ -35,8 +25,8 @@ def test_random_ac_loads_and_predicts(tmp_path: Path) -> None:
                                        enc_dim=48, enc_heads=1, img_size=32, ftype=ft))
         assert m.world_model == "ac"
         info = m.info
-        assert (info["pred_embed_dim"], info["pred_n_layer"], info["embed_dim"]) == (64, 2, 48)
-        assert info["pred_action_dim"] == info["pred_state_dim"] == 7
+        assert (info.pred_embed_dim, info.pred_n_layer, info.embed_dim) == (64, 2, 48)
+        assert info.pred_action_dim == info.pred_state_dim == 7
         ctx = m.context(threads=1)
         hw = 4  # (32 / 16)^2
         rng = np.random.default_rng(0)
@@ -55,7 +45,7 @@ def test_random_lewm_loads_and_plans(tmp_path: Path) -> None:
                                  ftype=ft)
         m = jepa.Model(path)
         assert m.world_model == "lewm"
-        assert (m.info["wm_embed_dim"], m.info["pred_action_dim"], m.info["pred_n_frames"]) == (32, 10, 3)
+        assert (m.info.wm_embed_dim, m.info.pred_action_dim, m.info.pred_n_frames) == (32, 10, 3)
         ctx = m.context(threads=1)
         emb = ctx.lewm_embed(np.zeros((1, 3, 28, 28), np.float32))
         assert emb.shape == (1, 32) and np.isfinite(emb).all()
@@ -67,24 +57,17 @@ def test_random_lewm_loads_and_plans(tmp_path: Path) -> None:
 
 def _smoke(tmp_path: Path, *extra: str) -> dict[str, Any]:
     out = tmp_path / "w.json"
-    r = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_world.py"), "--smoke", "--threads", "1",
-                        "--out", str(out), *extra], capture_output=True, text=True, timeout=300)
+    r = run_tool("bench_world.py", "--smoke", "--threads", "1", "--out", str(out), *extra)
     assert r.returncode == 0, r.stderr
     data = json.loads(out.read_text())
     cells = {(c["cell"], c["K"]) for c in data["cells"]}
     assert cells == {("ac_step", 16), ("ac_step", 64), ("ac_cem_iter", 16), ("ac_cem_iter", 64),
                      ("lewm_step", 16), ("lewm_plan", 16)}
     assert all(c["rounds"] == 1 for c in data["cells"])
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import render_docs
-    finally:
-        sys.path.pop(0)
-    assert "LeWM plan" in render_docs.render_bench_world(data)
+    assert "LeWM plan" in import_tool("render_docs").render_bench_world(data)
     return data
 
 
-@needs_peers
 @pytest.mark.torch
 def test_bench_world_smoke_with_upstream(tmp_path: Path) -> None:
     data = _smoke(tmp_path)
@@ -116,28 +99,17 @@ def test_bench_world_smoke_jepa_only(tmp_path: Path) -> None:
     assert all(set(c["ms"]) == {"f32", "f16"} and "ratio_upstream_over" not in c for c in data["cells"])
 
 
-def _bench() -> Any:
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import bench_world
-    finally:
-        sys.path.pop(0)
-    return bench_world
-
-
 @pytest.fixture(scope="module")
 def upstream() -> Any:
-    return _bench().load_upstream(threads=1)
+    return import_tool("bench_world").load_upstream(threads=1)
 
 
-@needs_peers
 @pytest.mark.torch
 @pytest.mark.filterwarnings(r"ignore:.*sdp_kernel\(\)` is deprecated:FutureWarning")
-def test_upstream_ac_predictor_is_metas(upstream: Any) -> None:
+def test_upstream_ac_predictor_is_metas(upstream: Any, ac_bundle: Path) -> None:
     """cc-vjepa2's vit_ac_predictor, loaded from the bundle's checkpoint as Meta's hub code loads it,
     gives the golden pred_ctx2 (computed by Meta's vjepa2 at c2963a4) to float32 rounding."""
-    torch = upstream.torch
-    ac = REF / "vjepa2_ac"
+    torch, ac = upstream.torch, ac_bundle
     hp = json.loads((ac / "hparams.json").read_text())["predictor_args"]
     keys = ("patch_size", "num_frames", "tubelet_size", "embed_dim", "predictor_embed_dim", "depth",
             "num_heads", "action_embed_dim", "is_frame_causal", "use_rope", "use_extrinsics", "uniform_power")
@@ -152,14 +124,12 @@ def test_upstream_ac_predictor_is_metas(upstream: Any) -> None:
     assert np.abs(out - gold).max() / np.abs(gold).max() < 1e-5
 
 
-@needs_peers
 @pytest.mark.torch
-def test_upstream_lewm_planned_the_bench_way_is_the_golden_plan(upstream: Any) -> None:
+def test_upstream_lewm_planned_the_bench_way_is_the_golden_plan(upstream: Any, lewm_bundle: Path) -> None:
     """stable-worldmodel's LeWM built from the bundle's config.json by the benchmark's build_lewm and
     planned the benchmark's way (CEMSolver on given emb / goal_emb, nothing encoded) gives the golden
     prediction and CEM plan; solver_draws are the solver's recorded draws bit for bit."""
-    bw, torch = _bench(), upstream.torch
-    lw = REF / "lewm"
+    bw, torch, lw = import_tool("bench_world"), upstream.torch, lewm_bundle
     config = json.loads((lw / "config.json").read_text())
     model = bw.build_lewm(upstream, config)
     state = torch.load(lw / "weights.pt", weights_only=True)

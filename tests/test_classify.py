@@ -2,39 +2,29 @@
 per row). Its answers for a batch are the answers for each item alone, bit for bit; top-k breaks ties
 toward the smaller class index; a model without a head is refused before any compute.
 
-Random-weight V-JEPA 2 models straight from numpy (jepa.convert.vjepa2.write_random): no torch."""
+The suite's tiny V-JEPA 2 (conftest: tiny_vjepa2_path, random weights from numpy, no torch)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import jepa
 from jepa.classify import answer, softmax, top_k
-from jepa.convert.vjepa2 import write_random
 from jepa.media import prepare
 
-SIZE = 32
+from conftest import TINY_VJEPA2
+
+SIZE = TINY_VJEPA2["img_size"]
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> jepa.Model:
-    path = write_random(
-        tmp_path_factory.mktemp("cls") / "m.gguf",
-        embed_dim=64,
-        n_head=2,
-        img_size=SIZE,
-        n_frames=4,
-        head={"n_classes": 6, "n_pool_layers": 1},
-        seed=11,
-    )
-    return jepa.Model(path)
+def model(tiny_vjepa2_path: str) -> jepa.Model:
+    return jepa.Model(tiny_vjepa2_path)
 
 
 def frames(n: int, seed: int) -> np.ndarray:
-    """A uint8 clip [T, H, W, 3] at the model's size (the recipe's resize and crop are identities)."""
+    """A uint8 clip [T, H, W, 3] at the model's crop size (prepare resizes and crops it like any)."""
     return np.random.default_rng(seed).integers(0, 256, (n, SIZE, SIZE, 3), dtype=np.uint8)
 
 
@@ -87,7 +77,7 @@ def test_batch_answers_are_single_answers(model: jepa.Model) -> None:
         assert alone.indices == res.indices and alone.probabilities == res.probabilities
 
 
-def test_refusals(model: jepa.Model, tmp_path: Path) -> None:
+def test_refusals(model: jepa.Model, tiny_vjepa2_encoder_path: str) -> None:
     ctx = model.context(threads=2)
     with pytest.raises(jepa.InvalidInputError, match="top_k"):
         jepa.classify(ctx, [frames(4, 0)], top_k=0)
@@ -95,7 +85,7 @@ def test_refusals(model: jepa.Model, tmp_path: Path) -> None:
         jepa.classify(ctx, frames(4, 0))
     with pytest.raises(jepa.InvalidInputError, match="item 1"):
         jepa.classify(ctx, [frames(4, 0), np.zeros((4, SIZE, SIZE), np.float32)])
-    bare = jepa.Model(write_random(tmp_path / "bare.gguf", img_size=SIZE)).context(threads=2)
+    bare = jepa.Model(tiny_vjepa2_encoder_path).context(threads=2)
     with pytest.raises(jepa.UnsupportedError, match="no classifier head"):
         jepa.classify(bare, [frames(4, 0)])
     with pytest.raises(jepa.UnsupportedError, match="no classifier head"):

@@ -14,18 +14,12 @@ from PIL import Image
 
 import jepa
 from jepa.cli.embed import Entry, expand, natural_key
-from jepa.demo import write_demo_model
 from jepa.pipeline import embed
 
 
 @pytest.fixture(scope="module")
-def model_path(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return write_demo_model(tmp_path_factory.mktemp("m") / "demo32.gguf", img_size=32)
-
-
-@pytest.fixture(scope="module")
-def ctx(model_path: str) -> jepa.Context:
-    return jepa.Model(model_path).context()
+def ctx(tiny_vit_path: str) -> jepa.Context:
+    return jepa.Model(tiny_vit_path).context()
 
 
 def save(path: Path, a: np.ndarray, **kw: object) -> str:
@@ -59,13 +53,13 @@ def bits(a: np.ndarray) -> np.ndarray:
 
 
 def test_npy_is_bit_identical_to_embed_in_input_order(
-    model_path: str, ctx: jepa.Context, photos: Path, tmp_path: Path
+    tiny_vit_path: str, ctx: jepa.Context, photos: Path, tmp_path: Path
 ) -> None:
     files = [str(photos / n) for n in ("b9.webp", "a.jpg", "sub/c.bmp", "b10.png")]
     ref = embed(ctx, files)
     for extra in ([], ["--batch", "3", "-t", "1"]):
         out = tmp_path / "out.npy"
-        r = run("-m", model_path, *files, "-o", str(out), "--quiet", *extra)
+        r = run("-m", tiny_vit_path, *files, "-o", str(out), "--quiet", *extra)
         assert r.returncode == 0, r.stderr
         got = np.load(out)
         assert got.shape == (4, 192)
@@ -73,10 +67,10 @@ def test_npy_is_bit_identical_to_embed_in_input_order(
 
 
 def test_npz_walks_a_directory_recursively_in_natural_order(
-    model_path: str, ctx: jepa.Context, photos: Path, tmp_path: Path
+    tiny_vit_path: str, ctx: jepa.Context, photos: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out.npz"
-    r = run("-m", model_path, str(photos), "-o", str(out))
+    r = run("-m", tiny_vit_path, str(photos), "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert f"wrote [4, 192] to {out}" in r.stderr
     with np.load(out) as z:
@@ -85,11 +79,10 @@ def test_npz_walks_a_directory_recursively_in_natural_order(
     assert np.array_equal(bits(vectors), bits(embed(ctx, names)))
 
 
-def test_globs_and_pool_none(model_path: str, ctx: jepa.Context, photos: Path, tmp_path: Path) -> None:
+def test_globs_and_pool_none(tiny_vit_path: str, ctx: jepa.Context, photos: Path, tmp_path: Path) -> None:
     out = tmp_path / "tokens.npy"
-    r = run(
-        "-m", model_path, str(photos / "b*"), str(photos / "**" / "*.bmp"), "--pool", "none", "-o", str(out)
-    )
+    globs = [str(photos / "b*"), str(photos / "**" / "*.bmp")]
+    r = run("-m", tiny_vit_path, *globs, "--pool", "none", "-o", str(out))
     assert r.returncode == 0, r.stderr
     files = [str(photos / n) for n in ("b9.webp", "b10.png", "sub/c.bmp")]
     got = np.load(out)
@@ -97,8 +90,8 @@ def test_globs_and_pool_none(model_path: str, ctx: jepa.Context, photos: Path, t
     assert np.array_equal(bits(got), bits(embed(ctx, files, pool="none")))
 
 
-def test_text_output_round_trips(model_path: str, ctx: jepa.Context, photos: Path) -> None:
-    r = run("-m", model_path, "a.jpg", "b10.png", "--pool", "mean", cwd=photos)
+def test_text_output_round_trips(tiny_vit_path: str, ctx: jepa.Context, photos: Path) -> None:
+    r = run("-m", tiny_vit_path, "a.jpg", "b10.png", "--pool", "mean", cwd=photos)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert [ln.split("\t")[0] for ln in lines] == ["a.jpg", "b10.png"]
@@ -106,7 +99,7 @@ def test_text_output_round_trips(model_path: str, ctx: jepa.Context, photos: Pat
     assert np.array_equal(bits(got), bits(embed(ctx, [photos / "a.jpg", photos / "b10.png"], pool="mean")))
 
 
-def test_a_video_file_is_one_item(model_path: str, ctx: jepa.Context, tmp_path: Path) -> None:
+def test_a_video_file_is_one_item(tiny_vit_path: str, ctx: jepa.Context, tmp_path: Path) -> None:
     path = tmp_path / "clip.mp4"
     with av.open(str(path), mode="w") as c:
         s = c.add_stream("libx264", rate=10)
@@ -117,15 +110,15 @@ def test_a_video_file_is_one_item(model_path: str, ctx: jepa.Context, tmp_path: 
             )
         c.mux(s.encode())
     out = tmp_path / "v.npy"
-    r = run("-m", model_path, str(path), "-o", str(out), "-q")
+    r = run("-m", tiny_vit_path, str(path), "-o", str(out), "-q")
     assert r.returncode == 0, r.stderr
     assert np.array_equal(bits(np.load(out)), bits(embed(ctx, [path])))  # an image model: its first frame
 
 
-def test_a_bad_file_stops_the_run(model_path: str, photos: Path, tmp_path: Path) -> None:
+def test_a_bad_file_stops_the_run(tiny_vit_path: str, photos: Path, tmp_path: Path) -> None:
     (photos / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
     out = tmp_path / "out.npy"
-    r = run("-m", model_path, str(photos / "a.jpg"), str(photos / "broken.jpg"), "-o", str(out))
+    r = run("-m", tiny_vit_path, str(photos / "a.jpg"), str(photos / "broken.jpg"), "-o", str(out))
     assert r.returncode == 1
     assert f"error: {photos / 'broken.jpg'}: " in r.stderr
     assert "Traceback" not in r.stderr
@@ -133,7 +126,7 @@ def test_a_bad_file_stops_the_run(model_path: str, photos: Path, tmp_path: Path)
 
 
 def test_keep_going_writes_the_rest_with_their_names(
-    model_path: str, ctx: jepa.Context, photos: Path, tmp_path: Path
+    tiny_vit_path: str, ctx: jepa.Context, photos: Path, tmp_path: Path
 ) -> None:
     (photos / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
     truncated = photos / "half.jpg"
@@ -146,7 +139,7 @@ def test_keep_going_writes_the_rest_with_their_names(
         str(photos / "nope.jpg"),
         str(photos / "zz*.jpg"),
     ]
-    r = run("-m", model_path, *args, str(truncated), str(photos / "a.jpg"), "-o", str(out), "--keep-going")
+    r = run("-m", tiny_vit_path, *args, str(truncated), str(photos / "a.jpg"), "-o", str(out), "--keep-going")
     assert r.returncode == 0, r.stderr
     for bad, why in [
         ("broken.png", "corrupt image header"),
@@ -162,14 +155,14 @@ def test_keep_going_writes_the_rest_with_their_names(
     assert np.array_equal(bits(vectors), bits(embed(ctx, names)))
 
 
-def test_nothing_good_is_an_error(model_path: str, tmp_path: Path) -> None:
-    r = run("-m", model_path, str(tmp_path / "missing.png"), "-o", str(tmp_path / "o.npy"), "--keep-going")
+def test_nothing_good_is_an_error(tiny_vit_path: str, tmp_path: Path) -> None:
+    r = run("-m", tiny_vit_path, str(tmp_path / "missing.png"), "-o", str(tmp_path / "o.npy"), "--keep-going")
     assert r.returncode == 1 and "nothing to write" in r.stderr
     assert not (tmp_path / "o.npy").exists()
 
 
-def test_a_clip_for_an_image_model_is_a_bad_input(model_path: str, photos: Path, tmp_path: Path) -> None:
-    r = run("-m", model_path, str(photos / "sub"), str(photos), "--clip", "-o", str(tmp_path / "x.npy"))
+def test_a_clip_for_an_image_model_is_a_bad_input(tiny_vit_path: str, photos: Path, tmp_path: Path) -> None:
+    r = run("-m", tiny_vit_path, str(photos / "sub"), str(photos), "--clip", "-o", str(tmp_path / "x.npy"))
     assert r.returncode == 1
     assert f"error: {photos}: a clip of 3 frames needs a video model" in r.stderr
 
@@ -233,10 +226,10 @@ def test_console_script_is_declared() -> None:
 
 
 def test_progress_bar_stays_off_when_stderr_is_not_a_terminal(
-    model_path: str, photos: Path, tmp_path: Path
+    tiny_vit_path: str, photos: Path, tmp_path: Path
 ) -> None:
-    r = run("-m", model_path, str(photos / "a.jpg"), "-o", str(tmp_path / "o.npy"))
+    r = run("-m", tiny_vit_path, str(photos / "a.jpg"), "-o", str(tmp_path / "o.npy"))
     assert r.returncode == 0
     assert "it/s" not in r.stderr and "item/s" not in r.stderr and "%|" not in r.stderr
-    r = run("-m", model_path, str(photos / "a.jpg"), "-o", str(tmp_path / "o.npy"), "--quiet")
+    r = run("-m", tiny_vit_path, str(photos / "a.jpg"), "-o", str(tmp_path / "o.npy"), "--quiet")
     assert r.returncode == 0 and r.stderr == ""

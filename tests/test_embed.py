@@ -14,13 +14,12 @@ from PIL import Image
 
 import jepa
 from jepa import media
-from jepa.demo import write_demo_model
 from jepa.pipeline import embed, encode_prepared
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> jepa.Model:
-    return jepa.Model(write_demo_model(tmp_path_factory.mktemp("m") / "demo32.gguf", img_size=32))
+def model(tiny_vit_path: str) -> jepa.Model:
+    return jepa.Model(tiny_vit_path)
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +112,8 @@ class RecordingContext:
     def __init__(self, max_batch: int, has_cls: bool = True) -> None:
         self.max_batch = max_batch
         self.model = SimpleNamespace(
-            has_cls=has_cls, n_prefix=int(has_cls), embed_dim=2, info={"family": "stand-in"}
+            has_cls=has_cls, n_prefix=int(has_cls), embed_dim=2, world_model="",
+            info=SimpleNamespace(family="stand-in"),
         )
         self.calls: list[tuple[int, ...]] = []
 

@@ -15,20 +15,13 @@ import numpy as np
 import pytest
 
 import jepa
-from jepa.demo import write_demo_model
 
-IMG, PATCH, DIM = 16, 8, 32
-
-
-@pytest.fixture(scope="module")
-def model_path(tmp_path_factory: pytest.TempPathFactory) -> str:
-    path = tmp_path_factory.mktemp("errors") / "tiny.gguf"
-    return write_demo_model(path, embed_dim=DIM, n_layer=1, n_head=2, patch_size=PATCH, img_size=IMG)
+IMG, PATCH, DIM = 32, 16, 192  # conftest's tiny_vit: 1 + 2 x 2 = 5 tokens
 
 
 @pytest.fixture(scope="module")
-def model(model_path: str) -> jepa.Model:
-    return jepa.Model(model_path)
+def model(tiny_vit_path: str) -> jepa.Model:
+    return jepa.Model(tiny_vit_path)
 
 
 @pytest.fixture(scope="module")
@@ -58,23 +51,23 @@ BAD_INPUTS: list[tuple[str, Callable[[], object], type[jepa.JepaError], tuple[st
     ("uint8", lambda: np.zeros((1, 3, IMG, IMG), np.uint8), jepa.InvalidInputError, ("float32", "uint8")),
     ("a python int", lambda: 3, jepa.InvalidInputError, ("numpy array", "int")),
     ("a nested list", lambda: _images().tolist(), jepa.InvalidInputError, ("numpy array", "list")),
-    ("3-D", lambda: _images()[0], jepa.InvalidInputError, ("[3, 16, 16]",)),
-    ("2-D", lambda: _images()[0, 0], jepa.InvalidInputError, ("[16, 16]",)),
-    ("6-D", lambda: _images()[:, :, None, None], jepa.InvalidInputError, ("[1, 3, 1, 1, 16, 16]",)),
+    ("3-D", lambda: _images()[0], jepa.InvalidInputError, (f"[3, {IMG}, {IMG}]",)),
+    ("2-D", lambda: _images()[0, 0], jepa.InvalidInputError, (f"[{IMG}, {IMG}]",)),
+    ("6-D", lambda: _images()[:, :, None, None], jepa.InvalidInputError, (f"[1, 3, 1, 1, {IMG}, {IMG}]",)),
     ("4 channels", lambda: _images(c=4), jepa.InvalidInputError, ("3 channels", "4")),
     ("1 channel", lambda: _images(c=1), jepa.InvalidInputError, ("3 channels", "1")),
     ("channels last", lambda: _images().transpose(0, 2, 3, 1).copy(), jepa.InvalidInputError, ()),
     (
         "H not a multiple of the patch",
-        lambda: _images(h=12),
+        lambda: _images(h=IMG - PATCH // 2),
         jepa.InvalidInputError,
-        ("12x16", "patch size 8"),
+        (f"{IMG - PATCH // 2}x{IMG}", f"patch size {PATCH}"),
     ),
     (
         "W not a multiple of the patch",
-        lambda: _images(w=20),
+        lambda: _images(w=IMG + PATCH // 2),
         jepa.InvalidInputError,
-        ("16x20", "patch size 8"),
+        (f"{IMG}x{IMG + PATCH // 2}", f"patch size {PATCH}"),
     ),
     ("smaller than a patch", lambda: _images(h=4, w=4), jepa.InvalidInputError, ("4x4",)),
     (
@@ -115,7 +108,7 @@ def test_non_native_grid_is_refused(ctx: jepa.Context, reference: np.ndarray) ->
     with pytest.raises((jepa.UnsupportedError, jepa.InvalidInputError)) as info:
         ctx.encode(_images(h=2 * IMG, w=2 * IMG))
     msg = str(info.value)
-    assert "32x32" in msg and f"{IMG}x{IMG}" in msg, msg
+    assert f"{2 * IMG}x{2 * IMG}" in msg and f"{IMG}x{IMG}" in msg, msg
     _still_works(ctx, reference)
 
 
@@ -168,32 +161,31 @@ def test_nan_input_does_not_crash(ctx: jepa.Context, reference: np.ndarray) -> N
         (0, jepa.InvalidInputError, "device must be a string"),
     ],
 )
-def test_bad_device(model_path: str, device: object, cls: type[jepa.JepaError], needle: str) -> None:
+def test_bad_device(tiny_vit_path: str, device: object, cls: type[jepa.JepaError], needle: str) -> None:
     with pytest.raises(cls, match=None) as info:
-        jepa.Model(model_path, device=device)  # type: ignore[arg-type]
+        jepa.Model(tiny_vit_path, device=device)  # type: ignore[arg-type]
     assert needle in str(info.value)
 
 
-def test_cuda_device_without_cuda(model_path: str) -> None:
-    if jepa._engine.has_cuda():
-        pytest.skip("this build has CUDA")
+def test_cuda_device_without_cuda(tiny_vit_path: str) -> None:
+    # The test command builds the CPU engine (tools/gpu_check.sh builds CUDA and runs the parity suites).
     with pytest.raises(jepa.UnsupportedError, match="CUDA"):
-        jepa.Model(model_path, device="cuda")
+        jepa.Model(tiny_vit_path, device="cuda")
 
 
-def test_default_device_from_environment(model_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_device_from_environment(tiny_vit_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # JEPA_DEVICE names the device a Model loads on when none is given (tools/gpu_check.sh uses it).
     monkeypatch.setenv("JEPA_DEVICE", "cpu")
-    assert jepa.Model(model_path).device == "cpu"
+    assert jepa.Model(tiny_vit_path).device == "cpu"
     monkeypatch.setenv("JEPA_DEVICE", "tpu:0")
     with pytest.raises(jepa.InvalidInputError, match="tpu:0"):
-        jepa.Model(model_path)
+        jepa.Model(tiny_vit_path)
     # An explicit device wins over the environment; None means "the default".
-    assert jepa.Model(model_path, device="cpu").device == "cpu"
+    assert jepa.Model(tiny_vit_path, device="cpu").device == "cpu"
     with pytest.raises(jepa.InvalidInputError, match="tpu:0"):
-        jepa.Model(model_path, device=None)
+        jepa.Model(tiny_vit_path, device=None)
     monkeypatch.delenv("JEPA_DEVICE")
-    assert jepa.Model(model_path).device == "cpu"
+    assert jepa.Model(tiny_vit_path).device == "cpu"
 
 
 @pytest.mark.parametrize("threads", [-(2**40), 2**40, 100_000])
@@ -247,26 +239,26 @@ def _text(tmp: Path) -> Path:
 )
 def test_bad_model_file(
     tmp_path: Path,
-    model_path: str,
+    tiny_vit_path: str,
     ctx: jepa.Context,
     reference: np.ndarray,
     what: str,
     make: Callable[[Path, str], Path],
     needle: str,
 ) -> None:
-    path = make(tmp_path, model_path)
+    path = make(tmp_path, tiny_vit_path)
     with pytest.raises(jepa.ModelFileError) as info:
         jepa.Model(path)
     assert needle in str(info.value), f"{what}: {info.value}"
     assert info.value.status == jepa.ModelFileError.status
     # A refused file leaves the process, and models loaded before it, working.
     _still_works(ctx, reference)
-    assert jepa.Model(model_path).info["embed_dim"] == DIM
+    assert jepa.Model(tiny_vit_path).info.embed_dim == DIM
 
 
-def test_path_types(tmp_path: Path, model_path: str) -> None:
+def test_path_types(tmp_path: Path, tiny_vit_path: str) -> None:
     # str and PathLike work; bytes or None are a clear error, not a crash.
-    assert jepa.Model(Path(model_path)).info["embed_dim"] == DIM
+    assert jepa.Model(Path(tiny_vit_path)).info.embed_dim == DIM
     for bad in (None, 3):
         with pytest.raises((TypeError, jepa.JepaError)):
             jepa.Model(bad)  # type: ignore[arg-type]
@@ -283,16 +275,14 @@ def test_errors_after_many_failures(ctx: jepa.Context, reference: np.ndarray, tm
     _still_works(ctx, reference)
 
 
-def test_kernel_scratch_failure_is_a_resource_error(tmp_path: Path) -> None:
+def test_kernel_scratch_failure_is_a_resource_error(wide_vit_path: str) -> None:
     # A kernel that cannot get its scratch memory computes nothing; the call is refused with
     # ResourceLimitError and the process keeps working. JEPA_SCRATCH_LIMIT_BYTES caps one allocation
     # (read once per process, hence the subprocess): a 224 px model's attention needs more than 4 KB.
-    path = tmp_path / "m.gguf"
-    write_demo_model(str(path), embed_dim=64, n_layer=1, n_head=2, patch_size=16, img_size=224, seed=3)
     code = f"""
 import numpy as np, jepa
-m = jepa.Model({str(path)!r})
-if not m.info["matmul"].startswith("jepa: "):
+m = jepa.Model({wide_vit_path!r})
+if not m.info.matmul.startswith("jepa: "):
     print("ggml")  # no engine kernels on this CPU: nothing allocates scratch
     raise SystemExit(0)
 x = np.zeros((2, 3, 224, 224), np.float32)

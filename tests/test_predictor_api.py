@@ -1,33 +1,23 @@
 """Context.predict (the masked predictor) from Python: the id forms it takes (one list for the batch or
 one per item; gathered context rows), the grid and mask-token options, and what it refuses.
 
-Random-weight V-JEPA 2 models straight from numpy (jepa.convert.vjepa2.write_random): no torch."""
+The suite's tiny V-JEPA 2 (conftest: tiny_vjepa2_path, random weights from numpy, no torch)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import jepa
-from jepa.convert.vjepa2 import write_random
 
-SIZE, FRAMES = 48, 4  # grid 2 x 3 x 3 = 18 tokens
+from conftest import TINY_VJEPA2
+
+SIZE, FRAMES = TINY_VJEPA2["img_size"], TINY_VJEPA2["n_frames"]  # grid 2 x 3 x 3 = 18 tokens
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> jepa.Model:
-    path = write_random(
-        tmp_path_factory.mktemp("pred") / "m.gguf",
-        embed_dim=64,
-        n_head=2,
-        img_size=SIZE,
-        n_frames=FRAMES,
-        predictor={"embed_dim": 48, "n_layer": 2, "n_head": 2, "n_mask_tokens": 4},
-        seed=5,
-    )
-    return jepa.Model(path)
+def model(tiny_vjepa2_path: str) -> jepa.Model:
+    return jepa.Model(tiny_vjepa2_path)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +32,7 @@ def bits(a: np.ndarray) -> bytes:
 
 def test_info(model: jepa.Model) -> None:
     i = model.info
-    assert model.has_predictor and not model.has_head
+    assert model.has_predictor and model.has_head
     assert (i["pred_embed_dim"], i["pred_n_layer"], i["pred_n_head"], i["pred_n_mask_tokens"]) == (
         48,
         2,
@@ -77,7 +67,7 @@ def test_options_change_the_answer(model: jepa.Model, tokens: np.ndarray) -> Non
     assert bits(ctx.predict(tokens, c, t, grid=(3, 3))) == bits(base)
 
 
-def test_refusals(model: jepa.Model, tokens: np.ndarray, tmp_path: Path) -> None:
+def test_refusals(model: jepa.Model, tokens: np.ndarray, tiny_vjepa2_encoder_path: str) -> None:
     ctx = model.context(threads=2)
     c, t = np.array([0, 1, 2]), np.array([3])
     with pytest.raises(jepa.InvalidInputError, match="out of range"):
@@ -96,6 +86,6 @@ def test_refusals(model: jepa.Model, tokens: np.ndarray, tmp_path: Path) -> None
         ctx.predict(tokens.astype(np.float64), c, t)
     with pytest.raises(jepa.InvalidInputError, match="bad grid"):
         ctx.predict(tokens, c, t, grid=(-1, 3))
-    bare = jepa.Model(write_random(tmp_path / "bare.gguf", img_size=SIZE)).context(threads=2)
+    bare = jepa.Model(tiny_vjepa2_encoder_path).context(threads=2)
     with pytest.raises(jepa.UnsupportedError, match="no masked predictor"):
         bare.predict(tokens, c, t)

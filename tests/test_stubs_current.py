@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import run_tool
 
 
 def test_engine_stub_is_current() -> None:
-    cmd = [sys.executable, str(ROOT / "tools" / "gen_stubs.py"), "--check"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = run_tool("gen_stubs.py", "--check")
     assert r.returncode == 0, r.stderr

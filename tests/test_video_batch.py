@@ -1,9 +1,9 @@
 """V-JEPA 2 clips batch like images: n clips in one call give what n single calls give, bit for bit on
 the CPU (float32 bit patterns, not a tolerance) — for encode, classify and predict, with and without
-flash attention, across thread counts, max_batch chunks and max_graph_bytes splits. Long clips switch to
-flash attention on their own and a graph-memory cap refuses with a message instead of exhausting memory.
+flash attention, across thread counts, max_batch chunks and max_graph_bytes splits. Long clips run
+flash attention by default (auto) and a graph-memory cap refuses with a message instead of exhausting memory.
 
-Random-weight models straight from numpy (jepa.convert.vjepa2.write_random): no torch needed."""
+The suite's tiny V-JEPA 2 (conftest: tiny_vjepa2_path, random weights from numpy, no torch)."""
 
 from __future__ import annotations
 
@@ -15,22 +15,15 @@ import pytest
 import jepa
 from jepa.convert.vjepa2 import write_random
 
-SIZE, FRAMES = 48, 6  # grid 3 x 3 x 3 = 27 tokens
+from conftest import TINY_VJEPA2, TINY_VJEPA2_PARTS
+
+SIZE, FRAMES = TINY_VJEPA2["img_size"], TINY_VJEPA2["n_frames"]
+DIM, CLASSES = TINY_VJEPA2["embed_dim"], TINY_VJEPA2_PARTS["head"]["n_classes"]
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> jepa.Model:
-    path = write_random(
-        tmp_path_factory.mktemp("vjepa2") / "m.gguf",
-        embed_dim=96,
-        n_head=3,  # head_dim 32
-        img_size=SIZE,
-        n_frames=FRAMES,
-        predictor={"embed_dim": 64, "n_layer": 2, "n_head": 2, "n_mask_tokens": 3},
-        head={"n_classes": 5, "n_pool_layers": 1},
-        seed=3,
-    )
-    return jepa.Model(path)
+def model(tiny_vjepa2_path: str) -> jepa.Model:
+    return jepa.Model(tiny_vjepa2_path)
 
 
 def bits(a: np.ndarray) -> bytes:
@@ -42,7 +35,7 @@ def clips(n: int, frames: int = FRAMES, seed: int = 0) -> np.ndarray:
 
 
 @pytest.mark.parametrize("flash", [False, True])
-@pytest.mark.parametrize("frames", [FRAMES, 5])
+@pytest.mark.parametrize("frames", [FRAMES, FRAMES + 1])  # an odd count repeats the last frame
 def test_encode_batched_equals_single(model: jepa.Model, flash: bool, frames: int) -> None:
     x = clips(3, frames)
     ctx = model.context(threads=2, flash_attn=flash)
@@ -56,7 +49,7 @@ def test_classify_batched_equals_single(model: jepa.Model, flash: bool) -> None:
     ctx = model.context(threads=2, flash_attn=flash)
     tokens = ctx.encode(clips(3))
     logits, pooled = ctx.classify(tokens)
-    assert logits.shape == (3, 5) and pooled.shape == (3, 96)
+    assert logits.shape == (3, CLASSES) and pooled.shape == (3, DIM)
     for i in range(3):
         one_logits, one_pooled = ctx.classify(tokens[i : i + 1])
         assert bits(logits[i]) == bits(one_logits[0]), f"item {i}"
@@ -67,11 +60,12 @@ def test_classify_batched_equals_single(model: jepa.Model, flash: bool) -> None:
 def test_predict_batched_equals_single(model: jepa.Model, flash: bool) -> None:
     ctx = model.context(threads=2, flash_attn=flash)
     tokens = ctx.encode(clips(3))
+    n = tokens.shape[1]
     rng = np.random.default_rng(5)
-    perms = np.stack([rng.permutation(27) for _ in range(3)]).astype(np.int32)
-    ctx_ids, tgt_ids = perms[:, :15], perms[:, 15:]
+    perms = np.stack([rng.permutation(n) for _ in range(3)]).astype(np.int32)
+    ctx_ids, tgt_ids = perms[:, : n // 2], perms[:, n // 2 :]
     batched = ctx.predict(tokens, ctx_ids, tgt_ids)
-    assert batched.shape == (3, 12, 96)
+    assert batched.shape == (3, n - n // 2, DIM)
     for i in range(3):
         one = ctx.predict(tokens[i : i + 1], ctx_ids[i : i + 1], tgt_ids[i : i + 1])
         assert bits(batched[i]) == bits(one[0]), f"item {i}"
@@ -81,7 +75,7 @@ def test_threads_and_chunks_do_not_change_bits(model: jepa.Model) -> None:
     x = clips(3)
     ref = model.context(threads=2).encode(x)
     ref_logits, _ = model.context(threads=2).classify(ref)
-    ids = np.arange(27, dtype=np.int32)
+    ids = np.arange(ref.shape[1], dtype=np.int32)
     ref_pred = model.context(threads=2).predict(ref, ids[::2], ids[1::2])
     for kw in (
         {"threads": 1},
@@ -117,22 +111,14 @@ def test_graph_cap_splits_the_batch_with_the_same_bits(model: jepa.Model) -> Non
 def test_long_clip_uses_flash_and_fits_a_cap(tmp_path: Path) -> None:
     # 64 frames at 256 px: 32 x 16 x 16 = 8192 tokens (V-JEPA 2's longest native clip). The plain
     # path's score matrix alone is 8192^2 x 2 heads x 4 B = 512 MiB; flash attention needs none.
-    path = write_random(
-        tmp_path / "long.gguf",
-        embed_dim=32,
-        n_layer=1,
-        n_head=2,
-        ffn_dim=32,
-        img_size=256,
-        n_frames=64,
-        seed=1,
-    )
+    path = write_random(tmp_path / "long.gguf", embed_dim=32, n_layer=1, n_head=2, ffn_dim=32, img_size=256,
+                        n_frames=64, seed=1)
     m = jepa.Model(path)
     x = np.random.default_rng(0).standard_normal((1, 3, 64, 256, 256)).astype(np.float32)
     cap = 256 << 20
     with pytest.raises(jepa.ResourceLimitError, match=r"compute buffer, over the context's limit"):
         m.context(threads=2, flash_attn=False, max_graph_bytes=cap).encode(x)
-    auto = m.context(threads=2, max_graph_bytes=cap).encode(x)  # auto: flash from 1024 tokens up
+    auto = m.context(threads=2, max_graph_bytes=cap).encode(x)  # auto: flash everywhere
     assert auto.shape == (1, 8192, 32)
     assert bits(auto) == bits(m.context(threads=2, flash_attn=True).encode(x))
     assert np.isfinite(auto).all()

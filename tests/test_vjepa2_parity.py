@@ -18,6 +18,8 @@ import pytest
 import jepa
 from jepa.convert import convert
 
+from conftest import randomise_norms
+
 pytestmark = pytest.mark.transformers
 
 # id -> VJEPA2Config overrides. Two heads each; the head width is hidden_size / 2.
@@ -47,11 +49,8 @@ def build_vjepa2(out_dir: Path, seed: int = 0, **config: Any) -> tuple[Path, Any
     torch.manual_seed(seed)
     model = VJEPA2ForVideoClassification(VJEPA2Config(**(BASE | config)))
     g = torch.Generator().manual_seed(seed + 1)
+    randomise_norms(model, g)
     with torch.no_grad():
-        for mod in model.modules():
-            if isinstance(mod, torch.nn.LayerNorm):
-                mod.weight.copy_(1.0 + 0.2 * torch.randn(mod.weight.shape, generator=g))
-                mod.bias.copy_(0.2 * torch.randn(mod.bias.shape, generator=g))
         # Zero-initialised upstream: random here, so a wrong mask token or query cannot hide.
         emb = model.vjepa2.predictor.embeddings
         emb.mask_tokens.copy_(torch.randn(emb.mask_tokens.shape, generator=g))
