@@ -1,22 +1,59 @@
-"""Batching and threading change scheduling, never arithmetic: bit-identical float32 patterns."""
+"""Batching and threading change scheduling, never arithmetic: bit-identical float32 patterns; threads
+with their own contexts run at once; each thread reads its own engine error."""
 
 from __future__ import annotations
 
 import threading
-from pathlib import Path
+import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
 import jepa
-from jepa.demo import write_demo_model
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> jepa.Model:
-    path = tmp_path_factory.mktemp("engine") / "vit.gguf"
-    write_demo_model(str(path), embed_dim=64, n_layer=2, n_head=4, patch_size=16, img_size=32, seed=3)
-    return jepa.Model(path)
+def model(tiny_vit_path: str) -> jepa.Model:
+    return jepa.Model(tiny_vit_path)
+
+
+@pytest.fixture(scope="module")
+def wide(wide_vit_path: str) -> jepa.Model:
+    return jepa.Model(wide_vit_path)
+
+
+def _run_at_once(work: Callable[[int], None], n: int, watch: Callable[[], None] | None = None) -> None:
+    """work(0) ... work(n - 1) on n threads released together by a barrier, watch() called over and
+    over on this thread while they run; re-raise the first error."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(n)
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait()
+            work(i)
+        except BaseException as exc:  # surfaced below, on the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    while watch is not None and any(t.is_alive() for t in threads):
+        watch()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def _is_running(tid: int) -> bool:
+    """Whether the kernel has thread tid running or runnable ("R"), not asleep on a lock or the GIL."""
+    try:
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] == "R"  # the state follows "(comm)"
+    except (FileNotFoundError, ProcessLookupError):  # the thread has ended
+        return False
 
 
 def _pixels(n: int, seed: int = 0, size: int = 32) -> np.ndarray:
@@ -29,7 +66,7 @@ def _bits(a: np.ndarray) -> np.ndarray:
 
 def test_encode_shape_and_dtype(model: jepa.Model) -> None:
     out = model.context(threads=1).encode(_pixels(2))
-    assert out.shape == (2, model.n_tokens(), model.embed_dim) == (2, 5, 64)
+    assert out.shape == (2, model.n_tokens(), model.embed_dim) == (2, 5, 192)
     assert out.dtype == np.float32
     assert np.isfinite(out).all()
 
@@ -63,71 +100,71 @@ def test_thread_count_does_not_change_bits(model: jepa.Model) -> None:
     assert np.array_equal(_bits(one), _bits(two))
 
 
-def test_threads_sharing_one_model_match_serial(model: jepa.Model) -> None:
-    inputs = [_pixels(2, seed=10 + i) for i in range(4)]
-    serial = [model.context(threads=1).encode(x) for x in inputs]
+def test_threads_sharing_one_model_run_at_once_and_match_serial(wide: jepa.Model) -> None:
+    """N threads with N contexts on one model really compute at once, and each gives the serial bits.
+
+    At once: every encode starts before any ends (a GIL held through encode forbids it), and while
+    all of them are inside encode the kernel sees two or more of the threads running in most samples
+    (a lock anywhere around the compute, in Python or in the engine, leaves one running, the rest asleep)."""
+    n = 4
+    inputs = [_pixels(8, seed=10 + i, size=224) for i in range(n)]
+    contexts = [wide.context(threads=1) for _ in range(n)]
+    serial = [ctx.encode(x) for ctx, x in zip(contexts, inputs, strict=True)]  # also the warm-up
     results: dict[int, np.ndarray] = {}
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(len(inputs))
+    spans: dict[int, tuple[float, float]] = {}
+    tids: dict[int, int] = {}
+    samples: list[tuple[float, int]] = []  # (when, how many of the threads the kernel has running)
 
     def work(i: int) -> None:
-        try:
-            ctx = model.context(threads=1)
-            barrier.wait()
-            for _ in range(3):
-                results[i] = ctx.encode(inputs[i])
-        except BaseException as exc:  # pragma: no cover - surfaced below
-            errors.append(exc)
+        tids[i] = threading.get_native_id()  # threads=1: the encode computes on the calling thread
+        t0 = time.perf_counter()
+        results[i] = contexts[i].encode(inputs[i])
+        spans[i] = (t0, time.perf_counter())
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    def watch() -> None:
+        samples.append((time.perf_counter(), sum(_is_running(tid) for tid in list(tids.values()))))
+
+    _run_at_once(work, n, watch)
     for i, ref in enumerate(serial):
-        assert np.array_equal(_bits(results[i]), _bits(ref))
+        assert np.array_equal(_bits(results[i]), _bits(ref)), f"thread {i}"
+    last_start, first_end = max(s for s, _ in spans.values()), min(e for _, e in spans.values())
+    assert last_start < first_end, f"the encodes ran one after another: {sorted(spans.values())}"
+    inside = [r for t, r in samples if last_start < t < first_end]
+    together = sum(r >= 2 for r in inside)
+    assert together > len(inside) / 2, f"{together} of {len(inside)} samples saw two threads running"
 
 
 def test_each_thread_sees_its_own_error(model: jepa.Model) -> None:
-    """The engine's message is thread-local: a failing call in one thread never leaks into another."""
-    messages: dict[str, str] = {}
-    barrier = threading.Barrier(2)
+    """The engine's error is thread-local: two threads fail inside the engine (the graph-memory check
+    of encode, run with the GIL released) at the same time, over and over, each with its own limit in
+    the message, and each reads its own message, never the other's."""
+    caps, rounds = (1000, 3000), 200
+    seen: dict[int, list[str]] = {cap: [] for cap in caps}
+    x = _pixels(1)
 
-    def bad_channels() -> None:
-        ctx = model.context(threads=1)
-        barrier.wait()
-        with pytest.raises(jepa.InvalidInputError) as e:
-            ctx.encode(np.zeros((1, 2, 32, 32), np.float32))
-        messages["channels"] = str(e.value)
+    def fail(i: int) -> None:
+        cap = caps[i]
+        ctx = model.context(threads=1, max_graph_bytes=cap)
+        for _ in range(rounds):
+            with pytest.raises(jepa.ResourceLimitError) as e:
+                ctx.encode(x)
+            seen[cap].append(str(e.value))
 
-    def bad_size() -> None:
-        ctx = model.context(threads=1)
-        barrier.wait()
-        with pytest.raises(jepa.InvalidInputError) as e:
-            ctx.encode(np.zeros((1, 3, 30, 30), np.float32))
-        messages["size"] = str(e.value)
-
-    ts = [threading.Thread(target=bad_channels), threading.Thread(target=bad_size)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert "channels" in messages["channels"] and "patch" not in messages["channels"]
-    assert "patch size" in messages["size"] and "channels" not in messages["size"]
+    _run_at_once(fail, len(caps))
+    for cap, other in zip(caps, caps[::-1], strict=True):
+        assert len(seen[cap]) == rounds
+        mine = [m for m in seen[cap] if f"limit of {cap} bytes" in m]
+        theirs = [m for m in seen[cap] if f"limit of {other} bytes" in m]
+        assert (len(mine), theirs) == (rounds, []), (cap, seen[cap][:3])
 
 
-def test_gil_is_released_during_encode(tmp_path: Path) -> None:
+def test_gil_is_released_during_encode(wide: jepa.Model) -> None:
     """While one thread is inside encode, another thread keeps running Python code.
 
     With the GIL held for the whole call, the spinning thread could only run in the few
     milliseconds of a switch interval; released, it spins for the whole call."""
-    import time
-
-    path = tmp_path / "wide.gguf"
-    write_demo_model(str(path), embed_dim=128, n_layer=4, n_head=4, patch_size=16, img_size=224, seed=5)
     x = _pixels(8, seed=4, size=224)
-    ctx = jepa.Model(path).context(threads=1)
+    ctx = wide.context(threads=1)
     ctx.encode(x[:1])  # warm-up
     # How fast this thread spins alone.
     n, t0 = 0, time.perf_counter()
