@@ -7,7 +7,7 @@ BUILD  := build/dev
 MODEL  ?=
 ARGS   ?=
 
-.PHONY: run test install venv bench-deps native-test py-test lint clean
+.PHONY: run test install venv bench-deps native-test py-test lint typecheck clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ py-test:
 
 lint:
 	$(BIN)/ruff check python server tests tools
+
+# mypy on python/jepa and server/jepa_server ([tool.mypy] in pyproject.toml); joins lint once clean.
+typecheck:
+	$(BIN)/mypy
 
 clean:
 	rm -rf build $(VENV)
