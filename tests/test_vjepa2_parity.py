@@ -29,16 +29,8 @@ CASES: dict[str, dict[str, Any]] = {
     # ViT-g's MLP ratio (48/11): int(160 * 48 / 11) = 698, read from the file.
     "hd80": dict(hidden_size=160, crop_size=48, frames_per_clip=4, mlp_ratio=48 / 11),
 }
-BASE = dict(
-    num_attention_heads=2,
-    num_hidden_layers=2,
-    pred_hidden_size=64,
-    pred_num_attention_heads=2,
-    pred_num_hidden_layers=2,
-    num_pooler_layers=2,
-    num_labels=7,
-    layer_norm_eps=1e-6,
-)
+BASE = dict(num_attention_heads=2, num_hidden_layers=2, num_pooler_layers=2, num_labels=7,
+            layer_norm_eps=1e-6, pred_hidden_size=64, pred_num_attention_heads=2, pred_num_hidden_layers=2)
 
 
 def build_vjepa2(out_dir: Path, seed: int = 0, **config: Any) -> tuple[Path, Any]:
