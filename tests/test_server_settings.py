@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from jepa_server.settings import (
-    MAX_BATCH_CAP,
+    MAX_BATCH_SERVED,
     TABLE_BEGIN,
     Settings,
     SettingsError,
@@ -61,7 +61,7 @@ def test_files_root_implies_local_files() -> None:
     "values",
     [
         {"max_batch": 0},
-        {"max_batch": MAX_BATCH_CAP + 1},
+        {"max_batch": MAX_BATCH_SERVED + 1},
         {"workers": 0},
         {"port": 70000},
         {"max_wait_ms": -1.0},

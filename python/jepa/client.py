@@ -22,7 +22,7 @@ import struct
 import urllib.error
 import urllib.request
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,20 +35,16 @@ __all__ = ["Client", "Clip", "ServerError", "Video", "clip", "video"]
 
 class ServerError(JepaError):
     """The server refused or failed a request. `status` is the HTTP status; `type`, `code` and
-    `param` are the fields of the server's error envelope."""
+    `param` are the fields of the server's error envelope (`error`, as it came; None without one).
+    This module reads the envelope and never imports the server's ApiError: the client needs the
+    standard library and numpy only."""
 
-    def __init__(
-        self,
-        message: str,
-        status: int,
-        type: str | None = None,
-        code: str | None = None,
-        param: str | None = None,
-    ) -> None:
+    def __init__(self, message: str, status: int, error: Mapping[str, Any] | None = None) -> None:
         super().__init__(message, status)
-        self.type = type
-        self.code = code
-        self.param = param
+        fields = error or {}
+        self.type: str | None = fields.get("type")
+        self.code: str | None = fields.get("code")
+        self.param: str | None = fields.get("param")
 
     def __str__(self) -> str:
         return f"HTTP {self.status}: {self.message}"
@@ -249,6 +245,6 @@ def _server_error(exc: urllib.error.HTTPError) -> ServerError:
     exc.close()
     try:
         err = json.loads(raw)["error"]
-        return ServerError(str(err["message"]), exc.code, err.get("type"), err.get("code"), err.get("param"))
+        return ServerError(str(err["message"]), exc.code, err)
     except (ValueError, KeyError, TypeError):
         return ServerError(raw.decode("utf-8", "replace")[:500] or str(exc.reason), exc.code)

@@ -122,7 +122,7 @@ _PROTOCOL_MESSAGES = {
 
 
 class _JsonErrorRequestHandler(RequestHandler):
-    def handle_error(  # type: ignore[override]
+    def handle_error(
         self,
         request: Any,
         status: int = 500,
@@ -149,7 +149,7 @@ class JsonErrorServer(Server):
     """web.Server whose connections answer protocol errors in the JSON envelope."""
 
     def __call__(self) -> RequestHandler:
-        return _JsonErrorRequestHandler(self, loop=self._loop, **self._kwargs)  # type: ignore[attr-defined]
+        return _JsonErrorRequestHandler(self, loop=self._loop, **self._kwargs)
 
 
 class JepaAppRunner(web.AppRunner):
@@ -161,6 +161,6 @@ class JepaAppRunner(web.AppRunner):
             base.request_handler,
             request_factory=base.request_factory,
             handler_cancellation=base.handler_cancellation,
-            loop=base._loop,  # type: ignore[attr-defined]
-            **base._kwargs,  # type: ignore[attr-defined]
+            loop=base._loop,
+            **base._kwargs,
         )

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import bad_request
+from .errors import ApiError, bad_request
 
 Source = bytes | str  # decoded file bytes, or a resolved server-local path
 _DATA_URL = re.compile(r"^data:[^,]{0,200};base64,", re.IGNORECASE)
@@ -97,11 +97,7 @@ def parse_item(value: Any, param: str, resolve: Resolver, limits: Limits) -> Ite
     if not isinstance(value, dict):
         raise bad_request(f"an item is {ITEM_FORMS}; got {_kind(value)}", param=param, code="invalid_item")
     if "url" in value:
-        raise bad_request(
-            'the server fetches nothing: send the file\'s bytes as {"b64": ...}',
-            param=f"{param}.url",
-            code="url",
-        )
+        raise _fetches_nothing(f"{param}.url")
     if "video" in value:
         check_keys(value, {"video", "frames"}, param)
         frames = _opt_int(value.get("frames"), f"{param}.frames", 1, limits.max_frames, "--max-frames")
@@ -134,11 +130,7 @@ def _file(value: Any, param: str, resolve: Resolver) -> Source:
         return _path(value, param, resolve)
     if isinstance(value, dict):
         if "url" in value:
-            raise bad_request(
-                'the server fetches nothing: send the file\'s bytes as {"b64": ...}',
-                param=f"{param}.url",
-                code="url",
-            )
+            raise _fetches_nothing(f"{param}.url")
         if "b64" in value:
             check_keys(value, {"b64"}, param)
             return decode_b64(value["b64"], f"{param}.b64")
@@ -154,10 +146,14 @@ def _file(value: Any, param: str, resolve: Resolver) -> Source:
 
 def _path(value: str, param: str, resolve: Resolver) -> str:
     if _SCHEME.match(value):
-        raise bad_request(
-            'the server fetches nothing: send the file\'s bytes as {"b64": ...}', param=param, code="url"
-        )
+        raise _fetches_nothing(param)
     return resolve(value, param)
+
+
+def _fetches_nothing(param: str) -> ApiError:
+    """The refusal of a URL, wherever an item names one."""
+    message = 'the server fetches nothing: send the file\'s bytes as {"b64": ...}'
+    return bad_request(message, param=param, code="url")
 
 
 def decode_b64(value: Any, param: str) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from .settings import MAX_BATCH_CAP
+from .settings import MAX_BATCH_SERVED
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -46,7 +46,7 @@ class Metrics:
         self.batch_size = Histogram(
             "jepa_batch_size",
             "Items per formed graph.",
-            buckets=tuple(range(1, MAX_BATCH_CAP + 1)),
+            buckets=tuple(range(1, MAX_BATCH_SERVED + 1)),
             registry=r,
         )
         self.queue_depth = Gauge("jepa_queue_depth", "Items waiting for a worker.", registry=r)

@@ -18,9 +18,13 @@ import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any, Union, cast, get_args, get_origin, get_type_hints
 
-MAX_BATCH_CAP = 32  # the engine's graph cap; --max-batch above it is refused
+# The server's own bound on --max-batch, not the engine's (jepa._engine.MAX_BATCH_LIMIT is far
+# higher): jepa_batch_size keeps one histogram bucket per size up to it, and every item of a graph
+# waits for the whole graph, so past a few items a larger batch buys little throughput and costs
+# every request in it latency.
+MAX_BATCH_SERVED = 32
 ENV_PREFIX = "JEPA_"
 CONFIG_HELP = "A TOML file of settings named as the fields (`max_batch = 16`); unknown names are refused."
 
@@ -80,7 +84,12 @@ class Settings:
     threads: int = _opt(
         "-t", "--threads", default=0, help="CPU threads per graph; 0: cores divided by workers."
     )
-    max_batch: int = _opt("--max-batch", default=8, help=f"Most items in one graph (1..{MAX_BATCH_CAP}).")
+    max_batch: int = _opt(
+        "--max-batch",
+        default=8,
+        help=f"Most items in one graph (1..{MAX_BATCH_SERVED}: the server's latency bound, not the engine's "
+        "limit).",
+    )
     max_wait_ms: float = _opt(
         "--max-wait-ms",
         default=5.0,
@@ -124,7 +133,7 @@ class Settings:
             (self.port < 0 or self.port > 65535, "port must be in 0..65535"),
             (self.workers < 1, "workers must be at least 1"),
             (self.threads < 0, "threads must be 0 (auto) or more"),
-            (not 1 <= self.max_batch <= MAX_BATCH_CAP, f"max_batch must be in 1..{MAX_BATCH_CAP}"),
+            (not 1 <= self.max_batch <= MAX_BATCH_SERVED, f"max_batch must be in 1..{MAX_BATCH_SERVED}"),
             (self.max_wait_ms < 0, "max_wait_ms must be 0 or more"),
             (self.prep_threads < 0, "prep_threads must be 0 (auto) or more"),
             (self.max_items < 1, "max_items must be at least 1"),
@@ -188,7 +197,7 @@ def _base_type(name: str) -> type:
     hint = _hint(name)
     if get_origin(hint) in (Union, types.UnionType):
         return next(a for a in get_args(hint) if a is not type(None))
-    return hint  # type: ignore[no-any-return]
+    return cast(type, hint)
 
 
 def _optional(name: str) -> bool:
