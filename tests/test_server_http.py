@@ -7,15 +7,19 @@ import base64
 import json
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 from test_server_support import (
     BIN,
     ServerProcess,
     assert_envelope,
+    bits,
     decode_embeddings,
+    demo_model,
     http,
     image_item,
     png_bytes,
@@ -253,13 +257,27 @@ def test_protocol_errors_are_json_too(server: ServerProcess) -> None:
 
 
 def test_a_dropped_connection_mid_request_harms_nothing(server: ServerProcess) -> None:
-    body = json.dumps({"input": [image_item(i) for i in range(MAX_ITEMS)]}).encode()
+    items = [image_item(i) for i in range(MAX_ITEMS)]
+    body = json.dumps({"input": items, "encoding_format": "base64"}).encode()
     head = b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    request = head + b"Content-Length: %d\r\n\r\n" % len(body) + body
     host, port = server.url.removeprefix("http://").rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=30) as s:
-        s.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body) + body[: len(body) // 2])
-    with socket.create_connection((host, int(port)), timeout=30) as s:
-        s.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    # One client drops halfway through its body; another once its whole request is sent, before
+    # the answer (computed for nobody).
+    for sent in (request[: len(request) - len(body) // 2], request):
+        with socket.create_connection((host, int(port)), timeout=30) as s:
+            s.sendall(sent)
+    # A new request is answered, with the vectors jepa.embed gives for the same images ...
+    reply = http(server.url + "/v1/embeddings", "POST", {"input": items, "encoding_format": "base64"})
+    assert reply.status == 200, reply.body[:300]
+    want = jepa.embed(demo_model().context(threads=2), [png_bytes(i) for i in range(MAX_ITEMS)])
+    np.testing.assert_array_equal(bits(decode_embeddings(reply.json())), bits(want))
+    # ... and the dropped requests hold nothing: no admission slot, nothing queued, no busy worker.
+    deadline = time.monotonic() + 30
+    while (live := http(server.url + "/info").json()["live"])["requests_admitted"] or live["busy_workers"]:
+        assert time.monotonic() < deadline, live
+        time.sleep(0.05)
+    assert live["queue_depth"] == 0
     _healthy(server)
 
 
