@@ -17,7 +17,7 @@ import jepa
 from jepa.convert import convert
 from jepa.convert.cli import main as convert_main
 from jepa.convert.gguf_writer import bf16_bits_to_f32, f32_to_bf16_bits, write_gguf
-from jepa.convert.schema import FTYPES, HF_VIT_RECIPE, Encoder, Meta, expected_shapes, may_be_half
+from jepa.convert.schema import FTYPES, HF_VIT_RECIPE, Encoder, Meta, may_be_half
 
 
 def _ref_bits(u: int) -> int:
@@ -99,9 +99,8 @@ ENC = Encoder(embed_dim=8, n_layer=1, n_head=2, ffn_dim=16, patch_size=4, img_si
 def test_the_file_holds_those_bits(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     tensors: dict[str, np.ndarray] = {}
-    for n, (shape, _) in expected_shapes(ENC).items():
-        tensors[n] = rng.standard_normal(shape).astype(np.float32)
-    tensors["enc.pos_embed"] = rng.standard_normal((5, 8)).astype(np.float32)
+    for n, e in ENC.table().items():
+        tensors[n] = rng.standard_normal(e.shape).astype(np.float32)  # enc.pos_embed: 4 patches + CLS
     special = np.array(list(CASES), np.uint32).view(np.float32)
     up = tensors["enc.blk.0.ffn_up.weight"].reshape(-1)
     up[: special.size] = special  # ties, overflow, subnormals and NaNs in a bf16 matrix
@@ -138,7 +137,7 @@ def test_converted_vit_loads_and_pools_close_to_f32(tmp_path: Path, hf_model: An
     out = {}
     for ft, p in files.items():
         m = jepa.Model(p)
-        assert int(m.info["file_type"]) == FTYPES[ft]
+        assert int(m.info.file_type) == FTYPES[ft]
         out[ft] = (m.context(threads=1).encode(x), m)
     (t32, m32), (t16, m16) = out["f32"], out["bf16"]
     assert not np.array_equal(t32, t16)  # the matrices really are rounded
@@ -152,5 +151,5 @@ def test_cli_bf16(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     r = gguf.GGUFReader(out)
     types = {t.name: t.tensor_type.name for t in r.tensors}
     assert {n for n, ty in types.items() if ty == "BF16"} == {n for n in types if may_be_half(n)}
-    assert int(jepa.Model(str(out)).info["file_type"]) == 32
+    assert int(jepa.Model(str(out)).info.file_type) == 32
 

@@ -16,7 +16,8 @@ import pytest
 from jepa.convert import convert
 from jepa.convert.cli import main
 from jepa.planning import lewm_cost, lewm_rollout
-from jepa.planning.reference import assert_agrees, assert_rel_close, lewm_from_gguf, read_gguf
+
+from numpy_reference import assert_agrees, assert_rel_close, lewm_from_gguf, read_gguf
 
 REF = Path(os.environ.get("JEPA_REFERENCE_DIR", Path(__file__).resolve().parents[2] / "shared" / "reference"))
 LEWM = REF / "lewm"

@@ -15,7 +15,8 @@ import pytest
 from jepa.convert import convert
 from jepa.convert.cli import main
 from jepa.planning import ac_rollout
-from jepa.planning.reference import ac_from_gguf, assert_agrees, assert_rel_close, read_gguf
+
+from numpy_reference import ac_from_gguf, assert_agrees, assert_rel_close, read_gguf
 
 REF = Path(os.environ.get("JEPA_REFERENCE_DIR", Path(__file__).resolve().parents[2] / "shared" / "reference"))
 AC = REF / "vjepa2_ac"

@@ -33,13 +33,13 @@ def bits(a: np.ndarray) -> bytes:
 def test_info(model: jepa.Model) -> None:
     i = model.info
     assert model.has_predictor and model.has_head
-    assert (i["pred_embed_dim"], i["pred_n_layer"], i["pred_n_head"], i["pred_n_mask_tokens"]) == (
+    assert (i.pred_embed_dim, i.pred_n_layer, i.pred_n_head, i.pred_n_mask_tokens) == (
         48,
         2,
         2,
         4,
     )
-    assert i["pred_grid_size"] == 3 and i["pos_type"] == "rope3d" and i["tubelet_size"] == 2
+    assert i.pred_grid_size == 3 and i.pos_type == jepa.PosType.ROPE3D and i.tubelet_size == 2
 
 
 def test_id_forms_agree(model: jepa.Model, tokens: np.ndarray) -> None:
@@ -72,8 +72,12 @@ def test_refusals(model: jepa.Model, tokens: np.ndarray, tiny_vjepa2_encoder_pat
     c, t = np.array([0, 1, 2]), np.array([3])
     with pytest.raises(jepa.InvalidInputError, match="out of range"):
         ctx.predict(tokens, np.array([0, 18]), t)
-    with pytest.raises(jepa.InvalidInputError, match="context_ids"):
+    with pytest.raises(jepa.InvalidInputError, match="out of range") as e:
         ctx.predict(tokens, np.array([-1, 2]), t)
+    assert e.value.param == "context_ids"
+    with pytest.raises(jepa.InvalidInputError, match="out of range") as e:
+        ctx.predict(tokens, c, np.array([1 << 24]))  # the engine's id range, named by the engine
+    assert e.value.param == "target_ids"
     with pytest.raises(jepa.InvalidInputError, match="integer"):
         ctx.predict(tokens, np.array([0.0, 1.0]), t)
     with pytest.raises(jepa.InvalidInputError, match="3 rows for a batch of 2"):

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from jepa.planning import lewm_cost, lewm_rollout
-from jepa.planning.reference import assert_agrees, assert_rel_close
-from jepa.planning.reference.lewm import ActionEmbedder, AdaLNBlock, ARPredictor, LeWM, Projector
-from jepa.planning.reference.ops import BatchNorm, LayerNorm, Linear
-from jepa.planning.reference.vit import Block, HFViT
+
+from numpy_reference import assert_agrees, assert_rel_close
+from numpy_reference.lewm import ActionEmbedder, AdaLNBlock, ARPredictor, LeWM, Projector
+from numpy_reference.ops import BatchNorm, LayerNorm, Linear
+from numpy_reference.vit import Block, HFViT
 
 REF = Path(os.environ.get("JEPA_REFERENCE_DIR", Path(__file__).resolve().parents[2] / "shared" / "reference"))
 LEWM = REF / "lewm"

@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from jepa.planning.reference.ops import LayerNorm, Linear, erf, gelu, rope3d, rope_axis_dim, rope_tiled
-from jepa.planning.reference.vjepa2_ac import ACPredictor
+from numpy_reference.ops import LayerNorm, Linear, erf, gelu, rope3d, rope_axis_dim, rope_tiled
+from numpy_reference.vjepa2_ac import ACPredictor
 
 
 def test_erf_and_gelu_are_exact() -> None:

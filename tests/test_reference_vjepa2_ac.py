@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from jepa.planning import ac_rollout
-from jepa.planning.reference import assert_agrees, assert_rel_close
-from jepa.planning.reference.ops import LayerNorm, Linear
-from jepa.planning.reference.vit import Block, VJEPA2Encoder
-from jepa.planning.reference.vjepa2_ac import ACPredictor, ACWorldModel
+
+from numpy_reference import assert_agrees, assert_rel_close
+from numpy_reference.ops import LayerNorm, Linear
+from numpy_reference.vit import Block, VJEPA2Encoder
+from numpy_reference.vjepa2_ac import ACPredictor, ACWorldModel
 
 REF = Path(os.environ.get("JEPA_REFERENCE_DIR", Path(__file__).resolve().parents[2] / "shared" / "reference"))
 AC = REF / "vjepa2_ac"

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REFERENCE_DIR
 
 import jepa
+from jepa import world
 from jepa.convert import convert
-from jepa.planning.reference import assert_agrees, assert_rel_close
+
+from conftest import REFERENCE_DIR
+from numpy_reference import assert_agrees, assert_rel_close
 
 LEWM, AC = REFERENCE_DIR / "lewm", REFERENCE_DIR / "vjepa2_ac"
 pytestmark = pytest.mark.torch
@@ -42,8 +44,13 @@ def lewm(tmp_path_factory: pytest.TempPathFactory) -> jepa.Context:
 def ac(tmp_path_factory: pytest.TempPathFactory) -> jepa.Context:
     hp = json.loads((AC / "hparams.json").read_text())
     out = Path(tmp_path_factory.mktemp("ac")) / "ac.gguf"
-    path = convert(AC / "checkpoint.pt", out, family="vjepa2_ac", img_size=int(hp["img_size"]),
-                   head_dim=int(hp["predictor_derived"]["head_dim"]))
+    path = convert(
+        AC / "checkpoint.pt",
+        out,
+        family="vjepa2_ac",
+        img_size=int(hp["img_size"]),
+        head_dim=int(hp["predictor_derived"]["head_dim"]),
+    )
     return jepa.Model(path).context(threads=2)
 
 
@@ -60,11 +67,15 @@ def test_lewm_frames_are_the_bundle_pixels(lewm: jepa.Context) -> None:
 
 def test_lewm_rollout_from_frames(lewm: jepa.Context) -> None:
     u8, cand = lg("frames_u8"), lg("cand_eval")[0]
-    emb = lewm.lewm_embed(lg("pixels")[0])  # the bundle pipeline's embeddings
+    emb = world.latents(lewm, lg("pixels")[0])  # the bundle pipeline's embeddings
     out = jepa.rollout(lewm, u8[:1], cand, goal=u8[3], return_latents=True)
     assert set(out) == {"costs", "best", "latents"}
-    np.testing.assert_array_equal(bits(out["costs"]), bits(lewm.lewm_cost(emb[:1], emb[3], cand)))
-    np.testing.assert_array_equal(bits(out["latents"]), bits(lewm.lewm_rollout(emb[:1], cand)))
+    np.testing.assert_array_equal(
+        bits(out["costs"]), bits(world.rollout_latents(lewm, emb[:1], cand, emb[3])["costs"])
+    )
+    np.testing.assert_array_equal(
+        bits(out["latents"]), bits(world.rollout_latents(lewm, emb[:1], cand, return_latents=True)["latents"])
+    )
     assert_rel_close(out["costs"], lg("cost_eval")[0], "cost_eval", rtol=TOL)
     assert_agrees(out["latents"], lg("rollout_h1")[0], "rollout_h1")
     assert out["best"] == int(np.argmin(lg("cost_eval")[0]))
@@ -74,18 +85,26 @@ def test_lewm_rollout_from_frames(lewm: jepa.Context) -> None:
     assert h3["costs"].shape == (1,) and h3["best"] == 0
     # Without a goal: the distance to the last history embedding (drift).
     drift = jepa.rollout(lewm, u8[:1], cand)
-    np.testing.assert_array_equal(bits(drift["costs"]), bits(lewm.lewm_cost(emb[:1], emb[0], cand)))
+    np.testing.assert_array_equal(
+        bits(drift["costs"]), bits(world.rollout_latents(lewm, emb[:1], cand, emb[0])["costs"])
+    )
 
 
 def test_lewm_plan_reproduces_upstream_cem(lewm: jepa.Context) -> None:
     cem = json.loads((LEWM / "hparams.json").read_text())["cem"]
-    opts = {"horizon": cem["horizon"], "num_samples": cem["num_samples"], "topk": cem["topk"],
-            "n_steps": cem["n_steps"], "var_scale": cem["var_scale"], "noise": lg("cem_noise")[:, 0]}
+    opts = {
+        "horizon": cem["horizon"],
+        "num_samples": cem["num_samples"],
+        "topk": cem["topk"],
+        "n_steps": cem["n_steps"],
+        "var_scale": cem["var_scale"],
+        "noise": lg("cem_noise")[:, 0],
+    }
     u8 = lg("frames_u8")
     out = jepa.plan(lewm, u8[0], u8[3], **opts)
     np.testing.assert_allclose(out["actions"], lg("cem_actions")[0], rtol=0, atol=TOL)
-    emb = lewm.lewm_embed(lg("pixels")[0])
-    ref = lewm.lewm_plan(emb[:1], emb[3], **opts)
+    emb = world.latents(lewm, lg("pixels")[0])
+    ref = world.plan_latents(lewm, emb[:1], emb[3], **opts)
     np.testing.assert_array_equal(bits(out["actions"]), bits(ref["actions"]))
     np.testing.assert_array_equal(bits(out["cost_per_iteration"]), bits(ref["cost_per_iteration"]))
 
@@ -106,7 +125,7 @@ def test_lewm_refusals(lewm: jepa.Context) -> None:
 
 
 def _ac_latents(ac: jepa.Context) -> np.ndarray:
-    return ac.ac_encode(ag("input_clip")[0].transpose(1, 0, 2, 3))  # the bundle pipeline's [2, HW, D]
+    return world.latents(ac, ag("input_clip")[0].transpose(1, 0, 2, 3))  # the bundle pipeline's [2, HW, D]
 
 
 def test_ac_rollout_from_frames(ac: jepa.Context) -> None:
@@ -114,7 +133,7 @@ def test_ac_rollout_from_frames(ac: jepa.Context) -> None:
     out = jepa.rollout(ac, u8[:1], acts, goal=u8[1], state=s[:1], return_latents=True)
     assert set(out) == {"energies", "best", "states", "latents"}
     z = _ac_latents(ac)
-    ref = ac.ac_rollout(z[0], s[0], acts, z[1], return_latents=True)
+    ref = world.rollout_latents(ac, z[0], acts, z[1], state=s[0], return_latents=True)
     for key in ("energies", "states", "latents"):
         np.testing.assert_array_equal(bits(out[key]), bits(ref[key]), err_msg=key)
     assert_rel_close(out["energies"], ag("rollout_energy"), "rollout_energy", rtol=TOL)
@@ -125,19 +144,32 @@ def test_ac_rollout_from_frames(ac: jepa.Context) -> None:
     last = jepa.rollout(ac, [u8[1], u8[0]], acts[0], goal=u8[1], state=s[0])
     np.testing.assert_array_equal(bits(last["energies"]), bits(ref["energies"][:1]))
     drift = jepa.rollout(ac, u8[0], acts, state=s[0])
-    np.testing.assert_array_equal(bits(drift["energies"]), bits(ac.ac_rollout(z[0], s[0], acts)["energies"]))
+    np.testing.assert_array_equal(
+        bits(drift["energies"]), bits(world.rollout_latents(ac, z[0], acts, state=s[0])["energies"])
+    )
 
 
 def test_ac_plan_reproduces_upstream_cem(ac: jepa.Context) -> None:
     mpc = json.loads((AC / "hparams.json").read_text())["mpc_args"]
-    opts = {k: mpc[k] for k in ("samples", "topk", "cem_steps", "momentum_mean", "momentum_mean_gripper",
-                                 "momentum_std", "momentum_std_gripper", "maxnorm")}
+    opts = {
+        k: mpc[k]
+        for k in (
+            "samples",
+            "topk",
+            "cem_steps",
+            "momentum_mean",
+            "momentum_mean_gripper",
+            "momentum_std",
+            "momentum_std_gripper",
+            "maxnorm",
+        )
+    }
     opts |= {"horizon": mpc["rollout"], "noise": ag("cem_noise")}
     u8, s = ag("frames_u8"), ag("states")[0, 0]
     out = jepa.plan(ac, u8[0], u8[1], state=s, **opts)
     np.testing.assert_allclose(out["actions"], ag("cem_action"), rtol=0, atol=TOL)
     z = _ac_latents(ac)
-    ref = ac.ac_plan(z[0], s, z[1], **opts)
+    ref = world.plan_latents(ac, z[0], z[1], state=s, **opts)
     np.testing.assert_array_equal(bits(out["actions"]), bits(ref["actions"]))
     np.testing.assert_array_equal(bits(out["energy_per_iteration"]), bits(ref["energy_per_iteration"]))
 

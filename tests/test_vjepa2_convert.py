@@ -100,7 +100,8 @@ def test_vjepa2model_file(tmp_path: Path, gguf_contents) -> None:
     # Recipe without a processor config: short side 256/224 x crop, centre crop, bilinear, ImageNet.
     assert (k["jepa.pre.resize_short"], k["jepa.pre.crop"], k["jepa.pre.resample"]) == (36, 32, "bilinear")
     info = jepa.Model(tmp_path / "m.gguf").info
-    assert info["has_predictor"] and not info["has_head"] and info["pred_grid_size"] == 2
+    assert info.pred_kind == jepa.PredictorKind.MASKED and info.head_kind == jepa.HeadKind.NONE
+    assert info.pred_grid_size == 2
 
 
 @pytest.mark.transformers
@@ -156,7 +157,7 @@ def test_classifier_labels_head_and_recipe(tmp_path: Path, gguf_contents) -> Non
     for name in ("head.xattn.ln_kv.weight", "head.cls.bias"):
         assert g.dtypes[name] == "F32", name
     m = jepa.Model(tmp_path / "c.gguf")
-    assert m.labels == names and m.info["n_classes"] == 7 and m.has_head and m.has_predictor
+    assert m.labels == names and m.info.n_classes == 7 and m.has_head and m.has_predictor
 
 
 @pytest.mark.transformers
@@ -236,7 +237,7 @@ def test_meta_reference_bundle(tmp_path: Path) -> None:
         == 0
     )
     m = jepa.Model(out)
-    assert m.info["img_size"] == 96 and not m.has_predictor
+    assert m.info.img_size == 96 and not m.has_predictor
     ctx = m.context(threads=2)
     clip_in = np.load(REFERENCE / "input_clip.npy")  # [1, 3, 2, 96, 96]
 

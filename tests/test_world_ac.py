@@ -9,11 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REFERENCE_DIR
 
 import jepa
+from jepa import world
 from jepa.convert import convert
-from jepa.planning.reference import assert_agrees, assert_rel_close
+
+from conftest import REFERENCE_DIR
+from numpy_reference import assert_agrees, assert_rel_close
 
 AC = REFERENCE_DIR / "vjepa2_ac"
 pytestmark = pytest.mark.torch
@@ -35,8 +37,15 @@ def bits(x: np.ndarray) -> np.ndarray:
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> jepa.Model:
     out = Path(tmp_path_factory.mktemp("ac")) / "ac.gguf"
-    return jepa.Model(convert(AC / "checkpoint.pt", out, family="vjepa2_ac", img_size=int(HP["img_size"]),
-                              head_dim=int(HP["predictor_derived"]["head_dim"])))
+    return jepa.Model(
+        convert(
+            AC / "checkpoint.pt",
+            out,
+            family="vjepa2_ac",
+            img_size=int(HP["img_size"]),
+            head_dim=int(HP["predictor_derived"]["head_dim"]),
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,56 +55,85 @@ def ctx(model: jepa.Model) -> jepa.Context:
 
 def test_info(model: jepa.Model) -> None:
     i = model.info
-    assert model.world_model == "ac" and not model.has_predictor
-    got = (i["pred_kind"], i["pred_action_dim"], i["pred_state_dim"], i["pred_grid_size"] ** 2)
-    assert got == ("ac", 7, 7, HW)
-    assert i["pred_norm_reps_eps"] == pytest.approx(HP["normalize_reps_eps"])
+    assert model.world_model == "ac" and not model.has_predictor and not model.has_head
+    got = (i.pred_kind, i.pred_action_dim, i.pred_state_dim, i.pred_grid_size**2, i.wm_embed_dim)
+    assert got == (jepa.PredictorKind.AC, 7, 7, HW, i.embed_dim)
+    assert i.pred_norm_reps_eps == pytest.approx(HP["normalize_reps_eps"])
 
 
 def test_encode_frames(ctx: jepa.Context) -> None:
     frames = g("input_clip")[0].transpose(1, 0, 2, 3)  # [T, C, H, W]
-    z = ctx.ac_encode(frames)
+    z = world.latents(ctx, frames)
     assert_agrees(z[:1], g("z_ctx"), "z_ctx")
     assert_agrees(z[1:], g("z_goal"), "z_goal")
 
 
+def test_latents_are_the_float64_layer_norm_bit_for_bit(ctx: jepa.Context) -> None:
+    """The engine's non-affine LayerNorm of the AC latents returns the bits of upstream's float64
+    arithmetic (jepa.planning.normalize_reps), on real encoder tokens and on rows far from zero
+    mean, where a float32 LayerNorm rounds differently."""
+    frames = g("input_clip")[0].transpose(1, 0, 2, 3)
+    clip = np.ascontiguousarray(np.repeat(frames[:, :, None], ctx.model.info.tubelet_size, axis=2))
+    tokens = ctx.encode(clip)
+    eps = ctx.model.info.pred_norm_reps_eps
+    np.testing.assert_array_equal(
+        bits(ctx.world_latents(tokens)), bits(jepa.planning.normalize_reps(tokens, eps))
+    )
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((2, 9, ctx.model.info.embed_dim)) * 40 + 1e4).astype(np.float32)
+    np.testing.assert_array_equal(bits(ctx.world_latents(x)), bits(jepa.planning.normalize_reps(x, eps)))
+
+
 def test_predictor(ctx: jepa.Context) -> None:
     en, acts, states = g("enc_norm"), g("ctx_actions"), g("ctx_states")
-    assert_agrees(ctx.ac_predict(en, acts[:, :2], states[:, :2]), g("pred_ctx2"), "pred_ctx2")
+    assert_agrees(ctx.world_predict(en, acts[:, :2], states[:, :2]), g("pred_ctx2"), "pred_ctx2")
     z3 = np.concatenate([en[:, :HW], en[:, HW:], en[:, :HW]], axis=1)  # f0, f1, f0
-    assert_agrees(ctx.ac_predict(z3, acts, states), g("pred_ctx3"), "pred_ctx3")
+    assert_agrees(ctx.world_predict(z3, acts, states), g("pred_ctx3"), "pred_ctx3")
     # Every prefix at once: the first frames' rows do not see the later frames (frame-causal).
-    p1 = ctx.ac_predict(en[:, :HW], acts[:, :1], states[:, :1])
+    p1 = ctx.world_predict(en[:, :HW], acts[:, :1], states[:, :1])
     assert_agrees(p1, g("pred_ctx2")[:, :HW], "pred_ctx2 frame 0 from a 1-frame context")
 
 
 def test_rollout(ctx: jepa.Context) -> None:
-    out = ctx.ac_rollout(g("z_ctx")[0], g("states")[0, 0], g("rollout_actions"), g("z_goal")[0],
-                         return_latents=True)
+    out = world.rollout_latents(
+        ctx, g("z_ctx")[0], g("rollout_actions"), g("z_goal")[0], state=g("states")[0, 0], return_latents=True
+    )
     assert_agrees(out["latents"], g("rollout_latents"), "rollout_latents")
     assert_rel_close(out["energies"], g("rollout_energy"), "rollout_energy", rtol=TOL)
     np.testing.assert_array_equal(out["states"], g("rollout_poses"))
-    drift = ctx.ac_rollout(g("z_ctx")[0], g("states")[0, 0], g("rollout_actions"))
+    drift = world.rollout_latents(ctx, g("z_ctx")[0], g("rollout_actions"), state=g("states")[0, 0])
     assert drift["energies"].shape == g("rollout_energy").shape and "latents" not in drift
 
 
 def test_batched_candidates_equal_single_rollouts(ctx: jepa.Context) -> None:
     z, s, goal, acts = g("z_ctx")[0], g("states")[0, 0], g("z_goal")[0], g("rollout_actions")
-    batched = ctx.ac_rollout(z, s, acts, goal, return_latents=True)
+    batched = world.rollout_latents(ctx, z, acts, goal, state=s, return_latents=True)
     for k in range(len(acts)):
-        single = ctx.ac_rollout(z, s, acts[k : k + 1], goal, return_latents=True)
+        single = world.rollout_latents(ctx, z, acts[k : k + 1], goal, state=s, return_latents=True)
         for key in ("energies", "latents", "states"):
             np.testing.assert_array_equal(bits(single[key][0]), bits(batched[key][k]), err_msg=key)
 
 
 def test_plan_reproduces_upstream_cem(ctx: jepa.Context) -> None:
     """The engine as the energy from the pixels on, only upstream's draws replayed."""
-    z = ctx.ac_encode(g("input_clip")[0].transpose(1, 0, 2, 3))
-    out = ctx.ac_plan(z[0], g("states")[0, 0], z[1], horizon=MPC["rollout"], samples=MPC["samples"],
-                      topk=MPC["topk"], cem_steps=MPC["cem_steps"], momentum_mean=MPC["momentum_mean"],
-                      momentum_mean_gripper=MPC["momentum_mean_gripper"], momentum_std=MPC["momentum_std"],
-                      momentum_std_gripper=MPC["momentum_std_gripper"], maxnorm=MPC["maxnorm"],
-                      noise=g("cem_noise"), trace=True)
+    z = world.latents(ctx, g("input_clip")[0].transpose(1, 0, 2, 3))
+    out = world.plan_latents(
+        ctx,
+        z[0],
+        z[1],
+        state=g("states")[0, 0],
+        horizon=MPC["rollout"],
+        samples=MPC["samples"],
+        topk=MPC["topk"],
+        cem_steps=MPC["cem_steps"],
+        momentum_mean=MPC["momentum_mean"],
+        momentum_mean_gripper=MPC["momentum_mean_gripper"],
+        momentum_std=MPC["momentum_std"],
+        momentum_std_gripper=MPC["momentum_std_gripper"],
+        maxnorm=MPC["maxnorm"],
+        noise=g("cem_noise"),
+        trace=True,
+    )
     assert_rel_close(out["energies"], g("cem_energy"), "cem_energy", rtol=TOL)
     np.testing.assert_array_equal(out["topk"], g("cem_topk"))
     for key in ("samples", "mean", "std"):
@@ -106,8 +144,8 @@ def test_plan_reproduces_upstream_cem(ctx: jepa.Context) -> None:
 
 def test_seeded_plan_is_repeatable(ctx: jepa.Context) -> None:
     z, s, goal = g("z_ctx")[0], g("states")[0, 0], g("z_goal")[0]
-    a = ctx.ac_plan(z, s, goal, samples=6, topk=3, seed=11)
-    b = ctx.ac_plan(z, s, goal, samples=6, topk=3, seed=11)
+    a = world.plan_latents(ctx, z, goal, state=s, samples=6, topk=3, seed=11)
+    b = world.plan_latents(ctx, z, goal, state=s, samples=6, topk=3, seed=11)
     assert a["actions"].shape == (2, 7)
     np.testing.assert_array_equal(bits(a["actions"]), bits(b["actions"]))
 
@@ -119,26 +157,40 @@ def test_next_state_is_exported() -> None:
 
 def test_refusals(ctx: jepa.Context) -> None:
     en, acts, states = g("enc_norm"), g("ctx_actions"), g("ctx_states")
+    # The engine checks widths and the grid, and names the refused argument.
+    with pytest.raises(jepa.InvalidInputError) as e:
+        ctx.world_predict(en, acts[:, :2, :6], states[:, :2])  # 6 action numbers
+    assert e.value.param == "actions"
+    with pytest.raises(jepa.InvalidInputError) as e:
+        ctx.world_predict(en, acts[:, :2], states[:, :2, :6])  # 6 state numbers
+    assert e.value.param == "states"
     with pytest.raises(jepa.InvalidInputError):
-        ctx.ac_predict(en, acts[:, :2, :6], states[:, :2])  # 6 action numbers
+        ctx.world_predict(en, acts[:, :2], states[:, :1])  # frames disagree
+    with pytest.raises(jepa.InvalidInputError) as e:
+        ctx.world_predict(en, acts[:, :2])  # an AC step needs the states
+    assert e.value.param == "states"
+    with pytest.raises(jepa.UnsupportedError, match="grid") as e:
+        ctx.world_predict(en[:, : 2 * (HW - 1)], acts[:, :2], states[:, :2])  # HW - 1 tokens per frame
+    assert e.value.param == "latents"
     with pytest.raises(jepa.InvalidInputError):
-        ctx.ac_predict(en, acts[:, :2], states[:, :1])  # frames disagree
-    with pytest.raises(jepa.UnsupportedError, match="grid"):
-        ctx.ac_predict(en[:, : 2 * (HW - 1)], acts[:, :2], states[:, :2])  # HW - 1 tokens per frame
-    with pytest.raises(jepa.InvalidInputError):
-        ctx.ac_rollout(g("z_ctx")[0], g("states")[0, 0, :6], g("rollout_actions"))
-    with pytest.raises(jepa.UnsupportedError, match="LeWM"):
-        ctx.lewm_predict(en[:, :1], np.zeros((1, 1, 7), np.float32))
+        world.rollout_latents(ctx, g("z_ctx")[0], g("rollout_actions"), state=g("states")[0, 0, :6])
     with pytest.raises(jepa.UnsupportedError, match="masked predictor"):
         ctx.predict(en, [0], [1])
 
 
 def test_f16_weights(tmp_path: Path) -> None:
-    path = convert(AC / "checkpoint.pt", tmp_path / "ac16.gguf", family="vjepa2_ac", ftype="f16",
-                   img_size=int(HP["img_size"]), head_dim=int(HP["predictor_derived"]["head_dim"]))
+    path = convert(
+        AC / "checkpoint.pt",
+        tmp_path / "ac16.gguf",
+        family="vjepa2_ac",
+        ftype="f16",
+        img_size=int(HP["img_size"]),
+        head_dim=int(HP["predictor_derived"]["head_dim"]),
+    )
     ctx = jepa.Model(path).context(threads=2)
-    out = ctx.ac_rollout(g("z_ctx")[0], g("states")[0, 0], g("rollout_actions"), g("z_goal")[0],
-                         return_latents=True)
+    out = world.rollout_latents(
+        ctx, g("z_ctx")[0], g("rollout_actions"), g("z_goal")[0], state=g("states")[0, 0], return_latents=True
+    )
     assert_agrees(out["latents"], g("rollout_latents"), "rollout_latents f16", min_cos=0.9999, max_rel=1.0)
 
 
@@ -146,17 +198,21 @@ def test_flash_attention(model: jepa.Model) -> None:
     """The flash path (f16 frame-causal mask; the default on GPUs and for long CPU sequences)."""
     ctx = model.context(threads=2, flash_attn=True)
     z, s, goal, acts = g("z_ctx")[0], g("states")[0, 0], g("z_goal")[0], g("rollout_actions")
-    out = ctx.ac_rollout(z, s, acts, goal, return_latents=True)
+    out = world.rollout_latents(ctx, z, acts, goal, state=s, return_latents=True)
     assert_agrees(out["latents"], g("rollout_latents"), "rollout_latents (flash)")
     assert_rel_close(out["energies"], g("rollout_energy"), "rollout_energy (flash)", rtol=TOL)
     for k in range(len(acts)):
-        single = ctx.ac_rollout(z, s, acts[k : k + 1], goal, return_latents=True)
+        single = world.rollout_latents(ctx, z, acts[k : k + 1], goal, state=s, return_latents=True)
         np.testing.assert_array_equal(bits(single["latents"][0]), bits(out["latents"][k]))
 
 
 def test_threads_do_not_change_the_bits(model: jepa.Model) -> None:
     z, s, goal, acts = g("z_ctx")[0], g("states")[0, 0], g("z_goal")[0], g("rollout_actions")
-    runs = [model.context(threads=t).ac_rollout(z, s, acts, goal, return_latents=True)["latents"]
-            for t in (1, 2, 3)]
+    runs = [
+        world.rollout_latents(model.context(threads=t), z, acts, goal, state=s, return_latents=True)[
+            "latents"
+        ]
+        for t in (1, 2, 3)
+    ]
     for r in runs[1:]:
         np.testing.assert_array_equal(bits(r), bits(runs[0]))

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REFERENCE_DIR
 
 import jepa
+from jepa import world
 from jepa.convert import convert
-from jepa.planning.reference import assert_agrees, assert_rel_close
+
+from conftest import REFERENCE_DIR
+from numpy_reference import assert_agrees, assert_rel_close
 
 LEWM = REFERENCE_DIR / "lewm"
 pytestmark = pytest.mark.torch
@@ -32,6 +34,11 @@ def bits(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
 
 
+def predicted(ctx: jepa.Context, history: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """`JEPA.rollout`'s predicted_emb [K, T + 1, D] through the engine."""
+    return world.rollout_latents(ctx, history, candidates, return_latents=True)["latents"]
+
+
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> jepa.Model:
     path = convert(LEWM, Path(tmp_path_factory.mktemp("lewm")) / "lewm.gguf", family="lewm")
@@ -46,8 +53,8 @@ def ctx(model: jepa.Model) -> jepa.Context:
 def test_info(model: jepa.Model) -> None:
     i = model.info
     assert model.world_model == "lewm" and not model.has_predictor and not model.has_head
-    got = (i["pred_kind"], i["pred_n_frames"], i["pred_action_dim"], i["wm_embed_dim"])
-    assert got == ("lewm", HP["history_size"], A, g("emb").shape[-1])
+    got = (i.pred_kind, i.pred_n_frames, i.pred_action_dim, i.wm_embed_dim)
+    assert got == (jepa.PredictorKind.LEWM, HP["history_size"], A, g("emb").shape[-1])
     assert jepa.default_pool(model) == "lewm"
 
 
@@ -55,58 +62,71 @@ def test_embedding(ctx: jepa.Context, model: jepa.Model) -> None:
     pixels = g("pixels")[0]
     tokens = ctx.encode(pixels[:3])
     assert_agrees(tokens, g("enc_tokens"), "enc_tokens")
-    assert_agrees(ctx.lewm_project(g("enc_cls")), g("emb")[0], "emb from enc_cls")
-    emb = ctx.lewm_embed(pixels[:3])
+    assert_agrees(ctx.world_latents(g("enc_cls")[:, None])[:, 0], g("emb")[0], "emb from enc_cls")
+    emb = world.latents(ctx, pixels[:3])
     assert_agrees(emb, g("emb")[0], "emb")
-    assert_agrees(ctx.lewm_embed(pixels[3:]), g("goal_emb")[0], "goal_emb")
+    assert_agrees(world.latents(ctx, pixels[3:]), g("goal_emb")[0], "goal_emb")
     # The 'lewm' pool is the same function: same bits, batched or one at a time.
-    np.testing.assert_array_equal(bits(jepa.pool(tokens, "lewm", model)), bits(emb))
-    np.testing.assert_array_equal(bits(jepa.pool(tokens, None, model)), bits(emb))
+    np.testing.assert_array_equal(bits(jepa.pool(tokens, "lewm", ctx)), bits(emb))
+    np.testing.assert_array_equal(bits(jepa.pool(tokens, None, ctx)), bits(emb))
+    with pytest.raises(jepa.InvalidInputError, match="pass the Context"):
+        jepa.pool(tokens, "lewm", model)  # the projector runs on a context, never a hidden one
     for i in range(3):
-        np.testing.assert_array_equal(bits(ctx.lewm_embed(pixels[i : i + 1])), bits(emb[i : i + 1]))
+        np.testing.assert_array_equal(bits(world.latents(ctx, pixels[i : i + 1])), bits(emb[i : i + 1]))
 
 
 def test_predictor(ctx: jepa.Context) -> None:
-    parts = ctx.lewm_predict_parts(g("emb"), g("actions"))
+    parts = ctx.world_predict(g("emb"), g("actions"), taps=True)
     assert_agrees(parts["act_emb"], g("act_emb"), "act_emb")
     assert_agrees(parts["pred_raw"], g("pred_raw"), "pred_raw")
     assert_agrees(parts["pred"], g("pred"), "pred")
-    np.testing.assert_array_equal(bits(ctx.lewm_predict(g("emb"), g("actions"))), bits(parts["pred"]))
+    np.testing.assert_array_equal(bits(ctx.world_predict(g("emb"), g("actions"))), bits(parts["pred"]))
 
 
 def test_rollouts_and_cost(ctx: jepa.Context) -> None:
-    emb = ctx.lewm_embed(g("pixels")[0])  # history and goal from the pixels, through the engine
-    assert_agrees(ctx.lewm_rollout(emb[:1], g("cand_eval")[0]), g("rollout_h1")[0], "rollout_h1")
-    assert_agrees(ctx.lewm_rollout(emb[:3], g("cand_hist")[0]), g("rollout_h3")[0], "rollout_h3")
-    cost = ctx.lewm_cost(emb[:1], emb[3], g("cand_eval")[0])
+    emb = world.latents(ctx, g("pixels")[0])  # history and goal from the pixels, through the engine
+    assert_agrees(predicted(ctx, emb[:1], g("cand_eval")[0]), g("rollout_h1")[0], "rollout_h1")
+    assert_agrees(predicted(ctx, emb[:3], g("cand_hist")[0]), g("rollout_h3")[0], "rollout_h3")
+    cost = world.rollout_latents(ctx, emb[:1], g("cand_eval")[0], emb[3])["costs"]
     assert_rel_close(cost, g("cost_eval")[0], "cost_eval", rtol=TOL)
 
 
 def test_batched_candidates_equal_single_rollouts(ctx: jepa.Context) -> None:
-    emb = ctx.lewm_embed(g("pixels")[0])
+    emb = world.latents(ctx, g("pixels")[0])
     for hist, cand in ((emb[:1], g("cand_eval")[0]), (emb[:3], g("cand_hist")[0])):
-        batched = ctx.lewm_rollout(hist, cand)
+        batched = predicted(ctx, hist, cand)
         for k in range(len(cand)):
-            np.testing.assert_array_equal(bits(ctx.lewm_rollout(hist, cand[k : k + 1])[0]), bits(batched[k]))
+            np.testing.assert_array_equal(bits(predicted(ctx, hist, cand[k : k + 1])[0]), bits(batched[k]))
     rng = np.random.default_rng(3)
     cand = rng.standard_normal((40, 5, A), dtype=np.float32)  # more than max_batch: chunked graphs
     ctx.max_batch = 16
     try:
-        batched = ctx.lewm_cost(emb[:1], emb[3], cand)
+        batched = world.rollout_latents(ctx, emb[:1], cand, emb[3])["costs"]
     finally:
         ctx.max_batch = 32
-    single = np.concatenate([ctx.lewm_cost(emb[:1], emb[3], cand[k : k + 1]) for k in range(len(cand))])
+    single = np.concatenate(
+        [world.rollout_latents(ctx, emb[:1], cand[k : k + 1], emb[3])["costs"] for k in range(len(cand))]
+    )
     np.testing.assert_array_equal(bits(batched), bits(single))
 
 
 def test_plan_reproduces_upstream_cem(ctx: jepa.Context) -> None:
     """The engine as the cost, only upstream's draws replayed: same elites, same plan."""
-    emb = ctx.lewm_embed(g("pixels")[0])
+    emb = world.latents(ctx, g("pixels")[0])
     names = ("cem_noise", "cem_candidates", "cem_costs", "cem_topk", "cem_mean", "cem_var")
     ref = {n: g(n)[:, 0] for n in names}
-    out = ctx.lewm_plan(emb[:1], emb[3], horizon=CEM["horizon"], num_samples=CEM["num_samples"],
-                        topk=CEM["topk"], n_steps=CEM["n_steps"], var_scale=CEM["var_scale"],
-                        noise=ref["cem_noise"], trace=True)
+    out = world.plan_latents(
+        ctx,
+        emb[:1],
+        emb[3],
+        horizon=CEM["horizon"],
+        num_samples=CEM["num_samples"],
+        topk=CEM["topk"],
+        n_steps=CEM["n_steps"],
+        var_scale=CEM["var_scale"],
+        noise=ref["cem_noise"],
+        trace=True,
+    )
     assert_rel_close(out["costs"], ref["cem_costs"], "cem_costs", rtol=TOL)
     np.testing.assert_array_equal(out["topk"], ref["cem_topk"])
     for key in ("candidates", "mean", "var"):
@@ -117,38 +137,45 @@ def test_plan_reproduces_upstream_cem(ctx: jepa.Context) -> None:
 
 
 def test_seeded_plan_is_repeatable(ctx: jepa.Context) -> None:
-    emb = ctx.lewm_embed(g("pixels")[0])
-    a = ctx.lewm_plan(emb[:1], emb[3], num_samples=12, topk=4, n_steps=2, horizon=3, seed=7)
-    b = ctx.lewm_plan(emb[:1], emb[3], num_samples=12, topk=4, n_steps=2, horizon=3, seed=7)
+    emb = world.latents(ctx, g("pixels")[0])
+    a = world.plan_latents(ctx, emb[:1], emb[3], num_samples=12, topk=4, n_steps=2, horizon=3, seed=7)
+    b = world.plan_latents(ctx, emb[:1], emb[3], num_samples=12, topk=4, n_steps=2, horizon=3, seed=7)
     np.testing.assert_array_equal(bits(a["actions"]), bits(b["actions"]))
 
 
 def test_refusals(ctx: jepa.Context) -> None:
     emb, acts = g("emb"), g("actions")
     with pytest.raises(jepa.InvalidInputError, match="window"):
-        ctx.lewm_predict(np.concatenate([emb, emb], axis=1), np.concatenate([acts, acts], axis=1))
-    with pytest.raises(jepa.InvalidInputError, match="actions"):
-        ctx.lewm_predict(emb, acts[:, :, : A - 1])
+        ctx.world_predict(np.concatenate([emb, emb], axis=1), np.concatenate([acts, acts], axis=1))
+    with pytest.raises(jepa.InvalidInputError, match="actions") as e:
+        ctx.world_predict(emb, acts[:, :, : A - 1])
+    assert e.value.param == "actions"
     with pytest.raises(jepa.InvalidInputError):
-        ctx.lewm_predict(emb, acts[:, :2])
+        ctx.world_predict(emb, acts[:, :2])
     with pytest.raises(jepa.InvalidInputError):
-        ctx.lewm_rollout(emb[0], g("cand_eval")[0, :, :2])  # 3 history frames, 2 actions
-    with pytest.raises(jepa.UnsupportedError, match="V-JEPA 2-AC"):
-        ctx.ac_predict(emb[:, :1], np.zeros((1, 1, 7), np.float32), np.zeros((1, 1, 7), np.float32))
+        predicted(ctx, emb[0], g("cand_eval")[0, :, :2])  # 3 history frames, 2 actions
+    with pytest.raises(jepa.InvalidInputError) as e:
+        ctx.world_predict(emb, acts, np.zeros((*acts.shape[:2], 7), np.float32))  # LeWM takes no states
+    assert e.value.param == "states"
     with pytest.raises(jepa.UnsupportedError, match="masked predictor"):
         ctx.predict(g("enc_tokens")[:1], [0], [1])
 
 
 def test_f16_weights(tmp_path: Path) -> None:
     ctx = jepa.Model(convert(LEWM, tmp_path / "lewm16.gguf", family="lewm", ftype="f16")).context(threads=2)
-    emb = ctx.lewm_embed(g("pixels")[0])
+    emb = world.latents(ctx, g("pixels")[0])
     assert_agrees(emb[:3], g("emb")[0], "emb f16", min_cos=0.9999, max_rel=1.0)
-    assert_agrees(ctx.lewm_rollout(emb[:1], g("cand_eval")[0]), g("rollout_h1")[0], "rollout_h1 f16",
-                  min_cos=0.9999, max_rel=1.0)
+    assert_agrees(
+        predicted(ctx, emb[:1], g("cand_eval")[0]),
+        g("rollout_h1")[0],
+        "rollout_h1 f16",
+        min_cos=0.9999,
+        max_rel=1.0,
+    )
 
 
 def test_threads_do_not_change_the_bits(model: jepa.Model) -> None:
     emb = g("emb")[0]
-    runs = [model.context(threads=t).lewm_rollout(emb[:1], g("cand_eval")[0]) for t in (1, 2, 3)]
+    runs = [predicted(model.context(threads=t), emb[:1], g("cand_eval")[0]) for t in (1, 2, 3)]
     for r in runs[1:]:
         np.testing.assert_array_equal(bits(r), bits(runs[0]))

@@ -16,7 +16,7 @@ every round): jepa with f32 weights, jepa with f16 weights, and upstream's PyTor
   random weights; its state dict, in the released checkpoint's layout, goes through
   `jepa-convert --family vjepa2_ac` into the f32 / f16 GGUFs jepa runs, so both sides run the same
   weights by construction. Meta's CEM and pose update live in the vjepa2 repository's notebooks, not in
-  the package: the CEM cells run jepa.planning's transcription of them (`ac_plan`) around either
+  the package: the CEM cells run jepa.planning's transcription of them (`ac_cem`) around either
   predictor, so they compare the predictors under one planner.
 - LeWM at the published dimensions: ViT-tiny encoder (not part of a cell), projectors 192 -> 2048 ->
   192, predictor 6 adaLN-zero blocks, 16 heads x 64, MLP 2048, a 3-frame window, actions 5 x 2. Cells:
@@ -128,12 +128,12 @@ def cpu_info(threads: int, up: Upstream | None) -> dict[str, Any]:
             if line.startswith("flags"):
                 flags = set(line.split(":", 1)[1].split())
                 break
-    info["cpu_flags"] = [f for f in CPU_FLAGS if f in flags]
+    info.cpu_flags = [f for f in CPU_FLAGS if f in flags]
     if up is not None:
         torch = up.torch
-        info["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
-        info["torch_threads"] = torch.get_num_threads()
-        info["torch_mkldnn"] = bool(torch.backends.mkldnn.is_available())
+        info.torch_cpu_capability = torch.backends.cpu.get_cpu_capability()
+        info.torch_threads = torch.get_num_threads()
+        info.torch_mkldnn = bool(torch.backends.mkldnn.is_available())
     return info
 
 
@@ -485,12 +485,12 @@ def _report(name: str, cell: dict[str, Any]) -> None:
 def ac_cells(paths: dict[str, str], threads: int, ac_rounds: tuple[int, int], seed: int,
              upstream: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     import jepa
-    from jepa import planning
+    from jepa import planning, world
 
     ctxs = {ft: jepa.Model(p).context(threads=threads) for ft, p in paths.items()}
     info = next(iter(ctxs.values())).model.info
-    hw, d = int(info["pred_grid_size"]) ** 2, int(info["embed_dim"])
-    predict: dict[str, Callable[..., np.ndarray]] = {ft: c.ac_predict for ft, c in ctxs.items()}
+    hw, d = int(info.pred_grid_size) ** 2, int(info.embed_dim)
+    predict: dict[str, Callable[..., np.ndarray]] = {ft: world.predictor(c) for ft, c in ctxs.items()}
     if upstream is not None:
         torch = importlib.import_module("torch")
 
@@ -530,9 +530,10 @@ def ac_cells(paths: dict[str, str], threads: int, ac_rounds: tuple[int, int], se
         _report(f"ac_step K={k}", cell)
         opts = dict(samples=k, topk=min(10, k // 2), cem_steps=1, horizon=AC_H, seed=seed)
         plan: dict[str, Callable[[], Any]] = {
-            ft: partial(c.ac_plan, z, state, goal, **opts) for ft, c in ctxs.items()}
+            ft: partial(world.plan_latents, c, z, goal, state, **opts) for ft, c in ctxs.items()}
         if upstream is not None:
-            plan[UP] = partial(planning.ac_plan, predict[UP], z, state, goal, **opts)
+            energy = planning.ac_energy_fn(predict[UP], z, state, goal)
+            plan[UP] = partial(planning.ac_cem, energy, **opts)
             check = lambda o: {  # noqa: E731
                 "plan_actions_max_rel_err": _vs_upstream(o, lambda p: p["actions"]),
                 "energy_max_rel_err": _vs_upstream(o, lambda p: p["energy_per_iteration"]),
@@ -547,16 +548,17 @@ def lewm_cells(paths: dict[str, str], threads: int, rounds: int, seed: int, k: i
                plan_cfg: dict[str, int], upstream: Upstream | None = None,
                model: Any = None) -> list[dict[str, Any]]:
     import jepa
+    from jepa import world
 
     ctxs = {ft: jepa.Model(p).context(threads=threads) for ft, p in paths.items()}
     info = next(iter(ctxs.values())).model.info
-    d, a, window = int(info["wm_embed_dim"]), int(info["pred_action_dim"]), int(info["pred_n_frames"])
+    d, a, window = int(info.wm_embed_dim), int(info.pred_action_dim), int(info.pred_n_frames)
     rng = np.random.default_rng(seed)
     embs = rng.standard_normal((k, window, d)).astype(np.float32)
     acts = rng.standard_normal((k, window, a)).astype(np.float32)
     history = rng.standard_normal((1, d)).astype(np.float32)
     goal = rng.standard_normal(d).astype(np.float32)
-    step: dict[str, Callable[[], Any]] = {ft: partial(c.lewm_predict, embs, acts) for ft, c in ctxs.items()}
+    step: dict[str, Callable[[], Any]] = {ft: partial(c.world_predict, embs, acts) for ft, c in ctxs.items()}
     plan_opts: dict[str, Any] = dict(plan_cfg, seed=seed)
     check = check_plan = None
     if upstream is not None:
@@ -601,7 +603,7 @@ def lewm_cells(paths: dict[str, str], threads: int, rounds: int, seed: int, k: i
     cells = [{"cell": "lewm_step", "K": k, "T": window, **time_cell(step, rounds, check=check)}]
     _report(f"lewm_step K={k}", cells[-1])
     plan: dict[str, Callable[[], Any]] = {
-        ft: partial(c.lewm_plan, history, goal, **plan_opts) for ft, c in ctxs.items()}
+        ft: partial(world.plan_latents, c, history, goal, **plan_opts) for ft, c in ctxs.items()}
     if upstream is not None:
         plan[UP] = torch_plan
     cells.append({"cell": "lewm_plan", "K": plan_cfg["num_samples"], **plan_cfg,

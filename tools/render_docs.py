@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Render the generated blocks of docs/*.md from tests/results/*.json.
+"""Render the generated blocks of docs/*.md from tests/results/*.json, and docs/gguf.md's schema tables
+from the declaration in python/jepa/convert (gguf_keys.py, gguf_tensors.py).
 
 A doc marks a generated block with
 
@@ -8,7 +9,8 @@ A doc marks a generated block with
     <!-- END GENERATED: bench-engine -->
 
 and the text between the markers is replaced by the renderer of that name, fed with
-tests/results/<name>.json. Everything outside the markers is prose and left alone.
+tests/results/<name>.json (`gguf-keys` and `gguf-tensors` read the declaration instead). Everything
+outside the markers is prose and left alone.
 
     python tools/render_docs.py           # rewrite the docs
     python tools/render_docs.py --check   # exit 1 when a doc is stale (tests/test_docs_current.py)"""
@@ -373,9 +375,9 @@ def render_bench_engine_v1(data: dict[str, Any]) -> str:
 
 WORLD_CELLS = {
     "ac_step": "V-JEPA 2-AC rollout step (`ac_predict`, K = {K}, {H} frames)",
-    "ac_cem_iter": "V-JEPA 2-AC CEM iteration (`ac_plan`, K = {K} samples, H = {H})",
+    "ac_cem_iter": "V-JEPA 2-AC CEM iteration (`plan_latents`, K = {K} samples, H = {H})",
     "lewm_step": "LeWM predict step (`lewm_predict`, K = {K}, a {T}-step window)",
-    "lewm_plan": "LeWM plan (`lewm_plan`, {num_samples} samples × {n_steps} steps, horizon {horizon})",
+    "lewm_plan": "LeWM plan (`plan_latents`, {num_samples} samples × {n_steps} steps, horizon {horizon})",
 }
 
 
@@ -440,7 +442,20 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
 }
 
 
+def _declared() -> dict[str, Callable[[], str]]:
+    """Blocks rendered from a declaration in the package rather than from a results file: the GGUF
+    schema's key and tensor tables (docs/gguf.md)."""
+    sys.path.insert(0, str(ROOT / "python"))
+    try:
+        from jepa.convert import schema_doc
+    finally:
+        sys.path.pop(0)
+    return {"gguf-keys": schema_doc.render_keys, "gguf-tensors": schema_doc.render_tensors}
+
+
 def render_block(name: str) -> str:
+    if name.startswith("gguf-"):
+        return _declared()[name]()
     renderer = RENDERERS.get(name)
     if renderer is None:
         raise SystemExit(f"render_docs: no renderer named {name!r} (known: {', '.join(RENDERERS)})")

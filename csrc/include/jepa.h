@@ -11,14 +11,17 @@
  *     jepa_context * ctx = jepa_context_new(model, &cp);
  *
  *     // pixels: float32 [B, C, T, H, W], C-contiguous (T = 1 for images)
- *     int64_t n_tok = jepa_model_n_tokens(model, T, H, W);             // CLS + registers + patches
+ *     int64_t n_tok = jepa_model_n_tokens(model, C, T, H, W);             // CLS + registers + patches
  *     float * out = malloc(sizeof(float) * B * n_tok * info.embed_dim);
  *     jepa_status st = jepa_encode(ctx, pixels, B, C, T, H, W, out, B * n_tok * info.embed_dim);
  *
- *     // models with a classifier head (info.has_head): logits and the pooled vector from the tokens
+ *     // models with a classifier head (info.head_kind != JEPA_HEAD_NONE): logits and the pooled vector
  *     jepa_classify(ctx, out, B, n_tok, info.embed_dim, logits, B * info.n_classes, pooled, B * info.embed_dim);
- *     // models with a masked predictor (info.has_predictor): predictions at target token ids
+ *     // models with a masked predictor (info.pred_kind == JEPA_PRED_MASKED): predictions at target ids
  *     jepa_predict(ctx, ctx_tokens, B, n_ctx, info.embed_dim, ctx_ids, tgt_ids, n_tgt, NULL, pred, len);
+ *     // world models (JEPA_PRED_AC, JEPA_PRED_LEWM): tokens -> latents, then one predictor step
+ *     jepa_world_latents(ctx, out, B, n_tok, info.embed_dim, latents, len);
+ *     jepa_world_predict(ctx, &input, &output);
  *
  *     jepa_context_free(ctx);
  *     jepa_model_free(model);
@@ -31,7 +34,9 @@
  *     by the calling thread.
  *
  * Errors: every call returns a jepa_status (or NULL / a negative count) and never aborts the
- * process on bad input or a bad file. NULL arguments are reported as JEPA_ERR_INVALID_ARG.
+ * process on bad input or a bad file. NULL arguments are reported as JEPA_ERR_INVALID_ARG. An
+ * argument the engine refuses is named by jepa_error_param(), so a caller maps the refusal to its
+ * own field without reading the message.
  */
 #ifndef JEPA_H
 #define JEPA_H
@@ -65,6 +70,9 @@ typedef enum jepa_status {
 JEPA_API const char * jepa_error_text(void);
 /* The status of the calling thread's last failed call (JEPA_OK when none). */
 JEPA_API jepa_status jepa_error_status(void);
+/* The argument the calling thread's last failed call refused ("pixels", "tokens", "actions",
+ * "states", "context_ids", ...), or "" when the failure was not one argument's (a bad file, memory). */
+JEPA_API const char * jepa_error_param(void);
 /* Clear the calling thread's error. */
 JEPA_API void jepa_error_clear(void);
 
@@ -113,6 +121,20 @@ typedef enum jepa_resample {
     JEPA_RESAMPLE_BICUBIC  = 1
 } jepa_resample;
 
+/* The predictor a file holds (jepa.pred.kind). */
+typedef enum jepa_pred_kind {
+    JEPA_PRED_NONE   = 0,
+    JEPA_PRED_MASKED = 1, /* V-JEPA 2's masked predictor: jepa_predict                            */
+    JEPA_PRED_AC     = 2, /* V-JEPA 2-AC's action-conditioned predictor: jepa_world_*             */
+    JEPA_PRED_LEWM   = 3  /* LeWM's action-conditioned predictor: jepa_world_*                    */
+} jepa_pred_kind;
+
+/* The head a file holds (jepa.head.kind). */
+typedef enum jepa_head_kind {
+    JEPA_HEAD_NONE           = 0,
+    JEPA_HEAD_ATTENTIVE_POOL = 1  /* attentive pooling + linear classifier: jepa_classify            */
+} jepa_head_kind;
+
 /* What a model is. Strings point into the model and live as long as it. */
 typedef struct jepa_model_info {
     const char * name;          /* general.name                                        */
@@ -142,8 +164,8 @@ typedef struct jepa_model_info {
     float ln_eps;
 
     /* what else the file holds */
-    int   has_head;
-    int   has_predictor;        /* a masked predictor (jepa_predict); see pred_kind    */
+    jepa_head_kind head_kind;
+    jepa_pred_kind pred_kind;
     int   n_labels;
 
     /* preprocessing recipe (jepa.pre.*) */
@@ -163,29 +185,32 @@ typedef struct jepa_model_info {
     int   pred_n_mask_tokens;
     int   pred_grid_size;       /* the native patch grid its token ids index           */
 
-    /* world models (pred_kind "ac" or "lewm") */
-    const char * pred_kind;     /* "", "masked", "ac" or "lewm"                        */
+    /* world models (pred_kind JEPA_PRED_AC or JEPA_PRED_LEWM) */
     int   pred_action_dim;      /* action width (ac: 7; lewm: frameskip x env dims)    */
     int   pred_state_dim;       /* ac: 7                                               */
     int   pred_n_frames;        /* lewm: the predictor's window; ac: upstream's frames */
-    int   wm_embed_dim;         /* lewm: the embedding width lewm_embed returns        */
+    int   wm_embed_dim;         /* the latent width the world model's predictor takes (ac: embed_dim;
+                                   lewm: the projector's output)                       */
     float pred_norm_reps_eps;   /* ac: eps of the latents' non-affine LayerNorm        */
 } jepa_model_info;
 
 JEPA_API jepa_status jepa_model_get_info(const jepa_model * model, jepa_model_info * out);
 /* Label i of the classifier head, or NULL when out of range. */
 JEPA_API const char * jepa_model_label(const jepa_model * model, int i);
-/* Tokens the encoder returns for one item of T frames at H x W (CLS + registers + patches),
- * or -1 with an error when the shape is not valid for the model. */
-JEPA_API int64_t jepa_model_n_tokens(const jepa_model * model, int T, int H, int W);
+/* Tokens the encoder returns for one item [C, T, H, W] (CLS + registers + patches), or -1 with an
+ * error (naming "pixels") when the shape is not valid for the model: the check jepa_encode makes. */
+JEPA_API int64_t jepa_model_n_tokens(const jepa_model * model, int C, int T, int H, int W);
 
 /* ---- context ---------------------------------------------------------------------------- */
 
 typedef struct jepa_context jepa_context;
 
+/* The largest max_batch a context takes (items per graph). */
+#define JEPA_MAX_BATCH_LIMIT 4096
+
 typedef struct jepa_context_params {
     int     n_threads;        /* CPU threads per graph; <= 0: all cores                      */
-    int     max_batch;        /* items per graph; bigger calls are split (default 32)        */
+    int     max_batch;        /* items per graph, 1..JEPA_MAX_BATCH_LIMIT; bigger calls split */
     int     flash_attn;       /* -1 auto (flash everywhere), 0 off (ggml's matmul + softmax +
                                  matmul, the score matrix in the graph), 1 on. On a CPU with
                                  AVX-512, "flash" is the engine's own attention kernel       */
@@ -238,28 +263,41 @@ JEPA_API jepa_status jepa_predict(jepa_context * ctx, const float * tokens, int 
                                   const jepa_predict_params * params, float * out, size_t out_len);
 
 /* ---- world models (docs/world-models.md) ---------------------------------------------------- */
+/* One pair of entries for every world model, tagged by its predictor kind: the next world model
+ * adds a kind and its rules here, not a new function. */
 
-/* LeWM: the embedding of B frames. pixels: float32 [B, C, 1, H, W] (as jepa_encode); out: float32
- * [B, wm_embed_dim], the encoder's CLS (after its final norm) through the projector. */
-JEPA_API jepa_status jepa_lewm_embed(jepa_context * ctx, const float * pixels, int B, int C, int H, int W,
-                                     float * out, size_t out_len);
-/* LeWM: the projector alone, on CLS rows cls [B, E] (E = embed_dim) -> out [B, wm_embed_dim]. */
-JEPA_API jepa_status jepa_lewm_project(jepa_context * ctx, const float * cls, int B, int E, float * out,
-                                       size_t out_len);
-/* LeWM: the predictor on B sequences of T <= pred_n_frames steps. embs: float32 [B, T, D], actions:
- * float32 [B, T, A] (A = pred_action_dim). out: [B, T, D], the predictor's projector output (row t
- * predicts step t + 1). raw_out (before the projector) and act_emb_out (the action embedder's output)
- * are optional ([B, T, D] each, NULL to skip); out_len applies to all three. */
-JEPA_API jepa_status jepa_lewm_predict(jepa_context * ctx, const float * embs, const float * actions, int B, int T,
-                                       int D, int A, float * out, size_t out_len, float * raw_out,
-                                       float * act_emb_out);
-/* V-JEPA 2-AC: the predictor's raw output for B items of T frames. latents: float32 [B, T*HW, D],
- * the encoder's tokens after the non-affine LayerNorm (HW = pred_grid_size^2 per frame, T-major);
- * actions: [B, T, pred_action_dim]; states: [B, T, pred_state_dim]. out: [B, T*HW, D]; row block t
- * predicts frame t + 1. */
-JEPA_API jepa_status jepa_ac_predict(jepa_context * ctx, const float * latents, const float * actions,
-                                     const float * states, int B, int T, int HW, int D, float * out,
-                                     size_t out_len);
+/* The latents a world model's predictor takes, from encoder tokens [B, N, E] (what jepa_encode
+ * returns; E = embed_dim).
+ *   JEPA_PRED_AC:   every token through the non-affine LayerNorm (eps pred_norm_reps_eps, float64
+ *                   arithmetic as upstream's) -> out [B, N, E];
+ *   JEPA_PRED_LEWM: the CLS token through the projector -> out [B, 1, wm_embed_dim].
+ * out_len is in floats. */
+JEPA_API jepa_status jepa_world_latents(jepa_context * ctx, const float * tokens, int B, int N, int E,
+                                        float * out, size_t out_len);
+
+typedef struct jepa_world_input {
+    jepa_pred_kind kind;    /* the model's pred_kind (checked): JEPA_PRED_AC or JEPA_PRED_LEWM        */
+    int B;                  /* items                                                                */
+    int T;                  /* time steps (lewm: at most pred_n_frames)                             */
+    int P;                  /* latent rows per step: ac: pred_grid_size^2 tokens of a frame; lewm: 1 */
+    int D;                  /* latent width: wm_embed_dim                                           */
+    const float * latents;  /* [B, T*P, D], step-major: what jepa_world_latents returns, per step   */
+    int A;                  /* action width: must be pred_action_dim                                */
+    int S;                  /* state width: pred_state_dim for ac; 0 for lewm                       */
+    const float * actions;  /* [B, T, A]                                                            */
+    const float * states;   /* [B, T, S] for ac; NULL for lewm                                      */
+} jepa_world_input;
+
+typedef struct jepa_world_output {
+    float * pred;     /* [B, T*P, D]: row block t predicts step t + 1                               */
+    float * raw;      /* lewm: [B, T*P, D] before the predictor's projector, or NULL; ac: NULL       */
+    float * act_emb;  /* lewm: [B, T, D] the action embedder's output, or NULL; ac: NULL             */
+    size_t  len;      /* floats in each buffer given                                                */
+} jepa_world_output;
+
+/* One predictor pass of the world model. JEPA_ERR_UNSUPPORTED when in->kind is not the model's. */
+JEPA_API jepa_status jepa_world_predict(jepa_context * ctx, const jepa_world_input * in,
+                                        const jepa_world_output * out);
 
 #ifdef __cplusplus
 }

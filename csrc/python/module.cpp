@@ -9,7 +9,14 @@ void raise_status(jepa_status status, const char * fallback) {
     std::string msg = jepa_error_text();
     if (msg.empty()) msg = fallback ? fallback : "jepa engine error";
     py::object errors = py::module_::import("jepa.errors");
-    py::object exc = errors.attr("error_for_status")(int(status), msg);
+    py::object exc = errors.attr("error_for_status")(int(status), msg, std::string(jepa_error_param()));
+    PyErr_SetObject(reinterpret_cast<PyObject *>(Py_TYPE(exc.ptr())), exc.ptr());
+    throw py::error_already_set();
+}
+
+void raise_arg(jepa_status status, const char * param, const std::string & message) {
+    py::object errors = py::module_::import("jepa.errors");
+    py::object exc = errors.attr("error_for_status")(int(status), message, std::string(param));
     PyErr_SetObject(reinterpret_cast<PyObject *>(Py_TYPE(exc.ptr())), exc.ptr());
     throw py::error_already_set();
 }
@@ -21,6 +28,7 @@ PYBIND11_MODULE(_engine, m) {
     m.def("version", &jepa_version);
     m.def("ggml_version", &jepa_ggml_version);
     m.def("has_cuda", [] { return jepa_has_cuda() != 0; });
+    m.attr("MAX_BATCH_LIMIT") = JEPA_MAX_BATCH_LIMIT;
     jepa_py::register_model(m);
     jepa_py::register_context(m);
 }

@@ -6,12 +6,16 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <string>
+
 namespace py = pybind11;
 
 namespace jepa_py {
 
 // Raise the jepa.errors exception for `status` with the thread's engine message.
 [[noreturn]] void raise_status(jepa_status status, const char * fallback = nullptr);
+// Raise a refusal the binding itself makes (before the engine), naming the argument as the engine does.
+[[noreturn]] void raise_arg(jepa_status status, const char * param, const std::string & message);
 
 inline void check(jepa_status status) {
     if (status != JEPA_OK) raise_status(status);

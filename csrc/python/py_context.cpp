@@ -15,7 +15,8 @@ struct PyContext {
     std::unique_ptr<jepa_context, void (*)(jepa_context *)> handle{nullptr, jepa_context_free};
     int64_t embed_dim = 0;
     int64_t n_classes = 0;
-    int in_chans = 3;
+    jepa_pred_kind pred_kind = JEPA_PRED_NONE;
+    int64_t wm_embed_dim = 0;
 
     PyContext(const py::object & py_model, int n_threads, int max_batch, int flash_attn, int64_t max_graph_bytes) {
         model = model_handle(py_model);
@@ -31,7 +32,8 @@ struct PyContext {
         check(jepa_model_get_info(model.get(), &i));
         embed_dim = i.embed_dim;
         n_classes = i.n_classes;
-        in_chans = i.in_chans;
+        pred_kind = i.pred_kind;
+        wm_embed_dim = i.wm_embed_dim;
     }
 
     jepa_context_params params() const {
@@ -44,14 +46,7 @@ struct PyContext {
         require_shape(x.ndim() == 5, "encode expects a 5-D float32 array [B, C, T, H, W]");
         check_dims(x, "encode");
         const int B = int(x.shape(0)), C = int(x.shape(1)), T = int(x.shape(2)), H = int(x.shape(3)), W = int(x.shape(4));
-        if (C != in_chans) {
-            // Checked before the token count, so a channels-last array is named for what it is.
-            jepa_error_clear();
-            const std::string msg = "expected " + std::to_string(in_chans) + " channels, got " + std::to_string(C) +
-                                    " (pixels are [B, C, T, H, W], channels first)";
-            raise_status(JEPA_ERR_INVALID_ARG, msg.c_str());
-        }
-        const int64_t n_tok = jepa_model_n_tokens(model.get(), T, H, W);
+        const int64_t n_tok = jepa_model_n_tokens(model.get(), C, T, H, W);
         if (n_tok < 0) raise_status(jepa_error_status());
         py::array_t<float> out({int64_t(B), n_tok, embed_dim});
         const float * src = x.data();
@@ -87,8 +82,8 @@ struct PyContext {
         check_dims(tgt_ids, "predict");
         const int B = int(x.shape(0)), Nc = int(x.shape(1)), D = int(x.shape(2)), Nt = int(tgt_ids.shape(1));
         if (ctx_ids.shape(0) != B || ctx_ids.shape(1) != Nc || tgt_ids.shape(0) != B) {
-            jepa_error_clear();
-            raise_status(JEPA_ERR_INVALID_ARG, "predict: the id arrays must be [B, Nc] and [B, Nt] for tokens [B, Nc, D]");
+            raise_arg(JEPA_ERR_INVALID_ARG, ctx_ids.shape(0) != B || ctx_ids.shape(1) != Nc ? "context_ids" : "target_ids",
+                      "predict: the id arrays must be [B, Nc] and [B, Nt] for tokens [B, Nc, D]");
         }
         py::array_t<float> out({int64_t(B), int64_t(Nt), embed_dim});
         jepa_predict_params p = jepa_predict_default_params();
@@ -104,89 +99,67 @@ struct PyContext {
         return out;
     }
 
-    // LeWM: frames [B, C, H, W] -> embeddings [B, D]
-    py::array_t<float> lewm_embed(const py::array_t<float, py::array::c_style> & x) {
-        require_shape(x.ndim() == 4, "lewm_embed expects a 4-D float32 array [B, C, H, W]");
-        check_dims(x, "lewm_embed");
-        const int B = int(x.shape(0)), C = int(x.shape(1)), H = int(x.shape(2)), W = int(x.shape(3));
-        py::array_t<float> out({int64_t(B), wm_embed_dim()});
+    // encoder tokens [B, N, E] -> the world model's latents (ac: [B, N, E]; lewm: [B, 1, D])
+    py::array_t<float> world_latents(const py::array_t<float, py::array::c_style> & x) {
+        require_shape(x.ndim() == 3, "world_latents expects a 3-D float32 array [B, N, E]");
+        check_dims(x, "world_latents");
+        const int B = int(x.shape(0)), N = int(x.shape(1)), E = int(x.shape(2));
+        const int64_t rows = pred_kind == JEPA_PRED_AC ? N : 1;
+        const int64_t width = pred_kind == JEPA_PRED_AC ? E : std::max<int64_t>(wm_embed_dim, 1);
+        py::array_t<float> out({int64_t(B), rows, width});
         const float * src = x.data();
         float * dst = out.mutable_data();
         const size_t len = size_t(out.size());
-        run_nogil([&] { return jepa_lewm_embed(handle.get(), src, B, C, H, W, dst, len); });
+        run_nogil([&] { return jepa_world_latents(handle.get(), src, B, N, E, dst, len); });
         return out;
     }
 
-    // LeWM: CLS rows [B, E] -> embeddings [B, D]
-    py::array_t<float> lewm_project(const py::array_t<float, py::array::c_style> & x) {
-        require_shape(x.ndim() == 2, "lewm_project expects a 2-D float32 array [B, E]");
-        check_dims(x, "lewm_project");
-        const int B = int(x.shape(0)), E = int(x.shape(1));
-        py::array_t<float> out({int64_t(B), wm_embed_dim()});
-        const float * src = x.data();
-        float * dst = out.mutable_data();
-        const size_t len = size_t(out.size());
-        run_nogil([&] { return jepa_lewm_project(handle.get(), src, B, E, dst, len); });
-        return out;
-    }
-
-    // LeWM: embeddings [B, T, D], actions [B, T, A] -> (pred, pred_raw, act_emb), each [B, T, D]
-    py::tuple lewm_predict(const py::array_t<float, py::array::c_style> & e,
-                           const py::array_t<float, py::array::c_style> & a) {
-        require_shape(e.ndim() == 3 && a.ndim() == 3, "lewm_predict expects embeddings [B, T, D] and actions [B, T, A]");
-        check_dims(e, "lewm_predict");
-        check_dims(a, "lewm_predict");
-        if (a.shape(0) != e.shape(0) || a.shape(1) != e.shape(1)) {
-            jepa_error_clear();
-            raise_status(JEPA_ERR_INVALID_ARG, "lewm_predict: actions must be [B, T, A] for embeddings [B, T, D]");
+    // latents [B, T*P, D], actions [B, T, A], states [B, T, S] or None -> pred [B, T*P, D], or
+    // (pred, raw, act_emb) with taps (lewm)
+    py::object world_predict(const py::array_t<float, py::array::c_style> & z,
+                             const py::array_t<float, py::array::c_style> & a, const py::object & states, bool taps) {
+        require_shape(z.ndim() == 3 && a.ndim() == 3, "world_predict expects latents [B, T*P, D] and actions [B, T, A]");
+        check_dims(z, "world_predict");
+        check_dims(a, "world_predict");
+        py::array_t<float, py::array::c_style> s;
+        const bool has_states = !states.is_none();
+        if (has_states) {
+            s = states.cast<py::array_t<float, py::array::c_style>>();
+            require_shape(s.ndim() == 3, "world_predict expects states [B, T, S]");
+            check_dims(s, "world_predict");
         }
-        const int B = int(e.shape(0)), T = int(e.shape(1)), D = int(e.shape(2)), A = int(a.shape(2));
-        std::vector<int64_t> shape = {int64_t(B), int64_t(T), int64_t(D)};
-        py::array_t<float> out(shape), raw(shape), act(shape);
-        const float * ep = e.data();
-        const float * ap = a.data();
-        float * op = out.mutable_data();
-        float * rp = raw.mutable_data();
-        float * cp = act.mutable_data();
-        const size_t len = size_t(out.size());
-        run_nogil([&] { return jepa_lewm_predict(handle.get(), ep, ap, B, T, D, A, op, len, rp, cp); });
-        return py::make_tuple(out, raw, act);
-    }
-
-    // V-JEPA 2-AC: latents [B, T*HW, D], actions [B, T, 7], states [B, T, 7] -> [B, T*HW, D]
-    py::array_t<float> ac_predict(const py::array_t<float, py::array::c_style> & z,
-                                  const py::array_t<float, py::array::c_style> & a,
-                                  const py::array_t<float, py::array::c_style> & s) {
-        require_shape(z.ndim() == 3 && a.ndim() == 3 && s.ndim() == 3,
-                      "ac_predict expects latents [B, T*HW, D], actions [B, T, 7] and states [B, T, 7]");
-        check_dims(z, "ac_predict");
-        check_dims(a, "ac_predict");
-        check_dims(s, "ac_predict");
-        jepa_model_info i;
-        check(jepa_model_get_info(model.get(), &i));
         const int B = int(z.shape(0)), N = int(z.shape(1)), D = int(z.shape(2)), T = int(a.shape(1));
-        if (a.shape(0) != B || s.shape(0) != B || s.shape(1) != T || a.shape(2) != i.pred_action_dim ||
-            s.shape(2) != i.pred_state_dim || N % T != 0) {
-            jepa_error_clear();
-            const std::string msg = "ac_predict: expected latents [B, T*HW, D], actions [B, T, " +
-                                    std::to_string(i.pred_action_dim) + "], states [B, T, " +
-                                    std::to_string(i.pred_state_dim) + "] with the same B and T";
-            raise_status(JEPA_ERR_INVALID_ARG, msg.c_str());
+        const char * bad = nullptr;
+        if (a.shape(0) != B || N % T != 0) bad = "actions";
+        else if (has_states && (s.shape(0) != B || s.shape(1) != T)) bad = "states";
+        if (bad) {
+            raise_arg(JEPA_ERR_INVALID_ARG, bad,
+                      std::string("world_predict: ") + bad +
+                          " must be [B, T, ...] for latents [B, T*P, D] with the same B, and T dividing the latent rows");
         }
-        py::array_t<float> out({int64_t(B), int64_t(N), int64_t(D)});
-        const float * zp = z.data();
-        const float * ap = a.data();
-        const float * sp = s.data();
-        float * op = out.mutable_data();
-        const size_t len = size_t(out.size());
-        run_nogil([&] { return jepa_ac_predict(handle.get(), zp, ap, sp, B, T, N / T, D, op, len); });
-        return out;
-    }
-
-    int64_t wm_embed_dim() const {
-        jepa_model_info i;
-        check(jepa_model_get_info(model.get(), &i));
-        return std::max<int64_t>(i.wm_embed_dim, 1);
+        jepa_world_input in{};
+        in.kind = pred_kind;
+        in.B = B;
+        in.T = T;
+        in.P = N / T;
+        in.D = D;
+        in.A = int(a.shape(2));
+        in.S = has_states ? int(s.shape(2)) : 0;
+        in.latents = z.data();
+        in.actions = a.data();
+        in.states = has_states ? s.data() : nullptr;
+        std::vector<int64_t> shape = {int64_t(B), int64_t(N), int64_t(D)};
+        py::array_t<float> pred(shape);
+        py::array_t<float> raw(taps ? shape : std::vector<int64_t>{0});
+        py::array_t<float> act(taps ? shape : std::vector<int64_t>{0});
+        jepa_world_output out{};
+        out.pred = pred.mutable_data();
+        out.raw = taps ? raw.mutable_data() : nullptr;
+        out.act_emb = taps ? act.mutable_data() : nullptr;
+        out.len = size_t(pred.size());
+        run_nogil([&] { return jepa_world_predict(handle.get(), &in, &out); });
+        if (!taps) return std::move(pred);
+        return py::make_tuple(pred, raw, act);
     }
 
     template <typename T>
@@ -201,9 +174,25 @@ struct PyContext {
 };
 
 void register_context(py::module_ & m) {
+    // The engine's defaults, read by every layer above (never retyped as literals).
+    py::class_<jepa_context_params>(m, "ContextParams", "jepa_context_params; read-only.")
+        .def_readonly("n_threads", &jepa_context_params::n_threads)
+        .def_readonly("max_batch", &jepa_context_params::max_batch)
+        .def_readonly("flash_attn", &jepa_context_params::flash_attn)
+        .def_readonly("max_graph_bytes", &jepa_context_params::max_graph_bytes);
+    m.def("context_default_params", &jepa_context_default_params);
+    py::class_<jepa_predict_params>(m, "PredictParams", "jepa_predict_params; read-only.")
+        .def_readonly("mask_index", &jepa_predict_params::mask_index)
+        .def_readonly("grid_h", &jepa_predict_params::grid_h)
+        .def_readonly("grid_w", &jepa_predict_params::grid_w);
+    m.def("predict_default_params", &jepa_predict_default_params);
+
+    const jepa_context_params d = jepa_context_default_params();
+    const jepa_predict_params pd = jepa_predict_default_params();
     py::class_<PyContext>(m, "Context")
-        .def(py::init<const py::object &, int, int, int, int64_t>(), py::arg("model"), py::arg("n_threads") = 0,
-             py::arg("max_batch") = 32, py::arg("flash_attn") = -1, py::arg("max_graph_bytes") = 0)
+        .def(py::init<const py::object &, int, int, int, int64_t>(), py::arg("model"), py::arg("n_threads") = d.n_threads,
+             py::arg("max_batch") = d.max_batch, py::arg("flash_attn") = d.flash_attn,
+             py::arg("max_graph_bytes") = d.max_graph_bytes)
         .def_property_readonly("n_threads", [](const PyContext & c) { return c.params().n_threads; })
         .def_property_readonly("max_batch", [](const PyContext & c) { return c.params().max_batch; })
         .def_property_readonly("max_graph_bytes", [](const PyContext & c) { return c.params().max_graph_bytes; })
@@ -212,11 +201,10 @@ void register_context(py::module_ & m) {
         .def("encode", &PyContext::encode, py::arg("pixels"))
         .def("classify", &PyContext::classify, py::arg("tokens"))
         .def("predict", &PyContext::predict, py::arg("tokens"), py::arg("context_ids"), py::arg("target_ids"),
-             py::arg("mask_index") = 1, py::arg("grid_h") = 0, py::arg("grid_w") = 0)
-        .def("lewm_embed", &PyContext::lewm_embed, py::arg("pixels"))
-        .def("lewm_project", &PyContext::lewm_project, py::arg("cls"))
-        .def("lewm_predict", &PyContext::lewm_predict, py::arg("embeddings"), py::arg("actions"))
-        .def("ac_predict", &PyContext::ac_predict, py::arg("latents"), py::arg("actions"), py::arg("states"));
+             py::arg("mask_index") = pd.mask_index, py::arg("grid_h") = pd.grid_h, py::arg("grid_w") = pd.grid_w)
+        .def("world_latents", &PyContext::world_latents, py::arg("tokens"))
+        .def("world_predict", &PyContext::world_predict, py::arg("latents"), py::arg("actions"),
+             py::arg("states") = py::none(), py::arg("taps") = false);
 }
 
 }  // namespace jepa_py

@@ -5,20 +5,20 @@
 
 namespace jepa_py {
 
-namespace {
+// jepa_model_info with its strings owned, so a ModelInfo outlives nothing it points into. The
+// numeric fields are the C struct's own (bound by member pointer, read-only): one description of
+// a model from the engine to every Python layer.
+struct ModelInfo : jepa_model_info {
+    std::string name_s, family_s, modality_s, backend_s, matmul_s;
+};
 
-const char * pos_name(jepa_pos_type p) {
-    switch (p) {
-        case JEPA_POS_NONE: return "none";
-        case JEPA_POS_LEARNED: return "learned";
-        case JEPA_POS_SINCOS2D: return "sincos2d";
-        case JEPA_POS_SINCOS3D: return "sincos3d";
-        case JEPA_POS_ROPE3D: return "rope3d";
-    }
-    return "unknown";
-}
-
-}  // namespace
+struct Preprocess {
+    py::tuple mean, std;
+    float rescale;
+    int resize_short, crop;
+    jepa_resize_mode resize_mode;
+    jepa_resample resample;
+};
 
 struct PyModel {
     std::shared_ptr<jepa_model> handle;
@@ -36,57 +36,16 @@ struct PyModel {
         handle.reset(m, jepa_model_free);
     }
 
-    py::dict info() const {
-        jepa_model_info i;
+    ModelInfo info() const {
+        ModelInfo i;
         check(jepa_model_get_info(handle.get(), &i));
-        py::dict d;
-        d["name"] = i.name;
-        d["family"] = i.family;
-        d["modality"] = i.modality;
-        d["backend"] = i.backend;
-        d["matmul"] = i.matmul;
-        d["n_matmul_packed"] = i.n_matmul_packed;
-        d["file_type"] = i.file_type;
-        d["n_params"] = i.n_params;
-        d["n_bytes"] = i.n_bytes;
-        d["embed_dim"] = i.embed_dim;
-        d["n_layer"] = i.n_layer;
-        d["n_head"] = i.n_head;
-        d["ffn_dim"] = i.ffn_dim;
-        d["patch_size"] = i.patch_size;
-        d["tubelet_size"] = i.tubelet_size;
-        d["img_size"] = i.img_size;
-        d["n_frames"] = i.n_frames;
-        d["in_chans"] = i.in_chans;
-        d["has_cls"] = bool(i.has_cls);
-        d["n_registers"] = i.n_registers;
-        d["pos_type"] = pos_name(i.pos_type);
-        d["ln_eps"] = i.ln_eps;
-        d["has_head"] = bool(i.has_head);
-        d["has_predictor"] = bool(i.has_predictor);
-        d["n_labels"] = i.n_labels;
-        d["n_classes"] = i.n_classes;
-        d["pred_embed_dim"] = i.pred_embed_dim;
-        d["pred_n_layer"] = i.pred_n_layer;
-        d["pred_n_head"] = i.pred_n_head;
-        d["pred_n_mask_tokens"] = i.pred_n_mask_tokens;
-        d["pred_grid_size"] = i.pred_grid_size;
-        d["pred_kind"] = i.pred_kind ? i.pred_kind : "";
-        d["pred_action_dim"] = i.pred_action_dim;
-        d["pred_state_dim"] = i.pred_state_dim;
-        d["pred_n_frames"] = i.pred_n_frames;
-        d["wm_embed_dim"] = i.wm_embed_dim;
-        d["pred_norm_reps_eps"] = i.pred_norm_reps_eps;
-        py::dict pre;
-        pre["mean"] = py::make_tuple(i.mean[0], i.mean[1], i.mean[2]);
-        pre["std"] = py::make_tuple(i.std[0], i.std[1], i.std[2]);
-        pre["rescale"] = i.rescale;
-        pre["resize_short"] = i.resize_short;
-        pre["crop"] = i.crop;
-        pre["resize_mode"] = i.resize_mode == JEPA_RESIZE_SQUASH ? "squash" : "shortest_edge";
-        pre["resample"] = i.resample == JEPA_RESAMPLE_BICUBIC ? "bicubic" : "bilinear";
-        d["preprocess"] = pre;
-        return d;
+        i.name_s = i.name;
+        i.family_s = i.family;
+        i.modality_s = i.modality;
+        i.backend_s = i.backend;
+        i.matmul_s = i.matmul;
+        i.name = i.family = i.modality = i.backend = i.matmul = nullptr;  // only the owned copies are read
+        return i;
     }
 
     py::list labels() const {
@@ -97,20 +56,109 @@ struct PyModel {
         return out;
     }
 
-    int64_t n_tokens(int T, int H, int W) const {
-        const int64_t n = jepa_model_n_tokens(handle.get(), T, H, W);
+    int64_t n_tokens(int C, int T, int H, int W) const {
+        const int64_t n = jepa_model_n_tokens(handle.get(), C, T, H, W);
         if (n < 0) raise_status(jepa_error_status());
         return n;
     }
 };
 
+void register_enums(py::module_ & m) {
+    py::enum_<jepa_pred_kind>(m, "PredictorKind", "The predictor a file holds (jepa.pred.kind).")
+        .value("NONE", JEPA_PRED_NONE)
+        .value("MASKED", JEPA_PRED_MASKED)
+        .value("AC", JEPA_PRED_AC)
+        .value("LEWM", JEPA_PRED_LEWM);
+    py::enum_<jepa_head_kind>(m, "HeadKind", "The head a file holds (jepa.head.kind).")
+        .value("NONE", JEPA_HEAD_NONE)
+        .value("ATTENTIVE_POOL", JEPA_HEAD_ATTENTIVE_POOL);
+    py::enum_<jepa_pos_type>(m, "PosType", "The encoder's positions (jepa.enc.pos_type).")
+        .value("NONE", JEPA_POS_NONE)
+        .value("LEARNED", JEPA_POS_LEARNED)
+        .value("SINCOS2D", JEPA_POS_SINCOS2D)
+        .value("SINCOS3D", JEPA_POS_SINCOS3D)
+        .value("ROPE3D", JEPA_POS_ROPE3D);
+    py::enum_<jepa_resize_mode>(m, "ResizeMode", "How a frame is resized (jepa.pre.resize_mode).")
+        .value("SHORTEST_EDGE", JEPA_RESIZE_SHORTEST_EDGE)
+        .value("SQUASH", JEPA_RESIZE_SQUASH);
+    py::enum_<jepa_resample>(m, "Resample", "The resize filter (jepa.pre.resample).")
+        .value("BILINEAR", JEPA_RESAMPLE_BILINEAR)
+        .value("BICUBIC", JEPA_RESAMPLE_BICUBIC);
+}
+
+void register_info(py::module_ & m) {
+    py::class_<Preprocess>(m, "Preprocess", "The file's preprocessing recipe (jepa.pre.*); read-only.")
+        .def_readonly("mean", &Preprocess::mean)
+        .def_readonly("std", &Preprocess::std)
+        .def_readonly("rescale", &Preprocess::rescale)
+        .def_readonly("resize_short", &Preprocess::resize_short)
+        .def_readonly("crop", &Preprocess::crop)
+        .def_readonly("resize_mode", &Preprocess::resize_mode)
+        .def_readonly("resample", &Preprocess::resample);
+
+    using I = jepa_model_info;
+    py::class_<ModelInfo>(m, "ModelInfo", "What a model is: jepa_model_info, field by field; read-only.")
+        .def_readonly("name", &ModelInfo::name_s)
+        .def_readonly("family", &ModelInfo::family_s)
+        .def_readonly("modality", &ModelInfo::modality_s)
+        .def_readonly("backend", &ModelInfo::backend_s)
+        .def_readonly("matmul", &ModelInfo::matmul_s)
+        .def_readonly("n_matmul_packed", &I::n_matmul_packed)
+        .def_readonly("file_type", &I::file_type)
+        .def_readonly("n_params", &I::n_params)
+        .def_readonly("n_bytes", &I::n_bytes)
+        .def_readonly("embed_dim", &I::embed_dim)
+        .def_readonly("n_layer", &I::n_layer)
+        .def_readonly("n_head", &I::n_head)
+        .def_readonly("ffn_dim", &I::ffn_dim)
+        .def_readonly("patch_size", &I::patch_size)
+        .def_readonly("tubelet_size", &I::tubelet_size)
+        .def_readonly("img_size", &I::img_size)
+        .def_readonly("n_frames", &I::n_frames)
+        .def_readonly("in_chans", &I::in_chans)
+        .def_property_readonly("has_cls", [](const ModelInfo & i) { return i.has_cls != 0; })
+        .def_readonly("n_registers", &I::n_registers)
+        .def_readonly("pos_type", &I::pos_type)
+        .def_readonly("ln_eps", &I::ln_eps)
+        .def_readonly("head_kind", &I::head_kind)
+        .def_readonly("pred_kind", &I::pred_kind)
+        .def_readonly("n_labels", &I::n_labels)
+        .def_property_readonly("preprocess",
+                               [](const ModelInfo & i) {
+                                   return Preprocess{py::make_tuple(i.mean[0], i.mean[1], i.mean[2]),
+                                                     py::make_tuple(i.std[0], i.std[1], i.std[2]),
+                                                     i.rescale,
+                                                     i.resize_short,
+                                                     i.crop,
+                                                     i.resize_mode,
+                                                     i.resample};
+                               })
+        .def_readonly("n_classes", &I::n_classes)
+        .def_readonly("pred_embed_dim", &I::pred_embed_dim)
+        .def_readonly("pred_n_layer", &I::pred_n_layer)
+        .def_readonly("pred_n_head", &I::pred_n_head)
+        .def_readonly("pred_n_mask_tokens", &I::pred_n_mask_tokens)
+        .def_readonly("pred_grid_size", &I::pred_grid_size)
+        .def_readonly("pred_action_dim", &I::pred_action_dim)
+        .def_readonly("pred_state_dim", &I::pred_state_dim)
+        .def_readonly("pred_n_frames", &I::pred_n_frames)
+        .def_readonly("wm_embed_dim", &I::wm_embed_dim)
+        .def_readonly("pred_norm_reps_eps", &I::pred_norm_reps_eps)
+        .def("__repr__", [](const ModelInfo & i) {
+            return "ModelInfo(family=" + i.family_s + ", embed_dim=" + std::to_string(i.embed_dim) +
+                   ", n_layer=" + std::to_string(i.n_layer) + ", backend=" + i.backend_s + ")";
+        });
+}
+
 void register_model(py::module_ & m) {
+    register_enums(m);
+    register_info(m);
     py::class_<PyModel, std::shared_ptr<PyModel>>(m, "Model")
         .def(py::init<const std::string &, int, int>(), py::arg("path"), py::arg("device") = 0,
              py::arg("device_index") = 0)
         .def("info", &PyModel::info)
         .def("labels", &PyModel::labels)
-        .def("n_tokens", &PyModel::n_tokens, py::arg("T"), py::arg("H"), py::arg("W"));
+        .def("n_tokens", &PyModel::n_tokens, py::arg("C"), py::arg("T"), py::arg("H"), py::arg("W"));
 }
 
 }  // namespace jepa_py

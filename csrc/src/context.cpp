@@ -23,8 +23,9 @@ int default_threads() {
 }  // namespace
 
 Context::Context(const Model & model, const jepa_context_params & params) : model_(model), params_(params) {
-    if (params_.max_batch < 1 || params_.max_batch > 4096) {
-        fail(JEPA_ERR_INVALID_ARG, "max_batch must be in [1, 4096], got %d", params_.max_batch);
+    if (params_.max_batch < 1 || params_.max_batch > JEPA_MAX_BATCH_LIMIT) {
+        fail_arg(JEPA_ERR_INVALID_ARG, "max_batch", "max_batch must be in [1, %d], got %d", JEPA_MAX_BATCH_LIMIT,
+                 params_.max_batch);
     }
     if (params_.max_graph_bytes < 0) fail(JEPA_ERR_INVALID_ARG, "max_graph_bytes must be >= 0");
     if (params_.flash_attn < -1 || params_.flash_attn > 1) fail(JEPA_ERR_INVALID_ARG, "flash_attn must be -1, 0 or 1");
@@ -51,7 +52,9 @@ void Context::set_threads(int n) {
 }
 
 void Context::set_max_batch(int n) {
-    if (n < 1 || n > 4096) fail(JEPA_ERR_INVALID_ARG, "max_batch must be in [1, 4096], got %d", n);
+    if (n < 1 || n > JEPA_MAX_BATCH_LIMIT) {
+        fail_arg(JEPA_ERR_INVALID_ARG, "max_batch", "max_batch must be in [1, %d], got %d", JEPA_MAX_BATCH_LIMIT, n);
+    }
     params_.max_batch = n;
 }
 
@@ -159,11 +162,11 @@ void Context::encode(const float * pixels, const InputShape & s, float * out, si
 void Context::classify(const float * tokens, int B, int64_t N, int D, float * logits, size_t logits_len,
                        float * pooled, size_t pooled_len) {
     const Model & m = model_;
-    if (m.hp.head.kind == "none") fail(JEPA_ERR_UNSUPPORTED, "classify: this model has no classifier head");
+    if (m.hp.head.kind == JEPA_HEAD_NONE) fail(JEPA_ERR_UNSUPPORTED, "classify: this model has no classifier head");
     if (!tokens || !logits) fail(JEPA_ERR_INVALID_ARG, "classify: tokens and logits must not be NULL");
-    if (B < 1 || N < 1) fail(JEPA_ERR_INVALID_ARG, "classify: bad shape [%d, %lld, %d]", B, (long long) N, D);
+    if (B < 1 || N < 1) fail_arg(JEPA_ERR_INVALID_ARG, "tokens", "classify: bad shape [%d, %lld, %d]", B, (long long) N, D);
     if (D != m.hp.enc.embed_dim) {
-        fail(JEPA_ERR_INVALID_ARG, "classify: tokens have width %d, the model's encoder gives %d", D, m.hp.enc.embed_dim);
+        fail_arg(JEPA_ERR_INVALID_ARG, "tokens", "classify: tokens have width %d, the model's encoder gives %d", D, m.hp.enc.embed_dim);
     }
     const int64_t C = m.hp.head.n_classes;
     if (logits_len / size_t(B) < size_t(C)) {
@@ -191,37 +194,37 @@ void Context::predict(const float * tokens, int B, int64_t n_ctx, int D, const i
                       const int32_t * tgt_ids, int64_t n_tgt, const PredictOptions & opt, float * out, size_t out_len) {
     const Model & m = model_;
     const PredHparams & p = m.hp.pred;
-    if (p.kind != "masked") {
+    if (p.kind != JEPA_PRED_MASKED) {
         fail(JEPA_ERR_UNSUPPORTED, "predict: this model has no masked predictor%s",
-             p.kind.empty() ? "" : " (its predictor is a world model's: see ac_predict / lewm_predict)");
+             p.kind == JEPA_PRED_NONE ? "" : " (its predictor is a world model's: see jepa_world_predict)");
     }
     if (!tokens || !ctx_ids || !tgt_ids || !out) {
         fail(JEPA_ERR_INVALID_ARG, "predict: tokens, context ids, target ids and out must not be NULL");
     }
     if (B < 1 || n_ctx < 1 || n_tgt < 1) {
-        fail(JEPA_ERR_INVALID_ARG, "predict: bad shape (B %d, %lld context, %lld target tokens)", B, (long long) n_ctx,
+        fail_arg(JEPA_ERR_INVALID_ARG, "tokens", "predict: bad shape (B %d, %lld context, %lld target tokens)", B, (long long) n_ctx,
              (long long) n_tgt);
     }
     if (D != m.hp.enc.embed_dim) {
-        fail(JEPA_ERR_INVALID_ARG, "predict: tokens have width %d, the model's encoder gives %d", D, m.hp.enc.embed_dim);
+        fail_arg(JEPA_ERR_INVALID_ARG, "tokens", "predict: tokens have width %d, the model's encoder gives %d", D, m.hp.enc.embed_dim);
     }
-    if (n_ctx + n_tgt > (1 << 20)) fail(JEPA_ERR_INVALID_ARG, "predict: %lld tokens is too many", (long long) (n_ctx + n_tgt));
+    if (n_ctx + n_tgt > (1 << 20)) fail_arg(JEPA_ERR_INVALID_ARG, "target_ids", "predict: %lld tokens is too many", (long long) (n_ctx + n_tgt));
     const int gh = opt.grid_h > 0 ? opt.grid_h : p.grid_size;
     const int gw = opt.grid_w > 0 ? opt.grid_w : p.grid_size;
     if (opt.grid_h < 0 || opt.grid_w < 0 || gh > 8192 || gw > 8192) {
-        fail(JEPA_ERR_INVALID_ARG, "predict: bad grid %dx%d", opt.grid_h, opt.grid_w);
+        fail_arg(JEPA_ERR_INVALID_ARG, "grid", "predict: bad grid %dx%d", opt.grid_h, opt.grid_w);
     }
     const int64_t max_id = int64_t(1) << 24;
-    auto check_ids = [&](const int32_t * ids, int64_t n, const char * what) {
+    auto check_ids = [&](const int32_t * ids, int64_t n, const char * what, const char * param) {
         for (int64_t i = 0; i < n; ++i) {
             if (ids[i] < 0 || ids[i] >= max_id) {
-                fail(JEPA_ERR_INVALID_ARG, "predict: %s id %d at %lld is out of range [0, %lld)", what, ids[i],
-                     (long long) i, (long long) max_id);
+                fail_arg(JEPA_ERR_INVALID_ARG, param, "predict: %s id %d at %lld is out of range [0, %lld)", what,
+                         ids[i], (long long) i, (long long) max_id);
             }
         }
     };
-    check_ids(ctx_ids, int64_t(B) * n_ctx, "context");
-    check_ids(tgt_ids, int64_t(B) * n_tgt, "target");
+    check_ids(ctx_ids, int64_t(B) * n_ctx, "context", "context_ids");
+    check_ids(tgt_ids, int64_t(B) * n_tgt, "target", "target_ids");
     const int64_t out_item = n_tgt * p.out_dim;
     if (out_len / size_t(B) < size_t(out_item)) {
         fail(JEPA_ERR_INVALID_ARG, "predict: out holds %zu floats, needs %lld", out_len, (long long) (out_item * B));

@@ -41,17 +41,10 @@ public:
     void predict(const float * tokens, int B, int64_t n_ctx, int D, const int32_t * ctx_ids, const int32_t * tgt_ids,
                  int64_t n_tgt, const PredictOptions & opt, float * out, size_t out_len);
 
-    // World models (context_world.cpp).
-    // LeWM: CLS rows [B, E] -> embeddings [B, D]; pixels [B, C, 1, H, W] -> embeddings [B, D].
-    void lewm_project(const float * cls, int B, int E, float * out, size_t out_len);
-    void lewm_embed(const float * pixels, const InputShape & s, float * out, size_t out_len);
-    // LeWM: embeddings [B, T, D], actions [B, T, A] -> predictions [B, T, D]; raw (before the
-    // projector) and act_emb (the action embedder's output), same shape, may be NULL.
-    void lewm_predict(const float * embs, const float * actions, int B, int64_t T, int D, int A, float * out,
-                      size_t out_len, float * raw, float * act_emb);
-    // V-JEPA 2-AC: latents [B, T*HW, D], actions [B, T, a], states [B, T, s] -> [B, T*HW, D].
-    void ac_predict(const float * latents, const float * actions, const float * states, int B, int64_t T, int64_t HW,
-                    int D, float * out, size_t out_len);
+    // World models (context_world.cpp): encoder tokens [B, N, E] -> the predictor's latents, and one
+    // predictor pass; both kind-tagged (jepa.h).
+    void world_latents(const float * tokens, int B, int64_t N, int E, float * out, size_t out_len);
+    void world_predict(const jepa_world_input & in, const jepa_world_output & out);
 
 private:
     // A ggml context for graph metadata, reset before each build.
@@ -65,6 +58,9 @@ private:
     void compute(ggml_cgraph * graph);
     // The encoder's RoPE tables for a grid, built once per grid and kept.
     void set_encoder_rope(const EncoderGraph & eg, const PatchGrid & g);
+    // world_predict per kind, after its common checks.
+    void lewm_predict(const jepa_world_input & in, const jepa_world_output & out);
+    void ac_predict(const jepa_world_input & in, const jepa_world_output & out);
 
     const Model & model_;
     jepa_context_params params_;

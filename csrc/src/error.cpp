@@ -12,6 +12,7 @@ namespace jepa {
 namespace {
 thread_local jepa_status t_status = JEPA_OK;
 thread_local std::string t_message;
+thread_local const char * t_param = "";
 thread_local std::string t_ggml_log;
 
 std::string vformat(const char * fmt, va_list ap) {
@@ -64,14 +65,24 @@ void fail(jepa_status status, const char * fmt, ...) {
     throw Error(status, s);
 }
 
-void set_error(jepa_status status, const std::string & msg) {
+void fail_arg(jepa_status status, const char * param, const char * fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::string s = vformat(fmt, ap);
+    va_end(ap);
+    throw Error(status, s, param);
+}
+
+void set_error(jepa_status status, const std::string & msg, const char * param) {
     t_status = status;
     t_message = msg;
+    t_param = param ? param : "";
 }
 
 void clear_error() {
     t_status = JEPA_OK;
     t_message.clear();
+    t_param = "";
     t_ggml_log.clear();
 }
 
@@ -92,6 +103,7 @@ extern "C" {
 
 const char * jepa_error_text(void) { return jepa::t_message.c_str(); }
 jepa_status jepa_error_status(void) { return jepa::t_status; }
+const char * jepa_error_param(void) { return jepa::t_param; }
 void jepa_error_clear(void) { jepa::clear_error(); }
 
 }

@@ -12,20 +12,27 @@ namespace jepa {
 
 class Error : public std::runtime_error {
 public:
-    Error(jepa_status status, const std::string & msg) : std::runtime_error(msg), status_(status) {}
+    Error(jepa_status status, const std::string & msg, const char * param = "")
+        : std::runtime_error(msg), status_(status), param_(param ? param : "") {}
     jepa_status status() const { return status_; }
+    // The refused argument's name ("" when the failure is not one argument's): jepa_error_param.
+    const char * param() const { return param_; }
 
 private:
     jepa_status status_;
+    const char * param_;  // a string literal
 };
 
 // printf-style message formatting.
 std::string format(const char * fmt, ...) __attribute__((format(printf, 1, 2)));
 
 [[noreturn]] void fail(jepa_status status, const char * fmt, ...) __attribute__((format(printf, 2, 3)));
+// fail() naming the argument it refuses (a string literal: "pixels", "actions", ...).
+[[noreturn]] void fail_arg(jepa_status status, const char * param, const char * fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 // The calling thread's error slot (what jepa_error_text returns).
-void set_error(jepa_status status, const std::string & msg);
+void set_error(jepa_status status, const std::string & msg, const char * param = "");
 void clear_error();
 
 // The last error line ggml logged on this thread (ggml reports GGUF parse failures this way).
@@ -41,7 +48,7 @@ void install_ggml_logger();
         jepa::clear_error();                                                    \
         body                                                                    \
     } catch (const jepa::Error & e) {                                           \
-        jepa::set_error(e.status(), e.what());                                  \
+        jepa::set_error(e.status(), e.what(), e.param());                       \
         return e.status();                                                      \
     } catch (const std::bad_alloc &) {                                          \
         jepa::set_error(JEPA_ERR_RESOURCE, "out of memory");                    \

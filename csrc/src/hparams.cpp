@@ -95,11 +95,12 @@ PreprocessHparams parse_preprocess(const GgufMeta & m, const EncoderHparams & e)
 
 HeadHparams parse_head(const GgufMeta & m, const ModelHparams & h) {
     HeadHparams hd;
-    hd.kind = m.get_str("jepa.head.kind", "none");
-    if (hd.kind == "none") return hd;
-    if (hd.kind != "attentive_pool") {
-        fail(JEPA_ERR_UNSUPPORTED, "jepa.head.kind \"%s\" is not supported by this build yet", hd.kind.c_str());
+    const std::string kind = m.get_str("jepa.head.kind", "none");
+    if (kind == "none") return hd;
+    if (kind != "attentive_pool") {
+        fail(JEPA_ERR_UNSUPPORTED, "jepa.head.kind \"%s\" is not supported by this build yet", kind.c_str());
     }
+    hd.kind = JEPA_HEAD_ATTENTIVE_POOL;
     hd.n_classes = int(m.get_int("jepa.head.n_classes", 1, 1 << 20));
     hd.n_pool_layers = int(m.get_int("jepa.head.n_pool_layers", 0, 64));
     hd.block = h.enc_block();
@@ -129,7 +130,7 @@ void parse_pred_common(const GgufMeta & m, const EncoderHparams & e, PredHparams
 
 void parse_pred_rope(const GgufMeta & m, const EncoderHparams & e, PredHparams & p) {
     if (e.pos_type != JEPA_POS_ROPE3D) {
-        fail(JEPA_ERR_UNSUPPORTED, "a %s predictor needs a rope3d encoder (jepa.enc.pos_type)", p.kind.c_str());
+        fail(JEPA_ERR_UNSUPPORTED, "a %s predictor needs a rope3d encoder (jepa.enc.pos_type)", pred_kind_name(p.kind));
     }
     if (p.embed_dim % p.block.n_head != 0) {
         fail(JEPA_ERR_BAD_FILE, "jepa.pred.embed_dim %d is not a multiple of jepa.pred.n_head %d", p.embed_dim,
@@ -140,28 +141,31 @@ void parse_pred_rope(const GgufMeta & m, const EncoderHparams & e, PredHparams &
     }
     p.grid_size = int(m.get_int("jepa.pred.grid_size", 1, 8192, e.grid()));
     if (p.block.act == Act::Silu) {
-        fail(JEPA_ERR_UNSUPPORTED, "jepa.pred.act silu is not supported for %s predictors", p.kind.c_str());
+        fail(JEPA_ERR_UNSUPPORTED, "jepa.pred.act silu is not supported for %s predictors", pred_kind_name(p.kind));
     }
     parse_rope(m, "jepa.pred.", p.head_dim(), &p.rope_theta);
 }
 
 PredHparams parse_pred(const GgufMeta & m, const EncoderHparams & e) {
     PredHparams p;
-    p.kind = m.get_str("jepa.pred.kind");
-    if (p.kind != "masked" && p.kind != "ac" && p.kind != "lewm") {
-        fail(JEPA_ERR_UNSUPPORTED, "jepa.pred.kind \"%s\" is not supported by this build yet", p.kind.c_str());
+    const std::string kind = m.get_str("jepa.pred.kind");
+    for (jepa_pred_kind k : {JEPA_PRED_MASKED, JEPA_PRED_AC, JEPA_PRED_LEWM}) {
+        if (kind == pred_kind_name(k)) p.kind = k;
     }
-    if (p.kind == "masked" && e.pos_type != JEPA_POS_ROPE3D) {
+    if (p.kind == JEPA_PRED_NONE) {
+        fail(JEPA_ERR_UNSUPPORTED, "jepa.pred.kind \"%s\" is not supported by this build yet", kind.c_str());
+    }
+    if (p.kind == JEPA_PRED_MASKED && e.pos_type != JEPA_POS_ROPE3D) {
         fail(JEPA_ERR_UNSUPPORTED, "a masked predictor needs a rope3d encoder (jepa.enc.pos_type)");
     }
-    if (p.kind == "ac" && e.pos_type != JEPA_POS_ROPE3D) {
+    if (p.kind == JEPA_PRED_AC && e.pos_type != JEPA_POS_ROPE3D) {
         fail(JEPA_ERR_UNSUPPORTED, "an ac predictor needs a rope3d encoder (jepa.enc.pos_type)");
     }
     parse_pred_common(m, e, p);
-    if (p.kind == "masked") {
+    if (p.kind == JEPA_PRED_MASKED) {
         p.n_mask_tokens = int(m.get_int("jepa.pred.n_mask_tokens", 1, 1024));
         parse_pred_rope(m, e, p);
-    } else if (p.kind == "ac") {
+    } else if (p.kind == JEPA_PRED_AC) {
         p.action_dim = int(m.get_int("jepa.pred.action_dim", 1, 1024));
         p.state_dim = int(m.get_int("jepa.pred.state_dim", 1, 1024));
         p.n_frames = int(m.get_int("jepa.pred.n_frames", 1, 1 << 16, 0));
@@ -198,6 +202,16 @@ PredHparams parse_pred(const GgufMeta & m, const EncoderHparams & e) {
 
 }  // namespace
 
+const char * pred_kind_name(jepa_pred_kind kind) {
+    switch (kind) {
+        case JEPA_PRED_MASKED: return "masked";
+        case JEPA_PRED_AC: return "ac";
+        case JEPA_PRED_LEWM: return "lewm";
+        case JEPA_PRED_NONE: break;
+    }
+    return "";
+}
+
 ModelHparams parse_hparams(const gguf_context * ctx) {
     const GgufMeta m(ctx);
     ModelHparams h;
@@ -223,7 +237,7 @@ ModelHparams parse_hparams(const gguf_context * ctx) {
     h.pre = parse_preprocess(m, h.enc);
     h.head = parse_head(m, h);
     if (m.has("jepa.pred.kind")) h.pred = parse_pred(m, h.enc);
-    if (h.family == "lewm" && h.pred.kind != "lewm") {
+    if (h.family == "lewm" && h.pred.kind != JEPA_PRED_LEWM) {
         fail(JEPA_ERR_BAD_FILE, "jepa.family lewm needs jepa.pred.kind \"lewm\"");
     }
     if (m.has("jepa.head.labels")) h.labels = m.get_str_array("jepa.head.labels", 100000);

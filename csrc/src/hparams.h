@@ -50,7 +50,7 @@ struct BlockHparams {
 // The attentive-pool classifier head (jepa.head.*, kind attentive_pool): n_pool_layers self-attention
 // blocks, then one cross-attention from learned queries, then a linear classifier.
 struct HeadHparams {
-    std::string kind = "none";  // none | attentive_pool
+    jepa_head_kind kind = JEPA_HEAD_NONE;
     int n_classes = 0;
     int n_pool_layers = 0;
     int ffn_dim = 0;            // from the tensors (HF uses 4 x width whatever the encoder's ratio)
@@ -61,7 +61,7 @@ struct HeadHparams {
 // positions, RoPE from the token ids on the encoder grid, blocks, norm, projection back. kind ac
 // (V-JEPA 2-AC) and lewm (LeWM): the world-model predictors of docs/world-models.md.
 struct PredHparams {
-    std::string kind;           // empty: no predictor; masked | ac | lewm
+    jepa_pred_kind kind = JEPA_PRED_NONE;
     int embed_dim = 0;
     int n_layer = 0;
     int ffn_dim = 0;
@@ -83,6 +83,9 @@ struct PredHparams {
     int head_dim() const { return hd > 0 ? hd : embed_dim / block.n_head; }
     int inner_dim() const { return head_dim() * block.n_head; }
 };
+
+// jepa.pred.kind's string for a kind ("" for none): messages name kinds as files spell them.
+const char * pred_kind_name(jepa_pred_kind kind);
 
 struct PreprocessHparams {
     float mean[3] = {0.5f, 0.5f, 0.5f};

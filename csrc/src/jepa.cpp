@@ -57,7 +57,7 @@ jepa_model * jepa_model_load(const char * path, const jepa_model_params * params
         const jepa_model_params p = params ? *params : jepa_model_default_params();
         return reinterpret_cast<jepa_model *>(jepa::load_model(path, p));
     } catch (const jepa::Error & e) {
-        jepa::set_error(e.status(), e.what());
+        jepa::set_error(e.status(), e.what(), e.param());
     } catch (const std::bad_alloc &) {
         jepa::set_error(JEPA_ERR_RESOURCE, "out of memory while loading the model");
     } catch (const std::exception & e) {
@@ -98,8 +98,8 @@ jepa_status jepa_model_get_info(const jepa_model * model, jepa_model_info * out)
         i.n_registers = e.n_registers;
         i.pos_type = e.pos_type;
         i.ln_eps = e.ln_eps;
-        i.has_head = m.hp.head.kind != "none" ? 1 : 0;
-        i.has_predictor = m.hp.pred.kind == "masked" ? 1 : 0;  // world-model predictors: pred_kind
+        i.head_kind = m.hp.head.kind;
+        i.pred_kind = m.hp.pred.kind;
         i.n_labels = int(m.hp.labels.size());
         for (int c = 0; c < 3; ++c) {
             i.mean[c] = p.mean[c];
@@ -113,14 +113,14 @@ jepa_status jepa_model_get_info(const jepa_model * model, jepa_model_info * out)
         i.n_classes = m.hp.head.n_classes;
         i.pred_embed_dim = m.hp.pred.embed_dim;
         i.pred_n_layer = m.hp.pred.n_layer;
-        i.pred_n_head = m.hp.pred.kind.empty() ? 0 : m.hp.pred.block.n_head;
+        i.pred_n_head = m.hp.pred.kind == JEPA_PRED_NONE ? 0 : m.hp.pred.block.n_head;
         i.pred_n_mask_tokens = m.hp.pred.n_mask_tokens;
         i.pred_grid_size = m.hp.pred.grid_size;
-        i.pred_kind = m.hp.pred.kind.c_str();
         i.pred_action_dim = m.hp.pred.action_dim;
         i.pred_state_dim = m.hp.pred.state_dim;
         i.pred_n_frames = m.hp.pred.n_frames;
-        i.wm_embed_dim = m.enc.proj2.w ? int(m.enc.proj2.w->ne[1]) : 0;
+        i.wm_embed_dim = m.hp.pred.kind == JEPA_PRED_LEWM ? int(m.enc.proj2.w->ne[1])
+                         : m.hp.pred.kind == JEPA_PRED_AC ? e.embed_dim : 0;
         i.pred_norm_reps_eps = m.hp.pred.norm_reps_eps;
         *out = i;
         return JEPA_OK;
@@ -140,7 +140,7 @@ const char * jepa_model_label(const jepa_model * model, int i) {
     return labels[size_t(i)].c_str();
 }
 
-int64_t jepa_model_n_tokens(const jepa_model * model, int T, int H, int W) {
+int64_t jepa_model_n_tokens(const jepa_model * model, int C, int T, int H, int W) {
     if (!model) {
         invalid("jepa_model_n_tokens: model must not be NULL");
         return -1;
@@ -148,9 +148,9 @@ int64_t jepa_model_n_tokens(const jepa_model * model, int T, int H, int W) {
     jepa::clear_error();
     try {
         const jepa::Model & m = *as_model(model);
-        return jepa::encoder_n_tokens(m, m.hp.enc.in_chans, T, H, W);
+        return jepa::encoder_n_tokens(m, C, T, H, W);
     } catch (const jepa::Error & e) {
-        jepa::set_error(e.status(), e.what());
+        jepa::set_error(e.status(), e.what(), e.param());
     }
     return -1;
 }
@@ -174,7 +174,7 @@ jepa_context * jepa_context_new(const jepa_model * model, const jepa_context_par
         const jepa_context_params p = params ? *params : jepa_context_default_params();
         return reinterpret_cast<jepa_context *>(new jepa::Context(*as_model(model), p));
     } catch (const jepa::Error & e) {
-        jepa::set_error(e.status(), e.what());
+        jepa::set_error(e.status(), e.what(), e.param());
     } catch (const std::bad_alloc &) {
         jepa::set_error(JEPA_ERR_RESOURCE, "out of memory while creating a context");
     } catch (const std::exception & e) {
@@ -219,10 +219,10 @@ jepa_status jepa_encode(jepa_context * ctx, const float * pixels, int B, int C, 
         s.H = H;
         s.W = W;
         if (B < 1 || C < 1 || T < 1 || H < 1 || W < 1) {
-            jepa::fail(JEPA_ERR_INVALID_ARG, "jepa_encode: bad shape [%d, %d, %d, %d, %d]", B, C, T, H, W);
+            jepa::fail_arg(JEPA_ERR_INVALID_ARG, "pixels", "jepa_encode: bad shape [%d, %d, %d, %d, %d]", B, C, T, H, W);
         }
         if (H > 16384 || W > 16384 || T > 4096) {
-            jepa::fail(JEPA_ERR_INVALID_ARG, "jepa_encode: input [%d, %d, %d, %d, %d] is too large", B, C, T, H, W);
+            jepa::fail_arg(JEPA_ERR_INVALID_ARG, "pixels", "jepa_encode: input [%d, %d, %d, %d, %d] is too large", B, C, T, H, W);
         }
         as_ctx(ctx)->encode(pixels, s, out, out_len);
         return JEPA_OK;
@@ -261,46 +261,19 @@ jepa_status jepa_predict(jepa_context * ctx, const float * tokens, int B, int n_
     })
 }
 
-jepa_status jepa_lewm_embed(jepa_context * ctx, const float * pixels, int B, int C, int H, int W, float * out,
-                            size_t out_len) {
-    if (!ctx) return invalid("jepa_lewm_embed: ctx must not be NULL");
+jepa_status jepa_world_latents(jepa_context * ctx, const float * tokens, int B, int N, int E, float * out,
+                               size_t out_len) {
+    if (!ctx) return invalid("jepa_world_latents: ctx must not be NULL");
     JEPA_GUARD({
-        if (B < 1 || C < 1 || H < 1 || W < 1 || H > 16384 || W > 16384) {
-            jepa::fail(JEPA_ERR_INVALID_ARG, "jepa_lewm_embed: bad shape [%d, %d, 1, %d, %d]", B, C, H, W);
-        }
-        jepa::InputShape s;
-        s.B = B;
-        s.C = C;
-        s.T = 1;
-        s.H = H;
-        s.W = W;
-        as_ctx(ctx)->lewm_embed(pixels, s, out, out_len);
+        as_ctx(ctx)->world_latents(tokens, B, N, E, out, out_len);
         return JEPA_OK;
     })
 }
 
-jepa_status jepa_lewm_project(jepa_context * ctx, const float * cls, int B, int E, float * out, size_t out_len) {
-    if (!ctx) return invalid("jepa_lewm_project: ctx must not be NULL");
+jepa_status jepa_world_predict(jepa_context * ctx, const jepa_world_input * in, const jepa_world_output * out) {
+    if (!ctx || !in || !out) return invalid("jepa_world_predict: ctx, in and out must not be NULL");
     JEPA_GUARD({
-        as_ctx(ctx)->lewm_project(cls, B, E, out, out_len);
-        return JEPA_OK;
-    })
-}
-
-jepa_status jepa_lewm_predict(jepa_context * ctx, const float * embs, const float * actions, int B, int T, int D,
-                              int A, float * out, size_t out_len, float * raw_out, float * act_emb_out) {
-    if (!ctx) return invalid("jepa_lewm_predict: ctx must not be NULL");
-    JEPA_GUARD({
-        as_ctx(ctx)->lewm_predict(embs, actions, B, T, D, A, out, out_len, raw_out, act_emb_out);
-        return JEPA_OK;
-    })
-}
-
-jepa_status jepa_ac_predict(jepa_context * ctx, const float * latents, const float * actions, const float * states,
-                            int B, int T, int HW, int D, float * out, size_t out_len) {
-    if (!ctx) return invalid("jepa_ac_predict: ctx must not be NULL");
-    JEPA_GUARD({
-        as_ctx(ctx)->ac_predict(latents, actions, states, B, T, HW, D, out, out_len);
+        as_ctx(ctx)->world_predict(*in, *out);
         return JEPA_OK;
     })
 }

@@ -177,8 +177,8 @@ void declare_pred_lewm(TensorTable & t, const PredHparams & h, PredW & w) {
 }
 
 void declare_pred(TensorTable & t, const PredHparams & h, int64_t D_enc, PredW & w) {
-    if (h.kind == "masked") declare_pred_masked(t, h, D_enc, w);
-    else if (h.kind == "ac") declare_pred_ac(t, h, D_enc, w);
+    if (h.kind == JEPA_PRED_MASKED) declare_pred_masked(t, h, D_enc, w);
+    else if (h.kind == JEPA_PRED_AC) declare_pred_ac(t, h, D_enc, w);
     else declare_pred_lewm(t, h, w);
 }
 
@@ -289,9 +289,9 @@ Model * load_model(const char * path, const jepa_model_params & params) {
 
     TensorTable table(g.get(), meta);
     declare_encoder(table, model->hp.enc, model->enc);
-    if (model->hp.head.kind != "none") declare_head(table, model->hp.head, model->hp.enc.embed_dim, model->head);
-    if (!model->hp.pred.kind.empty()) declare_pred(table, model->hp.pred, model->hp.enc.embed_dim, model->pred);
-    if (model->hp.pred.kind == "lewm" && model->enc.proj2.w->ne[1] != model->hp.pred.embed_dim) {
+    if (model->hp.head.kind != JEPA_HEAD_NONE) declare_head(table, model->hp.head, model->hp.enc.embed_dim, model->head);
+    if (model->hp.pred.kind != JEPA_PRED_NONE) declare_pred(table, model->hp.pred, model->hp.enc.embed_dim, model->pred);
+    if (model->hp.pred.kind == JEPA_PRED_LEWM && model->enc.proj2.w->ne[1] != model->hp.pred.embed_dim) {
         fail(JEPA_ERR_BAD_FILE, "enc.proj.2.weight gives %lld-wide embeddings, the lewm predictor reads %d",
              (long long) model->enc.proj2.w->ne[1], model->hp.pred.embed_dim);
     }

@@ -73,8 +73,8 @@ struct PredW {
 struct Model {
     ModelHparams hp;
     EncoderW enc;
-    HeadW head;   // empty unless hp.head.kind != "none"
-    PredW pred;   // empty unless !hp.pred.kind.empty()
+    HeadW head;   // empty unless hp.head.kind != JEPA_HEAD_NONE
+    PredW pred;   // empty unless hp.pred.kind != JEPA_PRED_NONE
 
     jepa_device device = JEPA_DEVICE_CPU;
     int device_index = 0;

@@ -12,13 +12,18 @@ namespace jepa {
 
 PatchGrid encoder_grid(const Model & m, int C, int T, int H, int W) {
     const EncoderHparams & e = m.hp.enc;
-    if (C != e.in_chans) fail(JEPA_ERR_INVALID_ARG, "expected %d channels, got %d", e.in_chans, C);
-    if (T < 1 || H < 1 || W < 1) fail(JEPA_ERR_INVALID_ARG, "bad input size T=%d H=%d W=%d", T, H, W);
+    // The channel count first, so a channels-last array is named for what it is.
+    if (C != e.in_chans) {
+        fail_arg(JEPA_ERR_INVALID_ARG, "pixels", "expected %d channels, got %d (pixels are [B, C, T, H, W], channels first)",
+                 e.in_chans, C);
+    }
+    if (T < 1 || H < 1 || W < 1) fail_arg(JEPA_ERR_INVALID_ARG, "pixels", "bad input size T=%d H=%d W=%d", T, H, W);
     if (e.tubelet_size == 1 && e.n_frames == 1 && T != 1) {
-        fail(JEPA_ERR_INVALID_ARG, "this is an image model: expected T = 1 frame, got %d", T);
+        fail_arg(JEPA_ERR_INVALID_ARG, "pixels", "this is an image model: expected T = 1 frame, got %d", T);
     }
     if (H % e.patch_size != 0 || W % e.patch_size != 0) {
-        fail(JEPA_ERR_INVALID_ARG, "input %dx%d is not a multiple of the patch size %d", H, W, e.patch_size);
+        fail_arg(JEPA_ERR_INVALID_ARG, "pixels", "input %dx%d is not a multiple of the patch size %d", H, W,
+                 e.patch_size);
     }
     PatchGrid g{(T + e.tubelet_size - 1) / e.tubelet_size, H / e.patch_size, W / e.patch_size};
     if (m.enc.pos && ggml_nelements(m.enc.pos) > 0) {
@@ -26,7 +31,7 @@ PatchGrid encoder_grid(const Model & m, int C, int T, int H, int W) {
         const int native = e.grid();
         const int native_t = e.n_frames / e.tubelet_size;
         if (g.h != native || g.w != native || g.t != native_t) {
-            fail(JEPA_ERR_UNSUPPORTED,
+            fail_arg(JEPA_ERR_UNSUPPORTED, "pixels",
                  "input %dx%dx%d (grid %dx%dx%d) differs from the model's position table (grid %dx%dx%d, %dx%d px); "
                  "resize the input to the model size",
                  T, H, W, g.t, g.h, g.w, native_t, native, native, e.img_size, e.img_size);

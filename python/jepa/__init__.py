@@ -29,11 +29,12 @@ except ImportError as exc:  # pragma: no cover - only without a build
         "(or `make install` in a checkout)."
     ) from exc
 
+from ._engine import HeadKind, ModelInfo, PosType, PredictorKind, Preprocess, Resample, ResizeMode
 from .classify import Classification, classify, classify_prepared
 from .model import Context, Model
 from .pipeline import embed, encode_prepared
 from .planning import ac_next_state
-from .pooling import POOL_MODES, default_pool, pool
+from .pooling import POOL_MODES, check_pool, default_pool, pool
 from .world import plan, rollout
 
 __version__: str = _engine.version()
@@ -43,14 +44,22 @@ __all__ = [
     "BackendError",
     "Classification",
     "Context",
+    "HeadKind",
     "InvalidInputError",
     "JepaError",
     "Model",
     "ModelFileError",
+    "ModelInfo",
+    "PosType",
+    "PredictorKind",
+    "Preprocess",
+    "Resample",
+    "ResizeMode",
     "ResourceLimitError",
     "UnsupportedError",
     "__version__",
     "ac_next_state",
+    "check_pool",
     "classify",
     "classify_prepared",
     "default_pool",

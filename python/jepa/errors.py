@@ -5,14 +5,18 @@ from __future__ import annotations
 
 
 class JepaError(Exception):
-    """Any error jepa reports. ``status`` is the engine's status code (0 when raised in Python)."""
+    """Any error jepa reports. ``status`` is the engine's status code (0 when raised in Python);
+    ``param`` names the refused argument ("pixels", "actions", "state", "goal", ...; None when the
+    error is not one argument's), so a caller maps the refusal to its own field by name, never by
+    reading the message."""
 
     status: int = 0
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, *, param: str | None = None) -> None:
         super().__init__(message)
         if status is not None:
             self.status = status
+        self.param = param
 
     @property
     def message(self) -> str:
@@ -55,6 +59,6 @@ _BY_STATUS: dict[int, type[JepaError]] = {
 }
 
 
-def error_for_status(status: int, message: str) -> JepaError:
-    """The exception for an engine status code (used by the native module)."""
-    return _BY_STATUS.get(status, JepaError)(message, status)
+def error_for_status(status: int, message: str, param: str = "") -> JepaError:
+    """The exception for an engine status code and refused argument (used by the native module)."""
+    return _BY_STATUS.get(status, JepaError)(message, status, param=param or None)

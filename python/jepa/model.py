@@ -1,14 +1,24 @@
-"""Model and Context: the Python face of the engine's model and context handles."""
+"""Model and Context: the Python face of the engine's model and context handles.
+
+A Context's methods are the engine's network calls, one to one with the C API (jepa.h): encode,
+classify, predict (the masked predictor), world_latents and world_predict (every world model, by
+its predictor kind). Rollouts and planners over them are jepa.world's."""
 
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import numpy as np
 
-from . import _engine, world
+from . import _engine
+from ._engine import HeadKind, ModelInfo, PredictorKind
 from .errors import InvalidInputError, UnsupportedError
+
+# The engine's defaults (jepa_context_default_params / jepa_predict_default_params): one source.
+CONTEXT_DEFAULTS = _engine.context_default_params()
+PREDICT_DEFAULTS = _engine.predict_default_params()
+# World-model kinds by the name files and answers use.
+WORLD_KINDS = {PredictorKind.AC: "ac", PredictorKind.LEWM: "lewm"}
 
 _DEVICES = {"cpu": 0, "cuda": 1}
 
@@ -43,56 +53,55 @@ class Model:
         self.path = os.fspath(path)
         self.device = device
         self._native = _engine.Model(self.path, kind, index)
-        self.info: dict[str, Any] = self._native.info()
+        self.info: ModelInfo = self._native.info()
         self.labels: list[str] = self._native.labels()
 
     def __repr__(self) -> str:
         i = self.info
         return (
-            f"Model({os.path.basename(self.path)!r}, family={i['family']}, dim={i['embed_dim']}, "
-            f"layers={i['n_layer']}, backend={i['backend']})"
+            f"Model({os.path.basename(self.path)!r}, family={i.family}, dim={i.embed_dim}, "
+            f"layers={i.n_layer}, backend={i.backend})"
         )
 
     @property
     def embed_dim(self) -> int:
-        return int(self.info["embed_dim"])
+        return self.info.embed_dim
 
     @property
     def has_cls(self) -> bool:
-        return bool(self.info["has_cls"])
+        return self.info.has_cls
 
     @property
     def has_head(self) -> bool:
         """Whether the file holds a classifier head (Context.classify, jepa.classify)."""
-        return bool(self.info["has_head"])
+        return self.info.head_kind != HeadKind.NONE
 
     @property
     def has_predictor(self) -> bool:
-        """Whether the file holds a masked predictor (Context.predict)."""
-        return bool(self.info["has_predictor"]) and self.info.get("pred_kind") == "masked"
+        """Whether the file holds a masked predictor (Context.predict); world models: `world_model`."""
+        return self.info.pred_kind == PredictorKind.MASKED
 
     @property
     def world_model(self) -> str:
         """The world-model predictor the file holds: "lewm", "ac", or "" for none."""
-        kind = str(self.info.get("pred_kind", ""))
-        return kind if kind in ("lewm", "ac") else ""
+        return WORLD_KINDS.get(self.info.pred_kind, "")
 
     @property
     def n_prefix(self) -> int:
         """Tokens before the patch tokens: CLS and registers."""
-        return int(self.info["has_cls"]) + int(self.info["n_registers"])
+        return int(self.info.has_cls) + self.info.n_registers
 
     def n_tokens(self, frames: int = 1, height: int | None = None, width: int | None = None) -> int:
         """Tokens one item encodes to (CLS + registers + patches)."""
-        size = int(self.info["img_size"])
-        return int(self._native.n_tokens(frames, height or size, width or size))
+        size = self.info.img_size
+        return int(self._native.n_tokens(self.info.in_chans, frames, height or size, width or size))
 
     def context(
         self,
         threads: int | None = None,
-        max_batch: int = 32,
+        max_batch: int = CONTEXT_DEFAULTS.max_batch,
         flash_attn: bool | None = None,
-        max_graph_bytes: int = 0,
+        max_graph_bytes: int = CONTEXT_DEFAULTS.max_graph_bytes,
     ) -> Context:
         return Context(
             self, threads=threads, max_batch=max_batch, flash_attn=flash_attn, max_graph_bytes=max_graph_bytes
@@ -106,9 +115,9 @@ class Context:
         self,
         model: Model,
         threads: int | None = None,
-        max_batch: int = 32,
+        max_batch: int = CONTEXT_DEFAULTS.max_batch,
         flash_attn: bool | None = None,
-        max_graph_bytes: int = 0,
+        max_graph_bytes: int = CONTEXT_DEFAULTS.max_graph_bytes,
     ) -> None:
         """flash_attn: None lets the engine choose (flash everywhere; on a CPU with AVX-512 "flash" is the
         engine's own attention kernel); False keeps ggml's matmul + softmax + matmul graph.
@@ -116,10 +125,11 @@ class Context:
         batches, or refused (ResourceLimitError) when one item alone needs more. 0: no cap."""
         if not isinstance(model, Model):
             raise InvalidInputError("Context needs a jepa.Model")
-        fa = -1 if flash_attn is None else int(bool(flash_attn))
+        fa = CONTEXT_DEFAULTS.flash_attn if flash_attn is None else int(bool(flash_attn))
         self.model = model
         self._native = _engine.Context(
-            model._native, int(threads or 0), int(max_batch), fa, int(max_graph_bytes)
+            model._native, int(threads or CONTEXT_DEFAULTS.n_threads), int(max_batch), fa,
+            int(max_graph_bytes),
         )
 
     @property
@@ -178,7 +188,7 @@ class Context:
         target_ids: np.ndarray,
         *,
         gathered: bool = False,
-        mask_index: int = 1,
+        mask_index: int = PREDICT_DEFAULTS.mask_index,
         grid: tuple[int, int] | None = None,
     ) -> np.ndarray:
         """The masked predictor's predictions [B, Nt, D] at `target_ids`, from the context tokens.
@@ -198,81 +208,78 @@ class Context:
         ctx = _ids(context_ids, b, "context_ids")
         tgt = _ids(target_ids, b, "target_ids")
         if not gathered:
+            # The gather is this layer's own step: its range is checked here, the grid's by the engine.
             n = tokens.shape[1]
-            if ctx.max() >= n:
-                raise InvalidInputError(f"context id {int(ctx.max())} is out of range for {n} tokens")
+            if ctx.min() < 0 or ctx.max() >= n:
+                bad = int(ctx.min()) if ctx.min() < 0 else int(ctx.max())
+                message = f"context id {bad} is out of range for {n} tokens"
+                raise InvalidInputError(message, param="context_ids")
             tokens = np.take_along_axis(tokens, ctx[:, :, None].astype(np.int64), axis=1)
         elif tokens.shape[1] != ctx.shape[1]:
             raise InvalidInputError(
-                f"gathered tokens have {tokens.shape[1]} rows but there are {ctx.shape[1]} context ids"
+                f"gathered tokens have {tokens.shape[1]} rows but there are {ctx.shape[1]} context ids",
+                param="tokens",
             )
-        gh, gw = grid if grid is not None else (0, 0)
+        gh, gw = grid if grid is not None else (PREDICT_DEFAULTS.grid_h, PREDICT_DEFAULTS.grid_w)
         return self._native.predict(
             np.ascontiguousarray(tokens), ctx, tgt, int(mask_index), int(gh), int(gw)
         )
 
 
-    # ---- world models (jepa.world) ------------------------------------------------------------
+    # ---- world models: one pair of calls for every predictor kind (jepa_world_*) ---------------
 
-    def lewm_embed(self, pixels: np.ndarray) -> np.ndarray:
-        """LeWM: frames [N, 3, S, S] -> embeddings [N, D] (CLS through the projector)."""
-        return world.lewm_embed(self, pixels)
+    def world_latents(self, tokens: np.ndarray) -> np.ndarray:
+        """Encoder tokens [B, N, E] (what `encode` returns) -> the latents the world model's
+        predictor takes: V-JEPA 2-AC [B, N, E] (every token through the non-affine LayerNorm, in
+        float64 as upstream), LeWM [B, 1, D] (the CLS through the projector)."""
+        self._need_world("world_latents")
+        tokens = _float_array(tokens, "world_latents", "tokens")
+        if tokens.ndim != 3:
+            raise InvalidInputError(
+                f"world_latents expects tokens [B, N, E], got shape {list(tokens.shape)}", param="tokens"
+            )
+        return self._native.world_latents(tokens)
 
-    def lewm_project(self, cls: np.ndarray) -> np.ndarray:
-        """LeWM: CLS rows [N, E] of encoder tokens -> embeddings [N, D] (the 'lewm' pool)."""
-        return world.lewm_project(self, cls)
-
-    def lewm_predict(self, embs: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """LeWM: embeddings [B, T, D], actions [B, T, A] -> predictions [B, T, D]."""
-        return world.lewm_predict(self, embs, actions)
-
-    def lewm_predict_parts(self, embs: np.ndarray, actions: np.ndarray) -> dict[str, np.ndarray]:
-        """LeWM: lewm_predict with the pred_raw and act_emb taps."""
-        return world.lewm_predict_parts(self, embs, actions)
-
-    def lewm_rollout(self, history: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """LeWM: history [Hh, D], actions [K, T, A] -> `JEPA.rollout`'s predicted_emb [K, T + 1, D]."""
-        return world.lewm_rollout(self, history, actions)
-
-    def lewm_cost(self, history: np.ndarray, goal: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """LeWM: `JEPA.get_cost` of actions [K, T, A] -> [K]."""
-        return world.lewm_cost(self, history, goal, actions)
-
-    def lewm_plan(self, history: np.ndarray, goal: np.ndarray, **options: Any) -> dict[str, Any]:
-        """LeWM: the CEM plan (see jepa.world.lewm_plan for the options)."""
-        return world.lewm_plan(self, history, goal, **options)
-
-    def ac_encode(self, frames: np.ndarray) -> np.ndarray:
-        """V-JEPA 2-AC: frames [N, 3, S, S] -> normalised latents [N, HW, D]."""
-        return world.ac_encode(self, frames)
-
-    def ac_predict(self, latents: np.ndarray, actions: np.ndarray, states: np.ndarray) -> np.ndarray:
-        """V-JEPA 2-AC: latents [B, T*HW, D], actions and states [B, T, 7] -> [B, T*HW, D]."""
-        return world.ac_predict(self, latents, actions, states)
-
-    def ac_rollout(
+    def world_predict(
         self,
-        context: np.ndarray,
-        state: np.ndarray,
+        latents: np.ndarray,
         actions: np.ndarray,
-        goal: np.ndarray | None = None,
-        return_latents: bool = False,
-    ) -> dict[str, np.ndarray]:
-        """V-JEPA 2-AC: K rollouts of actions [K, H, 7] from context [HW, D] and state [7]."""
-        return world.ac_rollout(self, context, state, actions, goal, return_latents)
+        states: np.ndarray | None = None,
+        *,
+        taps: bool = False,
+    ) -> np.ndarray | dict[str, np.ndarray]:
+        """One predictor pass: latents [B, T*P, D] (P rows per step: a frame's HW tokens for AC, 1 for
+        LeWM), actions [B, T, A], states [B, T, S] (AC; None for LeWM) -> predictions [B, T*P, D], row
+        block t predicting step t + 1. taps=True (LeWM) returns {"pred", "pred_raw" (before the
+        predictor's projector), "act_emb" (the action embedder's output)}. Widths, window and grid
+        are the engine's to check; a refusal names the argument (`exc.param`)."""
+        self._need_world("world_predict")
+        z = _float_array(latents, "world_predict", "latents")
+        a = _float_array(actions, "world_predict", "actions")
+        s = None if states is None else _float_array(states, "world_predict", "states")
+        for name, arr in (("latents", z), ("actions", a), ("states", s)):
+            if arr is not None and arr.ndim != 3:
+                raise InvalidInputError(
+                    f"world_predict expects {name} with 3 dimensions, got shape {list(arr.shape)}", param=name
+                )
+        if not taps:
+            return self._native.world_predict(z, a, s, False)
+        pred, raw, act = self._native.world_predict(z, a, s, True)
+        return {"pred": pred, "pred_raw": raw, "act_emb": act}
 
-    def ac_plan(
-        self, context: np.ndarray, state: np.ndarray, goal: np.ndarray, **options: Any
-    ) -> dict[str, Any]:
-        """V-JEPA 2-AC: Meta's CEM plan (see jepa.world.ac_plan for the options and defaults)."""
-        return world.ac_plan(self, context, state, goal, **options)
+    def _need_world(self, what: str) -> None:
+        if not self.model.world_model:
+            raise UnsupportedError(
+                f"{what}: {self.model!r} is not a world model (no LeWM or V-JEPA 2-AC predictor)"
+            )
 
 
 def _float_array(x: np.ndarray, what: str, name: str) -> np.ndarray:
     if not isinstance(x, np.ndarray):
-        raise InvalidInputError(f"{what} expects a numpy array for {name}, got {type(x).__name__}")
+        got = type(x).__name__
+        raise InvalidInputError(f"{what} expects a numpy array for {name}, got {got}", param=name)
     if x.dtype != np.float32:
-        raise InvalidInputError(f"{what} expects float32 {name}, got {x.dtype}")
+        raise InvalidInputError(f"{what} expects float32 {name}, got {x.dtype}", param=name)
     return np.ascontiguousarray(x)
 
 
@@ -281,12 +288,15 @@ def _ids(ids: np.ndarray, batch: int, name: str) -> np.ndarray:
     a = np.asarray(ids)
     if a.dtype.kind not in "iu" or a.ndim not in (1, 2) or a.size == 0:
         raise InvalidInputError(
-            f"{name} must be a non-empty integer array [n] or [B, n], got {a.dtype} {list(a.shape)}"
+            f"{name} must be a non-empty integer array [n] or [B, n], got {a.dtype} {list(a.shape)}",
+            param=name,
         )
-    if a.min() < 0 or a.max() >= 1 << 24:
-        raise InvalidInputError(f"{name} must be in [0, 2^24)")
+    # int32 is the engine's id type: an id outside it would wrap in the cast. The model's own range
+    # is the engine's check (jepa_predict).
+    if a.min() < np.iinfo(np.int32).min or a.max() > np.iinfo(np.int32).max:
+        raise InvalidInputError(f"{name} must fit in int32", param=name)
     if a.ndim == 1:
         a = np.broadcast_to(a, (batch, a.shape[0]))
     elif a.shape[0] != batch:
-        raise InvalidInputError(f"{name} has {a.shape[0]} rows for a batch of {batch}")
+        raise InvalidInputError(f"{name} has {a.shape[0]} rows for a batch of {batch}", param=name)
     return np.ascontiguousarray(a, dtype=np.int32)

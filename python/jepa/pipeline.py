@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from .errors import InvalidInputError, JepaError
-from .pooling import POOL_MODES, default_pool
+from .pooling import check_pool, default_pool
 from .pooling import pool as pool_tokens
 
 if TYPE_CHECKING:
@@ -29,15 +29,7 @@ class Encoder(Protocol):
 
     def encode(self, x: np.ndarray) -> np.ndarray: ...
 
-
-def _pool_mode(model: Model, pool: str | None) -> str:
-    """The pool mode to use, checked before any compute is spent."""
-    mode = pool or default_pool(model)
-    if mode not in POOL_MODES:
-        raise InvalidInputError(f"unknown pool {mode!r}: use one of {', '.join(POOL_MODES)}")
-    if mode == "cls" and not model.has_cls:
-        raise InvalidInputError(f"pool 'cls': the model ({model.info['family']}) has no CLS token")
-    return mode
+    def world_latents(self, tokens: np.ndarray) -> np.ndarray: ...
 
 
 def batch_groups(inputs: Sequence[np.ndarray], max_batch: int) -> list[list[int]]:
@@ -59,13 +51,13 @@ def encode_prepared(
     [D] for 'mean' / 'cls', [N, D] for 'none'. Same-shaped inputs share encodes of up to
     context.max_batch."""
     model = context.model
-    mode = _pool_mode(model, pool)
+    mode = check_pool(model, pool)
     out: list[np.ndarray | None] = [None] * len(inputs)
     for chunk in batch_groups(inputs, context.max_batch):
         tokens = context.encode(np.stack([inputs[i] for i in chunk]))
         for j, i in enumerate(chunk):
             # Pool row by row: a row's result must not depend on the batch it was encoded in.
-            out[i] = pool_tokens(tokens[j : j + 1], mode, model)[0].copy()
+            out[i] = pool_tokens(tokens[j : j + 1], mode, context)[0].copy()
     return out  # type: ignore[return-value]
 
 
@@ -103,7 +95,7 @@ def embed(
             f"embed expects a list of items, got one {type(items).__name__}: wrap it in a list"
         )
     model = context.model
-    mode = _pool_mode(model, pool)
+    mode = check_pool(model, pool)
     inputs = []
     for i, item in enumerate(items):
         try:

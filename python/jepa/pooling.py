@@ -9,7 +9,7 @@ import numpy as np
 from .errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from .model import Model
+    from .model import Context, Model
 
 POOL_MODES = ("mean", "cls", "none", "lewm")
 
@@ -22,29 +22,42 @@ def default_pool(model: Model) -> str:
     return "cls" if model.has_cls else "mean"
 
 
-def pool(tokens: np.ndarray, mode: str | None, model: Model) -> np.ndarray:
+def check_pool(model: Model, mode: str | None) -> str:
+    """The pool mode to use for `model` (the default when None), refused before any compute is
+    spent: the one place a pool mode is validated (jepa.embed, the server's request parser)."""
+    mode = mode or default_pool(model)
+    if mode not in POOL_MODES:
+        raise InvalidInputError(f"unknown pool {mode!r}: use one of {', '.join(POOL_MODES)}", param="pool")
+    if mode == "cls" and not model.has_cls:
+        raise InvalidInputError(f"pool 'cls': the model ({model.info.family}) has no CLS token", param="pool")
+    if mode == "lewm" and model.world_model != "lewm":
+        raise InvalidInputError(
+            f"pool 'lewm': the model ({model.info.family}) is not a LeWM world model", param="pool"
+        )
+    return mode
+
+
+def pool(tokens: np.ndarray, mode: str | None, source: Model | Context) -> np.ndarray:
     """tokens [B, N, D] -> [B, D] ('mean' over patch tokens, 'cls', 'lewm') or [B, N, D] ('none').
 
-    'lewm' is a LeWM file's embedding: the CLS through the model's projector (what
-    Context.lewm_embed returns, bit for bit), run on a context of the calling thread."""
-    mode = mode or default_pool(model)
+    `source` is the Model, or the Context the tokens came from. 'lewm' is a LeWM file's embedding:
+    the CLS through the model's projector (Context.world_latents, bit for bit), so it runs on the
+    network and needs the Context."""
+    model: Model = getattr(source, "model", source)  # a Context carries its model
+    mode = check_pool(model, mode)
     if tokens.ndim != 3:
-        raise InvalidInputError(f"pool expects tokens [B, N, D], got shape {list(tokens.shape)}")
+        got = list(tokens.shape)
+        raise InvalidInputError(f"pool expects tokens [B, N, D], got shape {got}", param="tokens")
     if mode == "none":
         return tokens
     if mode == "cls":
-        if not model.has_cls:
-            raise InvalidInputError(f"pool 'cls': the model ({model.info['family']}) has no CLS token")
         return np.ascontiguousarray(tokens[:, 0])
     if mode == "lewm":
-        if model.world_model != "lewm":
-            family = model.info["family"]
-            raise InvalidInputError(f"pool 'lewm': the model ({family}) is not a LeWM world model")
-        from .world import project_cls
-
-        return project_cls(model, tokens[:, 0])
-    if mode == "mean":
-        # Mean over patch tokens only: CLS and registers carry no patch content.
-        patches = tokens[:, model.n_prefix :]
-        return patches.mean(axis=1, dtype=np.float32)
-    raise InvalidInputError(f"unknown pool {mode!r}: use one of {', '.join(POOL_MODES)}")
+        if source is model:
+            raise InvalidInputError(
+                "pool 'lewm' runs the model's projector: pass the Context, not the Model", param="pool"
+            )
+        return source.world_latents(np.ascontiguousarray(tokens[:, :1]))[:, 0]  # type: ignore[union-attr]
+    # mean: over patch tokens only, CLS and registers carry no patch content.
+    patches = tokens[:, model.n_prefix :]
+    return patches.mean(axis=1, dtype=np.float32)

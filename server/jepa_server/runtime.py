@@ -46,7 +46,7 @@ class Engine:
 
     @property
     def dtype(self) -> str:
-        ft = int(self.model.info["file_type"])
+        ft = int(self.model.info.file_type)
         return _DTYPES.get(ft, f"type{ft}")
 
     def accepts(self, name: str) -> bool:

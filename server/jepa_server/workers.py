@@ -69,8 +69,8 @@ def run_group(ctx: jepa.Context, group: list[Task]) -> list[Any]:
 def warm_input(model: jepa.Model) -> np.ndarray:
     """One item of the model's native shape, to build and run a first graph before serving."""
     info = model.info
-    size = int(info["img_size"])
-    return np.zeros((1, int(info["in_chans"]), max(1, int(info["n_frames"])), size, size), np.float32)
+    size = int(info.img_size)
+    return np.zeros((1, int(info.in_chans), max(1, int(info.n_frames)), size, size), np.float32)
 
 
 class WorkerPool:

@@ -280,7 +280,7 @@ bool exercise(jepa_model * m, std::string & why) {
         why = std::string("get_info failed: ") + jepa_error_text();
         return false;
     }
-    const int64_t n_tok = jepa_model_n_tokens(m, 1, info.img_size, info.img_size);
+    const int64_t n_tok = jepa_model_n_tokens(m, info.in_chans, 1, info.img_size, info.img_size);
     if (n_tok <= 0) {
         why = std::string("n_tokens failed: ") + jepa_error_text();
         return false;

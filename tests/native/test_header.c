@@ -40,7 +40,7 @@ int main(void) {
     CHECK(jepa_model_get_info(NULL, NULL) == JEPA_ERR_INVALID_ARG);
     CHECK(jepa_classify(NULL, NULL, 1, 1, 1, NULL, 0, NULL, 0) == JEPA_ERR_INVALID_ARG);
     CHECK(jepa_predict(NULL, NULL, 1, 1, 1, NULL, NULL, 1, NULL, NULL, 0) == JEPA_ERR_INVALID_ARG);
-    CHECK(jepa_model_n_tokens(NULL, 1, 16, 16) == -1);
+    CHECK(jepa_model_n_tokens(NULL, 3, 1, 16, 16) == -1);
     CHECK(jepa_model_label(NULL, 0) == NULL);
     jepa_model_free(NULL);
     jepa_context_free(NULL);

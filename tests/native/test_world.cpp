@@ -1,7 +1,7 @@
 // The world-model C API on tiny random LeWM and V-JEPA 2-AC files built here with ggml's gguf API:
 // loading and the info fields, the loader's refusals of a broken tensor table, every argument
-// refusal of jepa_lewm_* / jepa_ac_predict (a status and a message, never a crash), the wrong-kind
-// refusals, batch invariance bit for bit, and the causal masks (an early step does not see a later one).
+// refusal of jepa_world_latents / jepa_world_predict (a status, a message and the refused argument's
+// name, never a crash), the wrong-kind refusals, batch invariance bit for bit, and the causal masks (an early step does not see a later one).
 #include "jepa.h"
 
 #include "ggml.h"
@@ -180,6 +180,44 @@ bool refused(jepa_status st, jepa_status want) {
     return st == want && std::strlen(jepa_error_text()) > 0;
 }
 
+// ... and the refused argument is named.
+bool refused_arg(jepa_status st, jepa_status want, const char * param) {
+    return refused(st, want) && std::strcmp(jepa_error_param(), param) == 0;
+}
+
+// One predictor pass through the kind-tagged entry, in the shapes of the tests below.
+jepa_status world_predict(jepa_context * c, jepa_pred_kind kind, const float * z, const float * a, const float * s,
+                          int B, int T, int P, int D, int A, int S, float * out, size_t len, float * raw = nullptr,
+                          float * act_emb = nullptr) {
+    jepa_world_input in{};
+    in.kind = kind;
+    in.B = B;
+    in.T = T;
+    in.P = P;
+    in.D = D;
+    in.A = A;
+    in.S = S;
+    in.latents = z;
+    in.actions = a;
+    in.states = s;
+    jepa_world_output o{};
+    o.pred = out;
+    o.raw = raw;
+    o.act_emb = act_emb;
+    o.len = len;
+    return jepa_world_predict(c, &in, &o);
+}
+
+jepa_status lewm_predict(jepa_context * c, const float * e, const float * a, int B, int T, int D, int A, float * out,
+                         size_t len, float * raw = nullptr, float * act_emb = nullptr) {
+    return world_predict(c, JEPA_PRED_LEWM, e, a, nullptr, B, T, 1, D, A, 0, out, len, raw, act_emb);
+}
+
+jepa_status ac_predict(jepa_context * c, const float * z, const float * a, const float * s, int B, int T, int HW, int D,
+                       float * out, size_t len) {
+    return world_predict(c, JEPA_PRED_AC, z, a, s, B, T, HW, D, 7, 7, out, len);
+}
+
 void test_lewm(const std::string & dir) {
     jepa_model * m = jepa_model_load(write_model(dir + "/lewm.gguf", lewm_keys, lewm_tensors()).c_str(), nullptr);
     if (!m) {
@@ -189,62 +227,77 @@ void test_lewm(const std::string & dir) {
     }
     jepa_model_info i;
     CHECK(jepa_model_get_info(m, &i) == JEPA_OK);
-    CHECK(std::string(i.pred_kind) == "lewm" && i.pred_n_frames == 3 && i.pred_action_dim == kA);
-    CHECK(i.wm_embed_dim == kD && !i.has_head && !i.has_predictor);
+    CHECK(i.pred_kind == JEPA_PRED_LEWM && i.pred_n_frames == 3 && i.pred_action_dim == kA);
+    CHECK(i.wm_embed_dim == kD && i.head_kind == JEPA_HEAD_NONE);
     jepa_context * c = jepa_context_new(m, nullptr);
     CHECK(c);
 
     const int B = 3, T = 3;
     const auto embs = noise(size_t(B * T * kD), 1), acts = noise(size_t(B * T * kA), 2);
     std::vector<float> out(size_t(B * T * kD)), raw(out.size()), ae(out.size());
-    CHECK(jepa_lewm_predict(c, embs.data(), acts.data(), B, T, kD, kA, out.data(), out.size(), raw.data(), ae.data()) ==
+    CHECK(lewm_predict(c, embs.data(), acts.data(), B, T, kD, kA, out.data(), out.size(), raw.data(), ae.data()) ==
           JEPA_OK);
     // Batch invariance, bit for bit, and causality: step t does not depend on steps after it.
     for (int b = 0; b < B; ++b) {
         std::vector<float> one(size_t(T * kD));
-        CHECK(jepa_lewm_predict(c, embs.data() + b * T * kD, acts.data() + b * T * kA, 1, T, kD, kA, one.data(),
-                                one.size(), nullptr, nullptr) == JEPA_OK);
+        CHECK(lewm_predict(c, embs.data() + b * T * kD, acts.data() + b * T * kA, 1, T, kD, kA, one.data(),
+                           one.size()) == JEPA_OK);
         CHECK(std::memcmp(one.data(), out.data() + b * T * kD, one.size() * sizeof(float)) == 0);
     }
     std::vector<float> e2 = embs, a2 = acts;
     for (int k = 0; k < kD; ++k) e2[size_t(2 * kD + k)] += 1.0f;  // item 0, step 2
     for (int k = 0; k < kA; ++k) a2[size_t(2 * kA + k)] -= 1.0f;
     std::vector<float> out2(out.size());
-    CHECK(jepa_lewm_predict(c, e2.data(), a2.data(), B, T, kD, kA, out2.data(), out2.size(), nullptr, nullptr) == JEPA_OK);
+    CHECK(lewm_predict(c, e2.data(), a2.data(), B, T, kD, kA, out2.data(), out2.size()) == JEPA_OK);
     float early = 0.0f, late = 0.0f;
     for (int k = 0; k < 2 * kD; ++k) early = std::fmax(early, std::fabs(out2[size_t(k)] - out[size_t(k)]));
     for (int k = 2 * kD; k < 3 * kD; ++k) late = std::fmax(late, std::fabs(out2[size_t(k)] - out[size_t(k)]));
     CHECK(early < 1e-6f && late > 1e-3f);
 
     // Refusals: a status and a message, never a crash.
-    CHECK(refused(jepa_lewm_predict(nullptr, embs.data(), acts.data(), 1, 1, kD, kA, out.data(), out.size(), nullptr, nullptr),
+    CHECK(refused(lewm_predict(nullptr, embs.data(), acts.data(), 1, 1, kD, kA, out.data(), out.size()),
                   JEPA_ERR_INVALID_ARG));
-    CHECK(refused(jepa_lewm_predict(c, nullptr, acts.data(), 1, 1, kD, kA, out.data(), out.size(), nullptr, nullptr),
+    CHECK(refused(lewm_predict(c, nullptr, acts.data(), 1, 1, kD, kA, out.data(), out.size()),
                   JEPA_ERR_INVALID_ARG));
     std::vector<float> big(size_t(4 * kD * 4));
-    CHECK(refused(jepa_lewm_predict(c, big.data(), big.data(), 1, 4, kD, kA, big.data(), big.size(), nullptr, nullptr),
+    CHECK(refused(lewm_predict(c, big.data(), big.data(), 1, 4, kD, kA, big.data(), big.size()),
                   JEPA_ERR_INVALID_ARG));  // past the window
-    CHECK(refused(jepa_lewm_predict(c, embs.data(), acts.data(), 1, 1, kD, kA + 1, out.data(), out.size(), nullptr, nullptr),
+    CHECK(refused_arg(lewm_predict(c, embs.data(), acts.data(), 1, 1, kD, kA + 1, out.data(), out.size()),
+                      JEPA_ERR_INVALID_ARG, "actions"));
+    CHECK(refused_arg(lewm_predict(c, embs.data(), acts.data(), 1, 1, kD - 1, kA, out.data(), out.size()),
+                      JEPA_ERR_INVALID_ARG, "latents"));
+    CHECK(refused_arg(world_predict(c, JEPA_PRED_LEWM, embs.data(), acts.data(), acts.data(), 1, 1, 1, kD, kA, 0,
+                                    out.data(), out.size()),
+                      JEPA_ERR_INVALID_ARG, "states"));  // lewm takes no states
+    CHECK(refused_arg(world_predict(c, JEPA_PRED_LEWM, embs.data(), acts.data(), nullptr, 1, 1, 2, kD, kA, 0,
+                                    out.data(), out.size()),
+                      JEPA_ERR_INVALID_ARG, "latents"));  // one latent row per step
+    CHECK(refused(jepa_world_predict(c, nullptr, nullptr), JEPA_ERR_INVALID_ARG));
+    CHECK(refused(lewm_predict(c, embs.data(), acts.data(), B, T, kD, kA, out.data(), out.size() - 1, nullptr, nullptr),
                   JEPA_ERR_INVALID_ARG));
-    CHECK(refused(jepa_lewm_predict(c, embs.data(), acts.data(), 1, 1, kD - 1, kA, out.data(), out.size(), nullptr, nullptr),
-                  JEPA_ERR_INVALID_ARG));
-    CHECK(refused(jepa_lewm_predict(c, embs.data(), acts.data(), B, T, kD, kA, out.data(), out.size() - 1, nullptr, nullptr),
-                  JEPA_ERR_INVALID_ARG));
-    CHECK(refused(jepa_lewm_predict(c, embs.data(), acts.data(), 0, T, kD, kA, out.data(), out.size(), nullptr, nullptr),
+    CHECK(refused(lewm_predict(c, embs.data(), acts.data(), 0, T, kD, kA, out.data(), out.size()),
                   JEPA_ERR_INVALID_ARG));
 
-    // The embedding: pixels -> CLS -> projector, batched = single.
+    // The latents: pixels -> encoder -> CLS -> projector, batched = single.
     const auto px = noise(size_t(2 * 3 * kImg * kImg), 3);
+    const int64_t n_tok = jepa_model_n_tokens(m, 3, 1, kImg, kImg);
+    CHECK(n_tok > 1);
+    std::vector<float> tok(size_t(2 * n_tok * kD));
+    CHECK(jepa_encode(c, px.data(), 2, 3, 1, kImg, kImg, tok.data(), tok.size()) == JEPA_OK);
     std::vector<float> emb(size_t(2) * kD), emb1(size_t{kD});
-    CHECK(jepa_lewm_embed(c, px.data(), 2, 3, kImg, kImg, emb.data(), emb.size()) == JEPA_OK);
-    CHECK(jepa_lewm_embed(c, px.data() + 3 * kImg * kImg, 1, 3, kImg, kImg, emb1.data(), emb1.size()) == JEPA_OK);
+    CHECK(jepa_world_latents(c, tok.data(), 2, int(n_tok), kD, emb.data(), emb.size()) == JEPA_OK);
+    CHECK(jepa_world_latents(c, tok.data() + n_tok * kD, 1, int(n_tok), kD, emb1.data(), emb1.size()) == JEPA_OK);
     CHECK(std::memcmp(emb1.data(), emb.data() + kD, sizeof(float) * kD) == 0);
-    CHECK(refused(jepa_lewm_embed(c, px.data(), 2, 3, kImg, kImg, emb.data(), emb.size() - 1), JEPA_ERR_INVALID_ARG));
-    CHECK(refused(jepa_lewm_project(c, emb.data(), 1, kD + 1, emb1.data(), emb1.size()), JEPA_ERR_INVALID_ARG));
+    CHECK(refused_arg(jepa_world_latents(c, tok.data(), 2, int(n_tok), kD, emb.data(), emb.size() - 1),
+                      JEPA_ERR_INVALID_ARG, "out"));
+    CHECK(refused_arg(jepa_world_latents(c, tok.data(), 1, int(n_tok), kD + 1, emb1.data(), emb1.size()),
+                      JEPA_ERR_INVALID_ARG, "tokens"));
+    CHECK(refused_arg(jepa_encode(c, px.data(), 1, 4, 1, kImg, kImg, tok.data(), tok.size()), JEPA_ERR_INVALID_ARG,
+                      "pixels"));
 
     // Not an AC model, not a masked predictor.
-    CHECK(refused(jepa_ac_predict(c, embs.data(), acts.data(), acts.data(), 1, 1, 4, kD, out.data(), out.size()),
-                  JEPA_ERR_UNSUPPORTED));
+    CHECK(refused_arg(ac_predict(c, embs.data(), acts.data(), acts.data(), 1, 1, 4, kD, out.data(), out.size()),
+                      JEPA_ERR_UNSUPPORTED, "kind"));
     const int32_t ids[1] = {0};
     CHECK(refused(jepa_predict(c, embs.data(), 1, 1, kD, ids, ids, 1, nullptr, out.data(), out.size()),
                   JEPA_ERR_UNSUPPORTED));
@@ -285,34 +338,49 @@ void test_ac(const std::string & dir) {
     }
     jepa_model_info i;
     CHECK(jepa_model_get_info(m, &i) == JEPA_OK);
-    CHECK(std::string(i.pred_kind) == "ac" && i.pred_action_dim == 7 && i.pred_state_dim == 7 && !i.has_predictor);
+    CHECK(i.pred_kind == JEPA_PRED_AC && i.pred_action_dim == 7 && i.pred_state_dim == 7 && i.wm_embed_dim == kE);
     jepa_context * c = jepa_context_new(m, nullptr);
 
     const int B = 2, T = 3, N = T * kHW;
     const auto z = noise(size_t(B * N * kE), 4), a = noise(size_t(B * T * 7), 5), s = noise(size_t(B * T * 7), 6);
     std::vector<float> out(size_t(B * N * kE));
-    CHECK(jepa_ac_predict(c, z.data(), a.data(), s.data(), B, T, kHW, kE, out.data(), out.size()) == JEPA_OK);
+    CHECK(ac_predict(c, z.data(), a.data(), s.data(), B, T, kHW, kE, out.data(), out.size()) == JEPA_OK);
     std::vector<float> one(size_t(N * kE));
-    CHECK(jepa_ac_predict(c, z.data() + N * kE, a.data() + T * 7, s.data() + T * 7, 1, T, kHW, kE, one.data(),
+    CHECK(ac_predict(c, z.data() + N * kE, a.data() + T * 7, s.data() + T * 7, 1, T, kHW, kE, one.data(),
                           one.size()) == JEPA_OK);
     CHECK(std::memcmp(one.data(), out.data() + N * kE, one.size() * sizeof(float)) == 0);
     // Frame-causal: the first frame's rows from a 1-frame context equal those of the 3-frame one.
     std::vector<float> first(size_t(kHW * kE));
-    CHECK(jepa_ac_predict(c, z.data(), a.data(), s.data(), 1, 1, kHW, kE, first.data(), first.size()) == JEPA_OK);
+    CHECK(ac_predict(c, z.data(), a.data(), s.data(), 1, 1, kHW, kE, first.data(), first.size()) == JEPA_OK);
     float d = 0.0f;
     for (size_t k = 0; k < first.size(); ++k) d = std::fmax(d, std::fabs(first[k] - out[k]));
     CHECK(d < 1e-5f);
 
-    CHECK(refused(jepa_ac_predict(c, z.data(), a.data(), s.data(), 1, 1, kHW + 1, kE, out.data(), out.size()),
+    CHECK(refused(ac_predict(c, z.data(), a.data(), s.data(), 1, 1, kHW + 1, kE, out.data(), out.size()),
                   JEPA_ERR_UNSUPPORTED));  // not the native grid
-    CHECK(refused(jepa_ac_predict(c, z.data(), a.data(), s.data(), 1, 1, kHW, kE + 1, out.data(), out.size()),
+    CHECK(refused(ac_predict(c, z.data(), a.data(), s.data(), 1, 1, kHW, kE + 1, out.data(), out.size()),
                   JEPA_ERR_INVALID_ARG));
-    CHECK(refused(jepa_ac_predict(c, z.data(), nullptr, s.data(), 1, 1, kHW, kE, out.data(), out.size()),
+    CHECK(refused(ac_predict(c, z.data(), nullptr, s.data(), 1, 1, kHW, kE, out.data(), out.size()),
                   JEPA_ERR_INVALID_ARG));
-    CHECK(refused(jepa_ac_predict(c, z.data(), a.data(), s.data(), B, T, kHW, kE, out.data(), out.size() - 1),
+    CHECK(refused(ac_predict(c, z.data(), a.data(), s.data(), B, T, kHW, kE, out.data(), out.size() - 1),
                   JEPA_ERR_INVALID_ARG));
-    CHECK(refused(jepa_lewm_predict(c, z.data(), a.data(), 1, 1, kE, 7, out.data(), out.size(), nullptr, nullptr),
-                  JEPA_ERR_UNSUPPORTED));
+    CHECK(refused_arg(lewm_predict(c, z.data(), a.data(), 1, 1, kE, 7, out.data(), out.size()), JEPA_ERR_UNSUPPORTED,
+                      "kind"));
+    CHECK(refused_arg(world_predict(c, JEPA_PRED_AC, z.data(), a.data(), s.data(), 1, 1, kHW, kE, 7, 6, out.data(),
+                                    out.size()),
+                      JEPA_ERR_INVALID_ARG, "states"));
+    CHECK(refused_arg(world_predict(c, JEPA_PRED_AC, z.data(), a.data(), nullptr, 1, 1, kHW, kE, 7, 7, out.data(),
+                                    out.size()),
+                      JEPA_ERR_INVALID_ARG, "states"));
+    // The latents: the non-affine LayerNorm of every token, rows independent.
+    std::vector<float> lat(size_t(2 * kHW * kE)), lat1(size_t(kHW * kE));
+    CHECK(jepa_world_latents(c, z.data(), 2, kHW, kE, lat.data(), lat.size()) == JEPA_OK);
+    CHECK(jepa_world_latents(c, z.data() + kHW * kE, 1, kHW, kE, lat1.data(), lat1.size()) == JEPA_OK);
+    CHECK(std::memcmp(lat1.data(), lat.data() + kHW * kE, lat1.size() * sizeof(float)) == 0);
+    double mean = 0.0, sq = 0.0;
+    for (int k = 0; k < kE; ++k) mean += lat[size_t(k)];
+    for (int k = 0; k < kE; ++k) sq += double(lat[size_t(k)]) * lat[size_t(k)];
+    CHECK(std::fabs(mean / kE) < 1e-5 && std::fabs(sq / kE - 1.0) < 1e-3);
     const int32_t ids[1] = {0};
     CHECK(refused(jepa_predict(c, z.data(), 1, 1, kE, ids, ids, 1, nullptr, out.data(), out.size()),
                   JEPA_ERR_UNSUPPORTED));

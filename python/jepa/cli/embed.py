@@ -222,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
     except (JepaError, OSError) as e:
         print(f"{PROG}: error: cannot load model {args.model!r}: {e}", file=sys.stderr)
         return EXIT_USAGE
-    clips = args.clip or (not args.as_images and model.info.get("modality") == "video")
+    clips = args.clip or (not args.as_images and model.info.modality == "video")
     entries = expand(args.inputs, clips)
     show = not args.quiet and sys.stderr.isatty()
     with tqdm(total=len(entries), disable=not show, file=sys.stderr, unit="item", dynamic_ncols=True) as bar:

@@ -8,8 +8,8 @@ frames are stacked; a model with tubelet size k repeats the last frame until T i
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, TypeAlias
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import numpy as np
 from PIL import Image
@@ -18,6 +18,9 @@ from ..errors import InvalidInputError
 from .decode import NotAnImageError, check_pixels, decode_image, read_bytes
 from .transform import preprocess_image
 from .video import VIDEO_EXTENSIONS, NotAVideoError, load_video, sample_indices
+
+if TYPE_CHECKING:
+    from .._engine import ModelInfo
 
 Frame: TypeAlias = str | os.PathLike[str] | bytes | bytearray | memoryview | Image.Image | np.ndarray
 Item: TypeAlias = Frame | Sequence[Frame]
@@ -29,15 +32,24 @@ _FAMILY_NORMALIZE = {"vjepa2": "fused", "vjepa2_1": "fused", "lewm": "rescale32"
 
 
 class HasInfo(Protocol):
-    info: dict[str, Any]
+    info: ModelInfo
 
 
 def recipe_for(model: HasInfo) -> dict[str, Any]:
-    """The model's preprocessing recipe (GGUF jepa.pre.*) with the arithmetic its family uses."""
+    """The model's preprocessing recipe (GGUF jepa.pre.*) with the arithmetic its family uses, as
+    jepa.media.transform takes it (enums by the names the file spells them)."""
     info = model.info
-    recipe = dict(info["preprocess"])
-    recipe.setdefault("normalize", _FAMILY_NORMALIZE.get(str(info.get("family")), "rescale64"))
-    return recipe
+    pre = info.preprocess
+    return {
+        "mean": pre.mean,
+        "std": pre.std,
+        "rescale": pre.rescale,
+        "resize_short": pre.resize_short,
+        "crop": pre.crop,
+        "resize_mode": pre.resize_mode.name.lower(),
+        "resample": pre.resample.name.lower(),
+        "normalize": _FAMILY_NORMALIZE.get(info.family, "rescale64"),
+    }
 
 
 def _rgb_array(a: np.ndarray) -> Image.Image:
@@ -122,15 +134,15 @@ def prepare(
     False requires an image (a GIF gives its first frame). frames: how many frames to sample from a
     video or a list (default: all of a list, the model's n_frames from a video)."""
     _check_frames(frames)
-    info: Mapping[str, Any] = model.info
-    n_video = frames or max(1, int(info.get("n_frames", 1)))
+    info = model.info
+    n_video = frames or max(1, info.n_frames)
     loaded, is_clip = _load(item, as_video, frames, n_video)
-    if is_clip and len(loaded) > 1 and info.get("modality") == "image":
+    if is_clip and len(loaded) > 1 and info.modality == "image":
         raise InvalidInputError(
             f"a clip of {len(loaded)} frames needs a video model; this is an image model "
             "(embed the frames as separate images, or sample one frame)"
         )
-    tubelet = max(1, int(info.get("tubelet_size", 1)))
+    tubelet = max(1, info.tubelet_size)
     if len(loaded) % tubelet:
         # Upstream V-JEPA repeats the last frame to fill the last tubelet.
         loaded = loaded + [loaded[-1]] * (tubelet - len(loaded) % tubelet)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InvalidInputError
 from .pose import POSE_DIM
 
 SAMPLED = 4  # x, y, z, gripper
@@ -63,7 +64,7 @@ def standard_normal_draws(noise: np.ndarray | None, shape: tuple[int, ...], seed
         return np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
     noise = np.asarray(noise, dtype=np.float32)
     if noise.shape != shape:
-        raise ValueError(f"noise: expected {list(shape)}, got {list(noise.shape)}")
+        raise InvalidInputError(f"noise: expected {list(shape)}, got {list(noise.shape)}", param="noise")
     return noise
 
 
@@ -100,11 +101,12 @@ def ac_cem(
     "energies" [cem_steps, samples], "topk" [cem_steps, topk], and the running "mean" and "std"
     [cem_steps, horizon, 4] after each iteration."""
     if not 1 <= topk <= samples:
-        raise ValueError(f"unsupported topk={topk} (samples={samples})")
+        raise InvalidInputError(f"unsupported topk={topk} (samples={samples})", param="topk")
     if topk < 2:
-        raise ValueError("unsupported topk=1: the elites' unbiased std needs two of them")
+        raise InvalidInputError("unsupported topk=1: the elites' unbiased std needs two", param="topk")
     if horizon < 1 or cem_steps < 1:
-        raise ValueError(f"unsupported horizon={horizon}, cem_steps={cem_steps}")
+        raise InvalidInputError(f"unsupported horizon={horizon}, cem_steps={cem_steps}",
+                                param="horizon" if horizon < 1 else "cem_steps")
     noise = standard_normal_draws(noise, (cem_steps, horizon, samples, SAMPLED), seed)
 
     f32 = np.float32

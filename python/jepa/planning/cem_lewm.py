@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InvalidInputError
 from .cem_ac import elite_mean, elites, standard_normal_draws, unbiased_std
 
 CostFn = Callable[[np.ndarray], np.ndarray]
@@ -48,9 +49,13 @@ def lewm_cem(
     num_samples, horizon, action_dim], "costs" [n_steps, num_samples], "topk" [n_steps, topk], and
     the "mean" and "var" [n_steps, horizon, action_dim] after each iteration."""
     if not 2 <= topk <= num_samples:
-        raise ValueError(f"unsupported topk={topk} (num_samples={num_samples}; the unbiased std needs 2)")
+        raise InvalidInputError(
+            f"unsupported topk={topk} (num_samples={num_samples}; the unbiased std needs 2)", param="topk"
+        )
     if horizon < 1 or n_steps < 1 or action_dim < 1:
-        raise ValueError(f"unsupported horizon={horizon}, n_steps={n_steps}, action_dim={action_dim}")
+        bad = "horizon" if horizon < 1 else "n_steps" if n_steps < 1 else "action_dim"
+        raise InvalidInputError(f"unsupported horizon={horizon}, n_steps={n_steps}, action_dim={action_dim}",
+                                param=bad)
     noise = standard_normal_draws(noise, (n_steps, num_samples, horizon, action_dim), seed)
 
     f32 = np.float32
@@ -58,7 +63,9 @@ def lewm_cem(
     if init_action is not None:
         init = np.asarray(init_action, dtype=f32)
         if init.ndim != 2 or init.shape[0] > horizon or init.shape[1] != action_dim:
-            raise ValueError(f"init_action: expected [<= {horizon}, {action_dim}], got {list(init.shape)}")
+            want = f"[<= {horizon}, {action_dim}]"
+            got = list(init.shape)
+            raise InvalidInputError(f"init_action: expected {want}, got {got}", param="init_action")
         mean[: len(init)] = init
     var = np.full((horizon, action_dim), var_scale, dtype=f32)
     hist: dict[str, list[np.ndarray]] = {k: [] for k in ("candidates", "costs", "topk", "mean", "var")}

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InvalidInputError
+
 POSE_DIM = 7
 
 
@@ -55,7 +57,7 @@ def matrix_to_euler_xyz(r: np.ndarray) -> np.ndarray:
 def _split(x: np.ndarray, name: str) -> np.ndarray:
     x = np.asarray(x)
     if x.shape[-1:] != (POSE_DIM,):
-        raise ValueError(f"{name}: expected [..., {POSE_DIM}], got {list(x.shape)}")
+        raise InvalidInputError(f"{name}: expected [..., {POSE_DIM}], got {list(x.shape)}", param=name)
     return x.astype(np.float32, copy=False)
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..errors import InvalidInputError
 from .pose import POSE_DIM, ac_next_state
 
 # predict(latents[B, T*HW, D], actions[B, T, 7], states[B, T, 7]) -> [B, T*HW, D]
@@ -46,7 +47,7 @@ def _check(name: str, x: np.ndarray, shape: tuple[int | None, ...]) -> np.ndarra
     x = np.asarray(x, dtype=np.float32)
     if x.ndim != len(shape) or any(s is not None and s != n for s, n in zip(shape, x.shape, strict=True)):
         want = ", ".join("*" if s is None else str(s) for s in shape)
-        raise ValueError(f"{name}: expected [{want}], got {list(x.shape)}")
+        raise InvalidInputError(f"{name}: expected [{want}], got {list(x.shape)}", param=name)
     return x
 
 
@@ -106,7 +107,8 @@ def lewm_rollout(predict: LeWMPredictFn, history: np.ndarray, actions: np.ndarra
     acts = _check("actions", actions, (None, None, None))
     k, t = acts.shape[:2]
     if hh < 1 or t < hh:
-        raise ValueError(f"actions: {t} steps, but the first {hh} pair with the history frames")
+        raise InvalidInputError(f"actions: {t} steps, but the first {hh} pair with the history frames",
+                                param="actions")
     embs = np.broadcast_to(hist, (k, hh, d)).copy()
     for n in range(hh, t + 1):  # n = embeddings (and actions) so far
         lo = max(0, n - window)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..rollout import NORM_REPS_EPS
+from jepa.planning.rollout import NORM_REPS_EPS
+
 from .ops import LayerNorm, Linear, f64
 from .vit import Block, Positions, VJEPA2Encoder
 

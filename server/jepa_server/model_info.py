@@ -1,0 +1,46 @@
+"""The model as /info publishes it: an explicit shape, field by field (docs/serving.md, "GET /info").
+
+Built from jepa.ModelInfo by name, so a field the engine adds is not published until it is chosen
+here, and a renamed one fails the server's tests instead of changing the API silently. Enums go out
+as the strings the GGUF file spells them ("masked", "attentive_pool", "rope3d", "bicubic")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jepa
+
+# Published as they are (ints, floats, strings, bools).
+FIELDS = (
+    "name", "family", "modality", "backend", "matmul", "n_matmul_packed", "file_type", "n_params",
+    "n_bytes", "embed_dim", "n_layer", "n_head", "ffn_dim", "patch_size", "tubelet_size", "img_size",
+    "n_frames", "in_chans", "has_cls", "n_registers", "ln_eps", "n_labels", "n_classes",
+    "pred_embed_dim", "pred_n_layer", "pred_n_head", "pred_n_mask_tokens", "pred_grid_size",
+    "pred_action_dim", "pred_state_dim", "pred_n_frames", "wm_embed_dim", "pred_norm_reps_eps",
+)
+# Published as the file's lower-case spelling.
+ENUMS = ("pos_type", "head_kind", "pred_kind")
+_SPELLING = {jepa.HeadKind.ATTENTIVE_POOL: "attentive_pool"}
+
+
+def spelling(value: Any) -> str:
+    """An engine enum as the file spells it ("none" for the NONE members)."""
+    return _SPELLING.get(value, value.name.lower())
+
+
+def model_json(model: jepa.Model) -> dict[str, Any]:
+    """/info's "model" object (without the server's id, file and dtype)."""
+    info = model.info
+    out: dict[str, Any] = {name: getattr(info, name) for name in FIELDS}
+    out.update({name: spelling(getattr(info, name)) for name in ENUMS})
+    pre = info.preprocess
+    out["preprocess"] = {
+        "mean": list(pre.mean),
+        "std": list(pre.std),
+        "rescale": pre.rescale,
+        "resize_short": pre.resize_short,
+        "crop": pre.crop,
+        "resize_mode": spelling(pre.resize_mode),
+        "resample": spelling(pre.resample),
+    }
+    return out
