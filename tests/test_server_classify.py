@@ -4,24 +4,21 @@ bit, however requests are grouped into batches."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import numpy as np
 import pytest
-from test_server_support import b64, png_bytes, run
+from test_server_support import b64, in_process, png_bytes, run
 
 import jepa
-from jepa.convert.vjepa2 import write_random
 
-N_CLASSES = 7
+from conftest import TINY_VJEPA2_PARTS
+
+N_CLASSES = TINY_VJEPA2_PARTS["head"]["n_classes"]
 
 
 @pytest.fixture(scope="module")
-def classifier(tmp_path_factory: pytest.TempPathFactory) -> jepa.Model:
-    path = tmp_path_factory.mktemp("cls") / "vjepa2-cls.gguf"
-    write_random(path, embed_dim=64, n_layer=2, n_head=2, img_size=32, n_frames=4,
-                 head={"n_classes": N_CLASSES, "n_pool_layers": 1}, seed=11)
-    return jepa.Model(path)
+def classifier(tiny_vjepa2_path: str) -> jepa.Model:
+    return jepa.Model(tiny_vjepa2_path)
 
 
 def _clip(seed: int) -> dict[str, list[dict[str, str]]]:
@@ -43,17 +40,10 @@ def _serve(model: jepa.Model, body_list: list[dict], max_batch: int = 8,
            through_client: bool = False) -> list[dict]:
     """Post each body to /classify at once on an in-process server; with `through_client`, each
     goes through jepa.client.Client.classify instead (the data list it returns)."""
-    from aiohttp.test_utils import TestClient, TestServer
-
     from jepa.client import Client
-    from jepa_server.app import create_app, wait_ready
-    from jepa_server.settings import Settings
 
     async def go() -> list[dict]:
-        settings = Settings(model=str(Path(model.path)), max_batch=max_batch, max_wait_ms=20, workers=1)
-        app = create_app(settings, model=model)
-        async with TestClient(TestServer(app, host="127.0.0.1", port=0)) as client:
-            await wait_ready(app)
+        async with in_process(model, max_batch=max_batch, max_wait_ms=20, workers=1) as (client, _):
             url = str(client.make_url("")).rstrip("/")
 
             async def one(body: dict) -> dict:

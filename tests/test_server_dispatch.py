@@ -87,14 +87,25 @@ async def _until(cond: Callable[[], bool], timeout: float = 10.0) -> None:
         await asyncio.sleep(0.005)
 
 
+async def _hold_one(d: Dispatcher, pool: FakePool) -> asyncio.Task[Any]:
+    """One task running on the worker and held there by the gate (pool.gate.set() lets it end)."""
+    pool.gate.clear()
+    first = _submit(d, 1)
+    await _until(lambda: d.busy == 1)
+    return first
+
+
+def _submit(d: Dispatcher, n: int, arg: Any = None) -> asyncio.Task[Any]:
+    """A request of n compatible tasks."""
+    return asyncio.create_task(d.run_batched(double, arg, [_x(2)] * n))
+
+
 def test_groups_hold_only_compatible_tasks_in_order_and_up_to_the_cap() -> None:
     async def body(d: Dispatcher, pool: FakePool) -> None:
-        pool.gate.clear()
-        first = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
-        await _until(lambda: d.busy == 1)
+        first = await _hold_one(d, pool)
         # Queued behind a busy worker: A A B A A A (shapes 2 and 4), cap 3.
         rest = asyncio.create_task(d.run_batched(double, None, [_x(2), _x(2), _x(4), _x(2), _x(2), _x(2)]))
-        other = asyncio.create_task(d.run_batched(double, "other-arg", [_x(2)]))
+        other = _submit(d, 1, "other-arg")
         await _until(lambda: d.dispatched + d.depth == 8)
         pool.gate.set()
         done = await rest
@@ -110,17 +121,15 @@ def test_groups_hold_only_compatible_tasks_in_order_and_up_to_the_cap() -> None:
 
 def test_a_full_group_is_handed_over_ahead_of_a_busy_worker_and_a_partial_one_is_not() -> None:
     async def body(d: Dispatcher, pool: FakePool) -> None:
-        pool.gate.clear()
-        first = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
-        await _until(lambda: d.busy == 1)
+        first = await _hold_one(d, pool)
         # A full group (cap 2) goes to the pool at once, to start the moment the worker frees.
-        full = asyncio.create_task(d.run_batched(double, None, [_x(2), _x(2)]))
+        full = _submit(d, 2)
         await _until(lambda: d.dispatched == 3)
         assert d.busy == 1 and d.depth == 2  # handed over, still waiting for the worker
         # A partial one stays behind, gathering company; and only one group waits ahead per worker.
-        partial = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
+        partial = _submit(d, 1)
         await _until(lambda: d.depth == 3)
-        more = asyncio.create_task(d.run_batched(double, None, [_x(2), _x(2)]))
+        more = _submit(d, 2)
         await _until(lambda: d.depth == 5)
         await asyncio.sleep(0.05)
         assert d.dispatched == 3 and d.groups == 2
@@ -133,22 +142,31 @@ def test_a_full_group_is_handed_over_ahead_of_a_busy_worker_and_a_partial_one_is
     run(lambda: _with_dispatcher(body, max_batch=2))
 
 
-def test_a_partial_group_waits_for_compatible_company() -> None:
+@pytest.mark.parametrize(
+    ("max_batch", "max_wait_ms", "groups"),
+    [
+        (2, 5000, [2]),  # a partial group waits for company; full at 2, it goes at once, not after 5 s
+        (8, 0, [1, 1]),  # max_wait 0 never waits
+    ],
+)
+def test_a_partial_group_waits_for_compatible_company_up_to_max_wait(
+    max_batch: int, max_wait_ms: float, groups: list[int]
+) -> None:
     async def body(d: Dispatcher, pool: FakePool) -> None:
-        a = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
+        a = _submit(d, 1)
         await asyncio.sleep(0.05)
-        b = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
+        b = _submit(d, 1)
         await a
         await b
-        assert [len(g) for g in pool.groups] == [2]  # full at 2: it went at once, not after 5 s
+        assert [len(g) for g in pool.groups] == groups
 
-    run(lambda: _with_dispatcher(body, max_batch=2, max_wait_ms=5000))
+    run(lambda: _with_dispatcher(body, max_batch=max_batch, max_wait_ms=max_wait_ms))
 
 
 def test_a_partial_group_stops_waiting_when_something_else_waits() -> None:
     async def body(d: Dispatcher, pool: FakePool) -> None:
         started = time.monotonic()
-        c = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
+        c = _submit(d, 1)
         await asyncio.sleep(0.05)
         e = asyncio.create_task(d.run_batched(double, None, [_x(4)]))  # incompatible
         await c
@@ -158,18 +176,6 @@ def test_a_partial_group_stops_waiting_when_something_else_waits() -> None:
         await asyncio.gather(e, return_exceptions=True)
 
     run(lambda: _with_dispatcher(body, max_batch=8, max_wait_ms=5000))
-
-
-def test_max_wait_zero_never_waits() -> None:
-    async def body(d: Dispatcher, pool: FakePool) -> None:
-        a = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
-        await asyncio.sleep(0.05)
-        b = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
-        await a
-        await b
-        assert [len(g) for g in pool.groups] == [1, 1]
-
-    run(lambda: _with_dispatcher(body, max_wait_ms=0))
 
 
 def test_an_error_reaches_every_task_of_its_group_and_the_dispatcher_lives_on() -> None:
@@ -186,14 +192,12 @@ def test_an_error_reaches_every_task_of_its_group_and_the_dispatcher_lives_on() 
 
 def test_abandoned_tasks_are_dropped() -> None:
     async def body(d: Dispatcher, pool: FakePool) -> None:
-        pool.gate.clear()
-        first = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
-        await _until(lambda: d.busy == 1)
-        gone = asyncio.create_task(d.run_batched(double, None, [_x(2), _x(2)]))
+        first = await _hold_one(d, pool)
+        gone = _submit(d, 2)
         await _until(lambda: d.depth == 2)
         gone.cancel()
         await asyncio.gather(gone, return_exceptions=True)
-        kept = asyncio.create_task(d.run_batched(double, None, [_x(2)]))
+        kept = _submit(d, 1)
         pool.gate.set()
         await first
         await kept
@@ -256,6 +260,83 @@ def test_batching_is_observable_with_eight_concurrent_clients() -> None:
             assert metric(text, "jepa_batch_size_bucket", {"le": "1.0"}) < graphs  # a group > 1
             assert metric(text, "jepa_batch_size_bucket", {"le": "8.0"}) == graphs  # none > 8
             assert metric(text, "jepa_items_total") == 8
+
+    run(body)
+
+
+class InFlight:
+    """Wraps the workers' run_group: counts the groups running at once (the peak), and holds each
+    at a barrier that only opens when `meet` of them run together, so work that never overlaps
+    fails the test (the barrier breaks) instead of passing by luck."""
+
+    def __init__(self, meet: int) -> None:
+        self.now = self.peak = 0
+        self._lock = threading.Lock()
+        self._barrier = threading.Barrier(meet, timeout=10)
+        self._entered = 0
+        self.met = 0
+
+    def __call__(self, ctx: Any, group: list[Task]) -> list[Any]:
+        with self._lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+            meets = self._entered < self._barrier.parties  # the first `meet` groups must overlap
+            self._entered += 1
+        try:
+            if meets:
+                self._barrier.wait()
+                with self._lock:
+                    self.met += 1
+            return run_group(ctx, group)
+        finally:
+            with self._lock:
+                self.now -= 1
+
+
+def test_two_workers_run_two_graphs_at_once_and_never_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    import jepa_server.workers
+
+    spy = InFlight(meet=2)
+    monkeypatch.setattr(jepa_server.workers, "run_group", spy)
+
+    async def body() -> None:
+        # max_batch 1: each request is a graph of its own, so six requests are six groups.
+        async with in_process(workers=2, max_batch=1, max_wait_ms=0) as (client, _):
+            replies = await asyncio.gather(
+                *(client.post("/v1/embeddings", json={"input": _item(i)}) for i in range(6))
+            )
+            assert [r.status for r in replies] == [200] * 6
+            assert spy.met == 2  # two graphs met at the barrier: they ran at the same time
+            assert spy.peak == 2  # and never more than the two workers
+
+    run(body)
+
+
+def test_a_refused_pool_computes_and_queues_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import jepa
+
+    pooled: list[str] = []
+    real_pool = jepa.pool
+
+    def spy(tokens: Any, mode: Any, source: Any) -> Any:
+        pooled.append(threading.current_thread().name)
+        return real_pool(tokens, mode, source)
+
+    monkeypatch.setattr(jepa, "pool", spy)
+
+    async def body() -> None:
+        async with in_process() as (client, app):
+            engine = app[RUNTIME].require()
+            engine.workers.gate.clear()  # anything handed to a worker would wait here
+            for mode in ("max", "lewm"):  # unknown; a LeWM mode on a ViT
+                resp = await client.post("/v1/embeddings", json={"input": _item(1), "pool": mode})
+                err = (await resp.json())["error"]
+                assert resp.status == 400 and (err["param"], err["code"]) == ("pool", "invalid_input")
+                assert engine.dispatcher.dispatched == 0 and engine.dispatcher.depth == 0
+            engine.workers.gate.set()
+            ok = await client.post("/v1/embeddings", json={"input": _item(1), "pool": "mean"})
+            assert ok.status == 200
+        assert pooled == []  # the check pooled nothing (no probe on zeros), on the event loop or off it
 
     run(body)
 

@@ -5,21 +5,28 @@ client's rollout works end to end."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import REFERENCE_DIR
-from test_server_support import ServerProcess, assert_envelope, bits, http, server_process
+from test_server_support import (
+    ServerProcess,
+    assert_envelope,
+    bits,
+    decode_embeddings,
+    http,
+    in_process,
+    run,
+    server_process,
+)
 
 import jepa
 from jepa.client import Client, ServerError, encode_item
-from jepa.convert import convert
 
-LEWM, AC = REFERENCE_DIR / "lewm", REFERENCE_DIR / "vjepa2_ac"
+from conftest import AC_BUNDLE as AC
+from conftest import LEWM_BUNDLE as LEWM
+
 pytestmark = pytest.mark.torch
 
 
@@ -32,27 +39,14 @@ def ag(name: str) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def ac_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    hp = json.loads((AC / "hparams.json").read_text())
-    out = Path(tmp_path_factory.mktemp("ac")) / "ac.gguf"
-    return convert(AC / "checkpoint.pt", out, family="vjepa2_ac", img_size=int(hp["img_size"]),
-                   head_dim=int(hp["predictor_derived"]["head_dim"]))
-
-
-@pytest.fixture(scope="module")
-def lewm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return convert(LEWM, Path(tmp_path_factory.mktemp("lewm")) / "lewm.gguf", family="lewm")
-
-
-@pytest.fixture(scope="module")
-def ac_server(ac_path: Path) -> Iterator[ServerProcess]:
-    with server_process("--model", str(ac_path), "--port", "0", "--threads", "2") as s:
+def ac_server(tiny_ac_path: str) -> Iterator[ServerProcess]:
+    with server_process("--model", str(tiny_ac_path), "--port", "0", "--threads", "2") as s:
         yield s
 
 
 @pytest.fixture(scope="module")
-def lewm_server(lewm_path: Path) -> Iterator[ServerProcess]:
-    with server_process("--model", str(lewm_path), "--port", "0", "--threads", "2") as s:
+def lewm_server(tiny_lewm_path: str) -> Iterator[ServerProcess]:
+    with server_process("--model", str(tiny_lewm_path), "--port", "0", "--threads", "2") as s:
         yield s
 
 
@@ -74,11 +68,11 @@ def frame(u8: np.ndarray) -> dict[str, str]:
 # ---- V-JEPA 2-AC ----------------------------------------------------------------------------------
 
 
-def test_ac_rollout_equals_in_process(ac_server: ServerProcess, ac_path: Path) -> None:
+def test_ac_rollout_equals_in_process(ac_server: ServerProcess, tiny_ac_path: str) -> None:
     u8, s, acts = ag("frames_u8"), ag("states")[0, 0], ag("rollout_actions")
     got = post(ac_server, {"context": [frame(u8[0])], "actions": acts.tolist(), "goal": frame(u8[1]),
                            "state": s.tolist(), "return_latents": True})
-    want = jepa.rollout(jepa.Model(ac_path).context(threads=1), u8[0], acts, goal=u8[1], state=s,
+    want = jepa.rollout(jepa.Model(tiny_ac_path).context(threads=1), u8[0], acts, goal=u8[1], state=s,
                         return_latents=True)
     assert (got["object"], got["kind"], got["best"]) == ("rollout", "ac", want["best"])
     for key in ("energies", "states", "latents"):
@@ -91,13 +85,13 @@ def test_ac_rollout_equals_in_process(ac_server: ServerProcess, ac_path: Path) -
     assert one["best"] == 0 and "latents" not in one
 
 
-def test_ac_plan_equals_in_process(ac_server: ServerProcess, ac_path: Path) -> None:
+def test_ac_plan_equals_in_process(ac_server: ServerProcess, tiny_ac_path: str) -> None:
     u8, s = ag("frames_u8"), ag("states")[0, 0]
     plan = {"samples": 6, "topk": 3, "cem_steps": 2, "horizon": 2, "seed": 5, "maxnorm": 0.05,
             "gripper_clamp": 0.5}
     body = {"context": [frame(u8[0])], "goal": frame(u8[1]), "state": s.tolist(), "plan": plan}
     got = post(ac_server, body)
-    want = jepa.plan(jepa.Model(ac_path).context(threads=1), u8[0], u8[1], state=s, **plan)
+    want = jepa.plan(jepa.Model(tiny_ac_path).context(threads=1), u8[0], u8[1], state=s, **plan)
     assert (got["object"], got["kind"]) == ("plan", "ac")
     same_bits(got["actions"], want["actions"])
     same_bits(got["energy_per_iteration"], want["energy_per_iteration"])
@@ -107,11 +101,11 @@ def test_ac_plan_equals_in_process(ac_server: ServerProcess, ac_path: Path) -> N
 # ---- LeWM -----------------------------------------------------------------------------------------
 
 
-def test_lewm_rollout_equals_in_process(lewm_server: ServerProcess, lewm_path: Path) -> None:
+def test_lewm_rollout_equals_in_process(lewm_server: ServerProcess, tiny_lewm_path: str) -> None:
     u8, cand = lg("frames_u8"), lg("cand_hist")[0]
     got = post(lewm_server, {"context": [frame(f) for f in u8[:3]], "actions": cand.tolist(),
                              "goal": frame(u8[3]), "return_latents": True})
-    want = jepa.rollout(jepa.Model(lewm_path).context(threads=1), list(u8[:3]), cand, goal=u8[3],
+    want = jepa.rollout(jepa.Model(tiny_lewm_path).context(threads=1), list(u8[:3]), cand, goal=u8[3],
                         return_latents=True)
     assert (got["object"], got["kind"], got["best"]) == ("rollout", "lewm", want["best"])
     same_bits(got["costs"], want["costs"])
@@ -119,11 +113,11 @@ def test_lewm_rollout_equals_in_process(lewm_server: ServerProcess, lewm_path: P
     assert "energies" not in got and "states" not in got
 
 
-def test_lewm_plan_equals_in_process(lewm_server: ServerProcess, lewm_path: Path) -> None:
+def test_lewm_plan_equals_in_process(lewm_server: ServerProcess, tiny_lewm_path: str) -> None:
     u8 = lg("frames_u8")
     got = post(lewm_server, {"context": [frame(u8[0])], "goal": frame(u8[3]),
                              "plan": {"samples": 8, "topk": 3, "cem_steps": 2, "horizon": 3, "seed": 9}})
-    want = jepa.plan(jepa.Model(lewm_path).context(threads=1), u8[0], u8[3], num_samples=8, topk=3,
+    want = jepa.plan(jepa.Model(tiny_lewm_path).context(threads=1), u8[0], u8[3], num_samples=8, topk=3,
                      n_steps=2, horizon=3, seed=9)
     assert (got["object"], got["kind"]) == ("plan", "lewm")
     same_bits(got["actions"], want["actions"])
@@ -188,14 +182,71 @@ def test_lewm_refusals_then_health(lewm_server: ServerProcess) -> None:
     assert "pair with the history" in err["message"]
 
 
+def test_the_planners_own_checks_come_back_naming_the_request_field(
+    ac_server: ServerProcess, lewm_server: ServerProcess
+) -> None:
+    # topk <= samples is the planner's check, not the server's: its typed refusal names its option,
+    # which the server names back as the field the request sent (LeWM's planner calls it topk too).
+    u8, s = ag("frames_u8"), ag("states")[0, 0].tolist()
+    body = {"context": [frame(u8[0])], "goal": frame(u8[1]), "plan": {"samples": 4, "topk": 5}}
+    err = _check_refusal(ac_server, {**body, "state": s}, "plan.topk", "invalid_input")
+    assert "topk=5" in err["message"]
+    lu8 = lg("frames_u8")
+    body = {"context": [frame(lu8[0])], "goal": frame(lu8[3]), "plan": {"samples": 4, "topk": 5}}
+    _check_refusal(lewm_server, body, "plan.topk", "invalid_input")
+
+
+def test_engine_arguments_map_to_request_fields() -> None:
+    from jepa_server.rollout import request_field
+
+    assert request_field("num_samples", "lewm") == "plan.samples"  # the planner's own names
+    assert request_field("n_steps", "lewm") == "plan.cem_steps"
+    assert request_field("cem_steps", "ac") == "plan.cem_steps"
+    assert request_field("topk", "ac") == request_field("topk", "lewm") == "plan.topk"
+    for arg in ("frames", "history", "context"):
+        assert request_field(arg, "ac") == "context"
+    assert request_field("state", "ac") == "state" and request_field("goal", "lewm") == "goal"
+    assert request_field("pixels", "ac") is None and request_field(None, "ac") is None
+
+
+def test_a_refusal_is_mapped_by_its_param_never_by_its_message(
+    tiny_ac_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        # A message that starts with another field's name: only `param` may decide.
+        raise jepa.InvalidInputError("frames and actions look fine, the pose does not", param="state")
+
+    monkeypatch.setattr(jepa, "rollout", refuse)
+    u8, s = ag("frames_u8"), ag("states")[0, 0].tolist()
+    body = {"context": [frame(u8[0])], "actions": np.zeros((1, 2, 7)).tolist(), "state": s}
+
+    async def go() -> None:
+        async with in_process(jepa.Model(tiny_ac_path), threads=1) as (client, _):
+            resp = await client.post("/rollout", json=body)
+            err = (await resp.json())["error"]
+            assert resp.status == 400 and (err["param"], err["code"]) == ("state", "invalid_input"), err
+
+    run(go)
+
+
+def test_lewm_embeddings_pool_through_the_projector(lewm_server: ServerProcess, tiny_lewm_path: str) -> None:
+    # The LeWM pool is declared by the model (its default): accepted without a probe, computed on
+    # the worker's context, the bits jepa.embed gives.
+    u8 = lg("frames_u8")
+    reply = http(lewm_server.url + "/v1/embeddings", "POST", {"input": [frame(f) for f in u8[:2]]})
+    assert reply.status == 200, reply.body[:300]
+    want = jepa.embed(jepa.Model(tiny_lewm_path).context(threads=2), list(u8[:2]), pool="lewm")
+    same_bits(decode_embeddings(reply.json()), want)
+
+
 # ---- the Python client ----------------------------------------------------------------------------
 
 
-def test_client_rollout_end_to_end(ac_server: ServerProcess, ac_path: Path) -> None:
+def test_client_rollout_end_to_end(ac_server: ServerProcess, tiny_ac_path: str) -> None:
     u8, s, acts = ag("frames_u8"), ag("states")[0, 0], ag("rollout_actions")
     client = Client(ac_server.url)
     got = client.rollout([u8[0]], actions=acts, goal=u8[1], state=s)
-    ctx = jepa.Model(ac_path).context(threads=1)
+    ctx = jepa.Model(tiny_ac_path).context(threads=1)
     want = jepa.rollout(ctx, u8[0], acts, goal=u8[1], state=s)
     same_bits(got["energies"], want["energies"])
     assert got["best"] == want["best"]

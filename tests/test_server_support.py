@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -27,6 +26,7 @@ import numpy as np
 import pytest
 
 import jepa
+from jepa_server.startup import read_startup
 
 BIN = Path(sys.executable).parent
 
@@ -161,17 +161,9 @@ class ServerProcess:
             self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env
         )
         assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        line = ""
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.startup.append(line.rstrip("\n"))
-            if "http://" in line:
-                self.url = line.rsplit(" ", 1)[-1].strip()
-                self.startup.append(self.proc.stdout.readline().rstrip("\n"))
-                return self
+        self.url, self.startup = read_startup(self.proc.stdout, timeout)
+        if self.url:
+            return self
         err = self.stop()
         raise RuntimeError(f"jepa-server did not start: {self.startup} {err}")
 
@@ -206,14 +198,16 @@ def server_process(*args: str, env: dict[str, str] | None = None) -> Iterator[Se
 
 
 @asynccontextmanager
-async def in_process(**settings: Any) -> AsyncIterator[tuple[Any, Any]]:
-    """(client, app) for an app serving the shared demo model; settings are Settings fields."""
+async def in_process(model: jepa.Model | None = None, **settings: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """(client, app) for an app serving `model` (default: the shared demo model); settings are
+    Settings fields."""
     from aiohttp.test_utils import TestClient, TestServer
 
     from jepa_server.app import create_app, wait_ready
     from jepa_server.settings import Settings
 
-    app = create_app(Settings(demo=True, **settings), model=demo_model())
+    where = {"demo": True} if model is None else {"model": model.path}
+    app = create_app(Settings(**where, **settings), model=model or demo_model())
     async with TestClient(TestServer(app, host="127.0.0.1", port=0)) as client:
         await wait_ready(app)
         yield client, app

@@ -180,16 +180,11 @@ class Server:
             env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}, preexec_fn=_die_with_parent,
         )  # fmt: skip
         assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.startup.append(line.rstrip("\n"))
-            if "http://" in line:
-                self.url = line.rsplit(" ", 1)[-1].strip()
-                self.startup.append(self.proc.stdout.readline().rstrip("\n"))
-                return self
+        from jepa_server.startup import read_startup
+
+        self.url, self.startup = read_startup(self.proc.stdout, timeout)
+        if self.url:
+            return self
         self.stop()
         raise RuntimeError(f"jepa-server did not start: {self.startup} {self.stderr()}")
 

@@ -11,12 +11,11 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
-import jepa
-
 from .app import create_app, wait_ready
 from .errors import JepaAppRunner
 from .keys import RUNTIME
 from .settings import Settings, SettingsError, load_settings
+from .startup import startup_lines
 
 log = logging.getLogger("jepa_server")
 
@@ -28,10 +27,6 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def _url(host: str, port: int) -> str:
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def _configure_logging(verbose: int) -> None:
@@ -58,22 +53,8 @@ async def serve(settings: Settings) -> int:
             print(f"jepa-server: cannot serve the model: {exc}", file=sys.stderr)
             return 1
         engine = app[RUNTIME].require()
-        port = runner.addresses[0][1]
-        info = engine.model.info
-        print(
-            f"jepa-server {jepa.__version__} · model {engine.model_id} ({engine.file_name}) · "
-            f"family {info['family']} · dtype {engine.dtype} · backend {info['backend']} · "
-            f"{_url(settings.host, port)}",
-            flush=True,
-        )
-        print(
-            f"  workers {settings.workers} × threads {settings.graph_threads} · "
-            f"max-batch {settings.max_batch} · "
-            f"max-wait {settings.max_wait_ms:g} ms · max-concurrent {settings.max_concurrent_requests} · "
-            f"auth {'on' if settings.api_key else 'off'} · local files "
-            f"{'root' if settings.files_root else 'on' if settings.local_files else 'off'}",
-            flush=True,
-        )
+        for line in startup_lines(settings, engine, runner.addresses[0][1]):
+            print(line, flush=True)
         await _until_signalled()
         return 0
     finally:

@@ -13,25 +13,22 @@ from aiohttp import web
 import jepa
 
 from .admission import Admission
-from .errors import ApiError, bad_request
+from .errors import ApiError, bad_request, from_jepa
 from .inputs import (
     Item,
     Limits,
-    Resolver,
-    _opt_int,
     check_keys,
-    numeric_array,
     opt_bool,
     opt_int,
-    opt_number,
     opt_str,
     parse_body,
-    parse_item,
     parse_items,
 )
 from .keys import ADMISSION, METRICS, RUNTIME, SETTINGS
 from .metrics import CONTENT_TYPE
-from .pipeline import Classified, Embedded, WorldJob, WorldResult
+from .model_info import model_json
+from .pipeline import Classified, Embedded, WorldResult
+from .rollout import parse_world_job
 from .runtime import Engine
 
 
@@ -77,6 +74,15 @@ def _dimensions(engine: Engine, body: dict[str, Any], key: str = "dimensions") -
     return dims
 
 
+def _pool(model: jepa.Model, body: dict[str, Any]) -> str:
+    """The request's pool mode (default: the model's), by the library's one check of the model's
+    declared modes: nothing is computed to find out."""
+    try:
+        return jepa.check_pool(model, opt_str(body, "pool"))
+    except jepa.JepaError as exc:
+        raise from_jepa(exc, "pool") from None
+
+
 def truncate(v: np.ndarray, dims: int | None, normalize: bool) -> np.ndarray:
     """Keep the first `dims` values (of each row), then scale to unit length when asked."""
     if dims is not None:
@@ -115,7 +121,7 @@ async def embeddings(request: web.Request) -> web.StreamResponse:
     _check_model(engine, body)
     fmt = opt_str(body, "encoding_format", ("float", "base64")) or "float"
     dims = _dimensions(engine, body)
-    pool = engine.pipeline.check_pool(opt_str(body, "pool"))
+    pool = _pool(engine.model, body)
     items = parse_items(body.get("input"), engine.pipeline.files.resolve, _limits(request))
     result = await _embed(request, engine, items, pool)
     data = []
@@ -136,7 +142,7 @@ async def embed_tei(request: web.Request) -> web.StreamResponse:
     _check_model(engine, body)
     dims = _dimensions(engine, body)
     normalize = opt_bool(body, "normalize", False)
-    pool = engine.pipeline.check_pool(opt_str(body, "pool"))
+    pool = _pool(engine.model, body)
     items = parse_items(body.get("inputs"), engine.pipeline.files.resolve, _limits(request), name="inputs")
     result = await _embed(request, engine, items, pool)
     return await _json([truncate(v, dims, normalize).tolist() for v in result.vectors], result)
@@ -150,29 +156,11 @@ async def _embed(request: web.Request, engine: Engine, items: list[Item], pool: 
 # -- heads and world models ------------------------------------------------------------------------
 # Both parse and validate the whole request first (so a malformed one is refused the same way on
 # any model), then check the model can do it. A classification runs as a batched op beside
-# encode_op; a rollout or a plan runs whole on one worker (Dispatcher.run_whole).
+# encode_op; a rollout or a plan (its request parsed in rollout.py) runs whole on one worker
+# (Dispatcher.run_whole).
 
-# Plan fields: (lowest, highest) for the integers; the highest bound the work one request may ask.
-_PLAN_INTS: dict[str, tuple[int, int | None]] = {
-    "samples": (1, 4096),
-    "topk": (1, 4096),
-    "cem_steps": (1, 100),
-    "horizon": (1, 64),
-    "seed": (0, None),
-}
-_PLAN_NUMBERS = ("maxnorm", "gripper_clamp")  # both more than 0
-# The planners' own names of the plan fields, per world model; a field missing here is refused.
-_PLAN_NAMES = {
-    "ac": {k: k for k in (*_PLAN_INTS, *_PLAN_NUMBERS)},
-    "lewm": {"samples": "num_samples", "topk": "topk", "cem_steps": "n_steps", "horizon": "horizon",
-             "seed": "seed"},
-}
 _WORLD_KEYS = ("energies", "costs", "best", "states", "latents", "actions", "energy_per_iteration",
                "cost_per_iteration")
-_ACTION_SHAPES = "[K][H][dim] (K candidate sequences) or [H][dim]"
-MAX_CANDIDATES = 1024  # K of `actions`
-MAX_STEPS = 64  # H of `actions`
-
 
 async def classify(request: web.Request) -> web.StreamResponse:
     """POST /classify: the top-k classes of each input, for a model with a classifier head."""
@@ -211,7 +199,8 @@ async def rollout(request: web.Request) -> web.StreamResponse:
     engine = _engine(request)
     body = await _body(request, {"context", "actions", "goal", "state", "return_latents", "plan", "model"})
     _check_model(engine, body)
-    job = _world_job(body, engine, _limits(request))
+    job = parse_world_job(body, engine.model, engine.model_id, engine.pipeline.files.resolve,
+                          _limits(request))
     async with _admission(request).slot():
         result = await engine.pipeline.world(job)
     kind = engine.model.world_model
@@ -224,121 +213,6 @@ def _world_answer(value: dict[str, Any]) -> dict[str, Any]:
     exact, and JSON round-trips it), the trace-free keys only."""
     out = {k: value[k] for k in _WORLD_KEYS if k in value}
     return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in out.items()}
-
-
-def _world_job(body: dict[str, Any], engine: Engine, limits: Limits) -> WorldJob:
-    """Validate the whole request (the same way on any model), then check the model can run it."""
-    resolve = engine.pipeline.files.resolve
-    context = body.get("context")
-    if context is None:
-        raise bad_request("'context' is required: the frames the rollout starts from", param="context")
-    ctx_item = _frames_item(context, "context", resolve, limits)
-    actions, plan = _actions_or_plan(body)
-    goal = None
-    if body.get("goal") is not None:
-        goal = _frames_item(body["goal"], "goal", resolve, limits)
-    elif plan is not None:
-        raise bad_request("a 'plan' needs a 'goal' to plan towards", param="goal")
-    state = None
-    if body.get("state") is not None:
-        state = numeric_array(body["state"], "state", (1, 2), "[dim] or [T][dim]")
-    return_latents = opt_bool(body, "return_latents", False)
-    kind = engine.model.world_model
-    if not kind:
-        raise bad_request(
-            f"model {engine.model_id!r} is not a world model: /rollout needs an action-conditioned "
-            "predictor (V-JEPA 2-AC, LeWM)",
-            code="not_a_world_model",
-        )
-    info = engine.model.info
-    if actions is not None:
-        actions = _check_actions(actions, int(info["pred_action_dim"]))
-    _check_state(kind, state, int(info.get("pred_state_dim", 0)))
-    options = None if plan is None else _planner_options(kind, plan)
-    return WorldJob(ctx_item, goal, actions, state, options, return_latents)
-
-
-def _actions_or_plan(body: dict[str, Any]) -> tuple[np.ndarray | None, dict[str, Any] | None]:
-    """Exactly one of: actions to score, a plan to make."""
-    plan = _plan(body.get("plan"))
-    if body.get("actions") is None:
-        if plan is None:
-            raise bad_request("'actions' is required unless a 'plan' is given", param="actions")
-        return None, plan
-    if plan is not None:
-        raise bad_request("give 'actions' to score, or a 'plan' to make some; not both", param="actions")
-    return numeric_array(body["actions"], "actions", (2, 3), _ACTION_SHAPES), None
-
-
-def _frames_item(value: Any, param: str, resolve: Resolver, limits: Limits) -> Item:
-    """Frames: a list of frames, or one item (an image, a clip, a video)."""
-    return parse_item({"frames": value} if isinstance(value, list) else value, param, resolve, limits)
-
-
-def _check_actions(actions: np.ndarray, dim: int) -> np.ndarray:
-    a = actions[None] if actions.ndim == 2 else actions
-    k, h, d = a.shape
-    if d != dim:
-        raise bad_request(
-            f"'actions' must be [K][H][{dim}] or [H][{dim}] for this model (action dim {dim}); got "
-            f"{d} numbers per step",
-            param="actions",
-            code="invalid_shape",
-        )
-    if k > MAX_CANDIDATES or h > MAX_STEPS:
-        raise bad_request(
-            f"'actions' is [{k}][{h}][{d}]: at most {MAX_CANDIDATES} candidates of {MAX_STEPS} steps",
-            param="actions",
-            code="invalid_shape",
-        )
-    return np.ascontiguousarray(a)
-
-
-def _check_state(kind: str, state: np.ndarray | None, dim: int) -> None:
-    if kind == "lewm":
-        if state is not None:
-            raise bad_request("a LeWM model takes no 'state' (its actions carry everything)", param="state")
-        return
-    if state is None:
-        raise bad_request(
-            f"'state' is required for a V-JEPA 2-AC model: the robot's pose [{dim}] at the last frame",
-            param="state",
-        )
-    if state.shape[-1] != dim:
-        raise bad_request(
-            f"'state' must be [{dim}] or [T][{dim}] for this model; got shape {list(state.shape)}",
-            param="state",
-            code="invalid_shape",
-        )
-
-
-def _planner_options(kind: str, plan: dict[str, Any]) -> dict[str, Any]:
-    names = _PLAN_NAMES[kind]
-    for key in plan:
-        if key not in names:
-            raise bad_request(
-                f"'plan.{key}' is not an option of this model's planner; it takes {', '.join(names)}",
-                param=f"plan.{key}",
-            )
-    return {names[k]: v for k, v in plan.items()}
-
-
-def _plan(value: Any) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise bad_request("'plan' must be an object", param="plan")
-    check_keys(value, {*_PLAN_INTS, *_PLAN_NUMBERS}, "plan")
-    out: dict[str, Any] = {}
-    for key, (lo, hi) in _PLAN_INTS.items():
-        if (v := _opt_int(value.get(key), f"plan.{key}", lo, hi)) is not None:
-            out[key] = v
-    for key in _PLAN_NUMBERS:
-        if (f := opt_number(value, key, 0.0)) is not None:
-            out[key] = f
-    if "topk" in out and "samples" in out and out["topk"] > out["samples"]:
-        raise bad_request("'plan.topk' must not exceed 'plan.samples'", param="plan.topk")
-    return out
 
 
 # -- reading the server -----------------------------------------------------------------------------
@@ -357,8 +231,8 @@ async def health(request: web.Request) -> web.StreamResponse:
             "status": "ok",
             "model": engine.model_id,
             "file": engine.file_name,
-            "family": engine.model.info["family"],
-            "backend": engine.model.info["backend"],
+            "family": engine.model.info.family,
+            "backend": engine.model.info.backend,
             "device": s.device,
             "pool": {"default": jepa.default_pool(engine.model), "modes": list(jepa.POOL_MODES)},
             "queue_depth": engine.dispatcher.depth,
@@ -375,10 +249,10 @@ async def models(request: web.Request) -> web.StreamResponse:
         "object": "model",
         "created": engine.loaded_at,
         "owned_by": "jepa",
-        "name": info["name"],
-        "family": info["family"],
-        "modality": info["modality"],
-        "embed_dim": info["embed_dim"],
+        "name": info.name,
+        "family": info.family,
+        "modality": info.modality,
+        "embed_dim": info.embed_dim,
     }
     return web.json_response({"object": "list", "data": [entry]})
 
@@ -395,7 +269,7 @@ async def info(request: web.Request) -> web.StreamResponse:
                 "id": engine.model_id,
                 "file": engine.file_name,
                 "dtype": engine.dtype,
-                **engine.model.info,
+                **model_json(engine.model),
             },
             "limits": {
                 "max_items": s.max_items,

@@ -22,7 +22,9 @@ import jepa.world
 from .dispatcher import Dispatcher, timing_of
 from .errors import ApiError, from_jepa
 from .inputs import Item
+from .rollout import WorldJob, request_field
 from .security import LocalFiles
+from .workers import BatchOp, Done
 
 log = logging.getLogger("jepa_server")
 
@@ -53,18 +55,6 @@ class Embedded:
 
 
 @dataclass(frozen=True)
-class WorldJob:
-    """A validated /rollout request: a rollout of `actions`, or a plan when `plan` is given."""
-
-    context: Item
-    goal: Item | None
-    actions: np.ndarray | None  # [K, H, A]
-    state: np.ndarray | None
-    plan: dict[str, Any] | None  # the planner's own keyword arguments
-    return_latents: bool = False
-
-
-@dataclass(frozen=True)
 class WorldResult:
     value: dict[str, Any]  # jepa.rollout's or jepa.plan's dict
     queue_s: float
@@ -86,16 +76,6 @@ def world_op(
     return op
 
 
-def _world_param(message: str) -> str | None:
-    """The request field a jepa.rollout / jepa.plan refusal is about (its messages start with the
-    argument's name)."""
-    for name, param in (("actions", "actions"), ("state", "state"), ("goal", "goal"), ("frames", "context"),
-                        ("history", "context")):
-        if message.startswith(name):
-            return param
-    return None
-
-
 class Pipeline:
     def __init__(
         self, model: jepa.Model, dispatcher: Dispatcher, files: LocalFiles, prep_threads: int, max_frames: int
@@ -108,17 +88,6 @@ class Pipeline:
 
     def close(self) -> None:
         self._prep.shutdown(wait=True, cancel_futures=True)
-
-    def check_pool(self, pool: str | None) -> str:
-        """The pool mode to use, or a 400 naming `pool`. The library's own pool() decides what is
-        valid for this model, so a mode it learns is served without a change here."""
-        mode = pool or jepa.default_pool(self.model)
-        probe = np.zeros((1, self.model.n_prefix + 1, self.model.embed_dim), np.float32)
-        try:
-            jepa.pool(probe, mode, self.model)
-        except jepa.JepaError as exc:
-            raise from_jepa(exc, "pool") from None
-        return mode
 
     async def prepare(self, items: list[Item]) -> list[np.ndarray]:
         """Decode and preprocess every item off the event loop: float32 [C, T, H, W] each."""
@@ -141,7 +110,7 @@ class Pipeline:
         def read() -> np.ndarray:
             src: Any = item.source
             if item.as_video:
-                n = item.frames or max(1, int(self.model.info.get("n_frames", 1)))
+                n = item.frames or max(1, int(self.model.info.n_frames))
                 src = jepa.media.load_video(item.source, n)  # type: ignore[arg-type]
             return jepa.world.prepare_frames(self.model, src, "frames").transpose(1, 0, 2, 3)
 
@@ -175,23 +144,21 @@ class Pipeline:
             n += self.model.n_tokens(t, h, w) - self.model.n_prefix
         return n
 
-    async def embed(self, items: list[Item], pool: str) -> Embedded:
+    async def _batched(self, items: list[Item], op: BatchOp, arg: Any) -> tuple[list[np.ndarray], list[Done]]:
+        """Prepare the items, then run op over them on the workers, grouped with compatible work."""
         inputs = await self.prepare(items)
         try:
-            done = await self.dispatcher.run_batched(encode_op, pool, inputs)
+            return inputs, await self.dispatcher.run_batched(op, arg, inputs)
         except jepa.JepaError as exc:
             raise from_jepa(exc, "input", computing=True) from None
-        queue_s, inference_s = timing_of(done)
-        return Embedded([d.value for d in done], self.patch_tokens(inputs), queue_s, inference_s)
+
+    async def embed(self, items: list[Item], pool: str) -> Embedded:
+        inputs, done = await self._batched(items, encode_op, pool)
+        return Embedded([d.value for d in done], self.patch_tokens(inputs), *timing_of(done))
 
     async def classify(self, items: list[Item], top_k: int) -> Classified:
-        inputs = await self.prepare(items)
-        try:
-            done = await self.dispatcher.run_batched(classify_op, top_k, inputs)
-        except jepa.JepaError as exc:
-            raise from_jepa(exc, "input", computing=True) from None
-        queue_s, inference_s = timing_of(done)
-        return Classified([d.value for d in done], queue_s, inference_s)
+        _, done = await self._batched(items, classify_op, top_k)
+        return Classified([d.value for d in done], *timing_of(done))
 
     async def world(self, job: WorldJob) -> WorldResult:
         """A rollout or a plan: the frames prepared off the event loop, then the whole request on one
@@ -208,5 +175,7 @@ class Pipeline:
         try:
             done = await self.dispatcher.run_whole(world_op(job, frames[0], goal))
         except jepa.JepaError as exc:
-            raise from_jepa(exc, _world_param(exc.message), computing=True) from None
+            # By class (from_jepa) and by the argument the refusal names, never by its message.
+            field = request_field(getattr(exc, "param", None), self.model.world_model)
+            raise from_jepa(exc, field, computing=True) from None
         return WorldResult(done.value, done.queue_s, done.inference_s)
