@@ -14,6 +14,7 @@ import pytest
 import skimage.data
 from PIL import Image
 
+import jepa
 from jepa import media
 
 pytestmark = pytest.mark.transformers
@@ -144,7 +145,10 @@ def test_vjepa2_video_processor_arithmetic(photo_name: str) -> None:
     (measured: at most 1 level apart on about 0.1 % of values). Pillow is the reference we keep."""
     import torch
 
-    vjepa2 = SimpleNamespace(info={"family": "vjepa2", "preprocess": VJEPA2})
+    # A stand-in model: ModelInfo's two fields recipe_for reads, the enums by the names VJEPA2 spells.
+    enums = {"resize_mode": jepa.ResizeMode, "resample": jepa.Resample}
+    pre = SimpleNamespace(**VJEPA2 | {k: e.__members__[VJEPA2[k].upper()] for k, e in enums.items()})
+    vjepa2 = SimpleNamespace(info=SimpleNamespace(family="vjepa2", preprocess=pre))
 
     recipe = media.recipe_for(vjepa2)
     assert recipe["normalize"] == "fused" and recipe["resize_short"] == 292
