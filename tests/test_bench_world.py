@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import jepa
+from jepa import world
 from jepa.convert.random_world import write_random_ac, write_random_lewm
 
 from conftest import import_tool, run_tool
@@ -31,9 +32,10 @@ def test_random_ac_loads_and_predicts(tmp_path: Path) -> None:
         hw = 4  # (32 / 16)^2
         rng = np.random.default_rng(0)
         lat = rng.standard_normal((2, 2 * hw, 48)).astype(np.float32)
-        out = ctx.ac_predict(lat, np.zeros((2, 2, 7), np.float32), np.zeros((2, 2, 7), np.float32))
-        assert out.shape == (2, 2 * hw, 48) and np.isfinite(out).all()
-        plan = ctx.ac_plan(lat[0, :hw], np.zeros(7, np.float32), lat[1, :hw], samples=8, topk=3, cem_steps=1)
+        out = ctx.world_predict(lat, np.zeros((2, 2, 7), np.float32), np.zeros((2, 2, 7), np.float32))
+        assert isinstance(out, np.ndarray) and out.shape == (2, 2 * hw, 48) and np.isfinite(out).all()
+        plan = world.plan_latents(ctx, lat[0, :hw], lat[1, :hw], np.zeros(7, np.float32), samples=8, topk=3,
+                                  cem_steps=1)
         assert plan["actions"].shape == (2, 7)
 
 
@@ -47,11 +49,11 @@ def test_random_lewm_loads_and_plans(tmp_path: Path) -> None:
         assert m.world_model == "lewm"
         assert (m.info.wm_embed_dim, m.info.pred_action_dim, m.info.pred_n_frames) == (32, 10, 3)
         ctx = m.context(threads=1)
-        emb = ctx.lewm_embed(np.zeros((1, 3, 28, 28), np.float32))
+        emb = ctx.world_latents(ctx.encode(np.zeros((1, 3, 28, 28), np.float32)))[:, 0]
         assert emb.shape == (1, 32) and np.isfinite(emb).all()
-        pred = ctx.lewm_predict(np.zeros((4, 3, 32), np.float32), np.zeros((4, 3, 10), np.float32))
-        assert pred.shape == (4, 3, 32)
-        plan = ctx.lewm_plan(emb, emb[0], num_samples=8, topk=3, n_steps=2, horizon=5)
+        pred = ctx.world_predict(np.zeros((4, 3, 32), np.float32), np.zeros((4, 3, 10), np.float32))
+        assert isinstance(pred, np.ndarray) and pred.shape == (4, 3, 32)
+        plan = world.plan_latents(ctx, emb, emb[0], num_samples=8, topk=3, n_steps=2, horizon=5)
         assert plan["actions"].shape == (5, 10)
 
 
