@@ -128,12 +128,12 @@ def cpu_info(threads: int, up: Upstream | None) -> dict[str, Any]:
             if line.startswith("flags"):
                 flags = set(line.split(":", 1)[1].split())
                 break
-    info.cpu_flags = [f for f in CPU_FLAGS if f in flags]
+    info["cpu_flags"] = [f for f in CPU_FLAGS if f in flags]
     if up is not None:
         torch = up.torch
-        info.torch_cpu_capability = torch.backends.cpu.get_cpu_capability()
-        info.torch_threads = torch.get_num_threads()
-        info.torch_mkldnn = bool(torch.backends.mkldnn.is_available())
+        info["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+        info["torch_threads"] = torch.get_num_threads()
+        info["torch_mkldnn"] = bool(torch.backends.mkldnn.is_available())
     return info
 
 

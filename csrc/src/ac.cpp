@@ -41,14 +41,7 @@ AcPredGraph build_ac_pred_graph(ggml_context * ctx, const Model & m, int64_t T, 
     x = ggml_reshape_3d(ctx, x, D, n_tok, B);
     ggml_set_name(x, "ac.in");
 
-    AttnOptions attn;
-    // The engine's own CPU attention where flash is asked for (or auto): flash_attn = 0 keeps ggml's plain
-    // matmul + softmax + matmul graph, with its score matrix.
-    attn.own_kernels = m.n_packed > 0 && flash;
-    attn.half = m.half_attention;
-    attn.n_head = p.block.n_head;
-    attn.scale = 1.0f / std::sqrt(float(hd));
-    attn.flash = flash;
+    AttnOptions attn = attn_options(m, p.block.n_head, hd, flash);
     attn.mask = g.mask;
     attn.rope_cos = g.rope_cos;
     attn.rope_sin = g.rope_sin;
@@ -62,10 +55,7 @@ AcPredGraph build_ac_pred_graph(ggml_context * ctx, const Model & m, int64_t T, 
     x = ggml_reshape_3d(ctx, ggml_cont(ctx, patches), D, T * HW, B);
     x = build_norm(ctx, x, w.norm, p.block.ln_eps);
     ggml_set_name(x, "ac.norm");
-    g.out = build_linear(ctx, x, w.proj);
-    ggml_set_name(g.out, "ac.out");
-    ggml_set_output(g.out);
-    ggml_build_forward_expand(g.graph, g.out);
+    g.out = graph_output(g.graph, build_linear(ctx, x, w.proj), "ac.out");
     return g;
 }
 

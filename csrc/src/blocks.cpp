@@ -7,6 +7,23 @@
 
 namespace jepa {
 
+ggml_tensor * graph_output(ggml_cgraph * graph, ggml_tensor * t, const char * name) {
+    ggml_set_name(t, name);
+    ggml_set_output(t);
+    ggml_build_forward_expand(graph, t);
+    return t;
+}
+
+AttnOptions attn_options(const Model & m, int n_head, int head_dim, bool flash) {
+    AttnOptions a;
+    a.own_kernels = m.n_packed > 0 && flash;
+    a.half = m.half_attention;
+    a.n_head = n_head;
+    a.scale = 1.0f / std::sqrt(float(head_dim));
+    a.flash = flash;
+    return a;
+}
+
 namespace {
 // Weights in host memory mean the graph runs on the CPU backend.
 bool on_cpu(const ggml_tensor * t) { return t && t->buffer && ggml_backend_buffer_is_host(t->buffer); }

@@ -20,6 +20,14 @@ struct AttnOptions {
     bool bf16_out = false;     // ... and its result in bf16, for a bf16 product that reads it
 };
 
+// The attention options every graph starts from: n_head heads scaled by 1/sqrt(head_dim), and the
+// engine's own CPU attention where flash is asked for (or auto); flash = false keeps ggml's plain
+// matmul + softmax + matmul graph, with its score matrix. Masks and RoPE tables are the graph's own.
+AttnOptions attn_options(const Model & m, int n_head, int head_dim, bool flash);
+
+// Name t, mark it a graph output and expand the graph to it; returns t.
+ggml_tensor * graph_output(ggml_cgraph * graph, ggml_tensor * t, const char * name);
+
 // LayerNorm with its affine; bf16_out asks for a bf16 result (for a product that reads bf16: granted
 // on the engine's own kernel only, f32 elsewhere).
 ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, const NormW & n, float eps, bool bf16_out = false);

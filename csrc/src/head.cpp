@@ -19,14 +19,7 @@ HeadGraph build_head_graph(ggml_context * ctx, const Model & m, int64_t n_tok, i
     ggml_set_name(hg.tokens, "head.tokens");
     ggml_set_input(hg.tokens);
 
-    AttnOptions attn;
-    // The engine's own CPU attention where flash is asked for (or auto): flash_attn = 0 keeps ggml's plain
-    // matmul + softmax + matmul graph, with its score matrix.
-    attn.own_kernels = m.n_packed > 0 && flash;
-    attn.half = m.half_attention;
-    attn.n_head = n_head;
-    attn.scale = 1.0f / std::sqrt(float(hd));
-    attn.flash = flash;
+    AttnOptions attn = attn_options(m, n_head, hd, flash);
     ggml_tensor * x = hg.tokens;
     for (int il = 0; il < h.n_pool_layers; ++il) {
         x = build_vit_block(ctx, x, w.blocks[size_t(il)], h.block, attn, il, "head.blk");

@@ -23,6 +23,23 @@ jepa_status invalid(const char * what) {
     return JEPA_ERR_INVALID_ARG;
 }
 
+// JEPA_GUARD for the calls that return a value: `body()`, or `failed` with every exception turned into
+// the thread's error (out of memory: JEPA_ERR_RESOURCE saying `oom`; anything else: `other`).
+template <class T, class F>
+T guarded(F && body, T failed, const char * oom, jepa_status other, const char * other_prefix) {
+    jepa::clear_error();
+    try {
+        return body();
+    } catch (const jepa::Error & e) {
+        jepa::set_error(e.status(), e.what(), e.param());
+    } catch (const std::bad_alloc &) {
+        jepa::set_error(JEPA_ERR_RESOURCE, oom);
+    } catch (const std::exception & e) {
+        jepa::set_error(other, std::string(other_prefix) + e.what());
+    }
+    return failed;
+}
+
 }  // namespace
 
 extern "C" {
@@ -52,18 +69,12 @@ jepa_model_params jepa_model_default_params(void) {
 }
 
 jepa_model * jepa_model_load(const char * path, const jepa_model_params * params) {
-    jepa::clear_error();
-    try {
-        const jepa_model_params p = params ? *params : jepa_model_default_params();
-        return reinterpret_cast<jepa_model *>(jepa::load_model(path, p));
-    } catch (const jepa::Error & e) {
-        jepa::set_error(e.status(), e.what(), e.param());
-    } catch (const std::bad_alloc &) {
-        jepa::set_error(JEPA_ERR_RESOURCE, "out of memory while loading the model");
-    } catch (const std::exception & e) {
-        jepa::set_error(JEPA_ERR_BAD_FILE, std::string("cannot load the model: ") + e.what());
-    }
-    return nullptr;
+    return guarded<jepa_model *>(
+        [&] {
+            const jepa_model_params p = params ? *params : jepa_model_default_params();
+            return reinterpret_cast<jepa_model *>(jepa::load_model(path, p));
+        },
+        nullptr, "out of memory while loading the model", JEPA_ERR_BAD_FILE, "cannot load the model: ");
 }
 
 void jepa_model_free(jepa_model * model) { delete as_model(model); }
@@ -145,14 +156,8 @@ int64_t jepa_model_n_tokens(const jepa_model * model, int C, int T, int H, int W
         invalid("jepa_model_n_tokens: model must not be NULL");
         return -1;
     }
-    jepa::clear_error();
-    try {
-        const jepa::Model & m = *as_model(model);
-        return jepa::encoder_n_tokens(m, C, T, H, W);
-    } catch (const jepa::Error & e) {
-        jepa::set_error(e.status(), e.what(), e.param());
-    }
-    return -1;
+    return guarded<int64_t>([&] { return jepa::encoder_n_tokens(*as_model(model), C, T, H, W); }, -1,
+                            "out of memory", JEPA_ERR_BACKEND, "internal error: ");
 }
 
 jepa_context_params jepa_context_default_params(void) {
@@ -170,17 +175,12 @@ jepa_context * jepa_context_new(const jepa_model * model, const jepa_context_par
         invalid("jepa_context_new: model must not be NULL");
         return nullptr;
     }
-    try {
-        const jepa_context_params p = params ? *params : jepa_context_default_params();
-        return reinterpret_cast<jepa_context *>(new jepa::Context(*as_model(model), p));
-    } catch (const jepa::Error & e) {
-        jepa::set_error(e.status(), e.what(), e.param());
-    } catch (const std::bad_alloc &) {
-        jepa::set_error(JEPA_ERR_RESOURCE, "out of memory while creating a context");
-    } catch (const std::exception & e) {
-        jepa::set_error(JEPA_ERR_BACKEND, std::string("internal error: ") + e.what());
-    }
-    return nullptr;
+    return guarded<jepa_context *>(
+        [&] {
+            const jepa_context_params p = params ? *params : jepa_context_default_params();
+            return reinterpret_cast<jepa_context *>(new jepa::Context(*as_model(model), p));
+        },
+        nullptr, "out of memory while creating a context", JEPA_ERR_BACKEND, "internal error: ");
 }
 
 void jepa_context_free(jepa_context * ctx) { delete as_ctx(ctx); }

@@ -15,10 +15,7 @@ LewmProjectGraph build_lewm_project_graph(ggml_context * ctx, const Model & m, i
     ggml_set_input(g.cls);
     ggml_tensor * h = build_act(ctx, build_linear(ctx, g.cls, w.proj0), m.hp.enc.proj_act);
     ggml_set_name(h, "lewm.proj.hidden");
-    g.out = build_linear(ctx, h, w.proj2);
-    ggml_set_name(g.out, "lewm.emb");
-    ggml_set_output(g.out);
-    ggml_build_forward_expand(g.graph, g.out);
+    g.out = graph_output(g.graph, build_linear(ctx, h, w.proj2), "lewm.emb");
     return g;
 }
 
@@ -88,11 +85,8 @@ LewmPredGraph build_lewm_pred_graph(ggml_context * ctx, const Model & m, int64_t
     ggml_tensor * x = ggml_add(ctx, g.embs, pos);
     ggml_set_name(x, "pred.in");
 
-    AttnOptions attn;
-    attn.own_kernels = m.n_packed > 0;  // the model is on the CPU and the CPU runs them
-    attn.half = m.half_attention;
-    attn.n_head = p.block.n_head;
-    attn.scale = 1.0f / std::sqrt(float(p.head_dim()));
+    AttnOptions attn = attn_options(m, p.block.n_head, p.head_dim(), false);
+    attn.own_kernels = m.n_packed > 0;  // up to 16 keys: the engine's direct kernel whatever flash says
     attn.mask = g.mask;
     for (int il = 0; il < p.n_layer; ++il) {
         x = build_adaln_block(ctx, x, c_act, w.blocks[size_t(il)], p, attn, il);

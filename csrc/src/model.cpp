@@ -128,10 +128,10 @@ void declare_head(TensorTable & t, HeadHparams & h, int64_t D, HeadW & w) {
     w.cls = t.linear("head.cls", D, h.n_classes);
 }
 
-void declare_pred_masked(TensorTable & t, const PredHparams & h, int64_t D_enc, PredW & w) {
+// The ViT blocks, final norm and projection back to the encoder width that the masked and the AC
+// predictor share.
+void declare_pred_trunk(TensorTable & t, const PredHparams & h, PredW & w) {
     const int64_t D = h.embed_dim;
-    w.embed = t.linear("pred.embed", D_enc, D);
-    w.mask_tokens = t.require("pred.mask_tokens", {D, h.n_mask_tokens});
     w.blocks.resize(size_t(h.n_layer));
     for (int i = 0; i < h.n_layer; ++i) {
         const std::string p = "pred.blk." + std::to_string(i) + ".";
@@ -141,18 +141,17 @@ void declare_pred_masked(TensorTable & t, const PredHparams & h, int64_t D_enc, 
     w.proj = t.linear("pred.proj", D, h.out_dim);
 }
 
+void declare_pred_masked(TensorTable & t, const PredHparams & h, int64_t D_enc, PredW & w) {
+    w.embed = t.linear("pred.embed", D_enc, h.embed_dim);
+    w.mask_tokens = t.require("pred.mask_tokens", {h.embed_dim, h.n_mask_tokens});
+    declare_pred_trunk(t, h, w);
+}
+
 void declare_pred_ac(TensorTable & t, const PredHparams & h, int64_t D_enc, PredW & w) {
-    const int64_t D = h.embed_dim;
-    w.embed = t.linear("pred.embed", D_enc, D);
-    w.action_embed = t.linear("pred.action_embed", h.action_dim, D);
-    w.state_embed = t.linear("pred.state_embed", h.state_dim, D);
-    w.blocks.resize(size_t(h.n_layer));
-    for (int i = 0; i < h.n_layer; ++i) {
-        const std::string p = "pred.blk." + std::to_string(i) + ".";
-        w.blocks[size_t(i)] = declare_block(t, p, D, h.ffn_dim, t.ne(p + "attn_qkv.weight", 0) > 0, false);
-    }
-    w.norm = {t.require("pred.norm.weight", {D}), t.require("pred.norm.bias", {D})};
-    w.proj = t.linear("pred.proj", D, h.out_dim);
+    w.embed = t.linear("pred.embed", D_enc, h.embed_dim);
+    w.action_embed = t.linear("pred.action_embed", h.action_dim, h.embed_dim);
+    w.state_embed = t.linear("pred.state_embed", h.state_dim, h.embed_dim);
+    declare_pred_trunk(t, h, w);
 }
 
 void declare_pred_lewm(TensorTable & t, const PredHparams & h, PredW & w) {

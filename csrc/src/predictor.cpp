@@ -33,14 +33,7 @@ PredGraph build_pred_graph(ggml_context * ctx, const Model & m, int64_t n_ctx, i
     x = ggml_concat(ctx, x, mask, 1);  // [D, n_ctx + n_tgt, B]
     ggml_set_name(x, "pred.in");
 
-    AttnOptions attn;
-    // The engine's own CPU attention where flash is asked for (or auto): flash_attn = 0 keeps ggml's plain
-    // matmul + softmax + matmul graph, with its score matrix.
-    attn.own_kernels = m.n_packed > 0 && flash;
-    attn.half = m.half_attention;
-    attn.n_head = p.block.n_head;
-    attn.scale = 1.0f / std::sqrt(float(hd));
-    attn.flash = flash;
+    AttnOptions attn = attn_options(m, p.block.n_head, hd, flash);
     attn.rope_cos = pg.rope_cos;
     attn.rope_sin = pg.rope_sin;
     for (int il = 0; il < p.n_layer; ++il) {
@@ -51,10 +44,7 @@ PredGraph build_pred_graph(ggml_context * ctx, const Model & m, int64_t n_ctx, i
 
     // The target rows, made contiguous so the projection takes the batched matmul path.
     ggml_tensor * tgt = ggml_cont(ctx, ggml_view_3d(ctx, x, D, n_tgt, B, x->nb[1], x->nb[2], size_t(n_ctx) * x->nb[1]));
-    pg.out = build_linear(ctx, tgt, w.proj);
-    ggml_set_name(pg.out, "pred.out");
-    ggml_set_output(pg.out);
-    ggml_build_forward_expand(pg.graph, pg.out);
+    pg.out = graph_output(pg.graph, build_linear(ctx, tgt, w.proj), "pred.out");
     return pg;
 }
 

@@ -111,14 +111,7 @@ EncoderGraph build_encoder_graph(ggml_context * ctx, const Model & m, const Inpu
     }
     ggml_set_name(x, "embed");
 
-    AttnOptions attn;
-    // The engine's own CPU attention where flash is asked for (or auto): flash_attn = 0 keeps ggml's plain
-    // matmul + softmax + matmul graph, with its score matrix.
-    attn.own_kernels = m.n_packed > 0 && flash;
-    attn.half = m.half_attention;
-    attn.n_head = e.n_head;
-    attn.scale = 1.0f / std::sqrt(float(e.head_dim()));
-    attn.flash = flash;
+    AttnOptions attn = attn_options(m, e.n_head, e.head_dim(), flash);
     if (e.pos_type == JEPA_POS_ROPE3D) {
         // Host-built tables (Context::set_rope_inputs), broadcast over heads and items.
         const int64_t n_tok = Np + n_prefix;

@@ -8,6 +8,8 @@
 #include "ggml-cpu.h"
 #include "ggml.h"
 
+#include "check.h"
+
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -15,15 +17,6 @@
 
 namespace {
 
-int g_failures = 0;
-
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            ++g_failures;                                                                  \
-        }                                                                                  \
-    } while (0)
 
 // One head's vector x (hd floats) at grid position (t, h, w), upstream's arithmetic in float32.
 void reference(const float * x, int hd, int t, int h, int w, float * out) {
@@ -107,10 +100,5 @@ int main() {
         run_case(hd, false);
         run_case(hd, true);
     }
-    if (g_failures) {
-        std::fprintf(stderr, "test_rope: %d check(s) failed\n", g_failures);
-        return 1;
-    }
-    std::printf("test_rope: ok\n");
-    return 0;
+    return check_result("test_rope");
 }

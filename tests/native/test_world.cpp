@@ -4,6 +4,8 @@
 // name, never a crash), the wrong-kind refusals, batch invariance bit for bit, and the causal masks (an early step does not see a later one).
 #include "jepa.h"
 
+#include "check.h"
+
 #include "ggml.h"
 #include "gguf.h"
 
@@ -19,15 +21,6 @@
 
 namespace {
 
-int g_failures = 0;
-
-#define CHECK(cond)                                                                 \
-    do {                                                                            \
-        if (!(cond)) {                                                              \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            ++g_failures;                                                           \
-        }                                                                           \
-    } while (0)
 
 struct TensorDef {
     std::string name;
@@ -218,15 +211,23 @@ jepa_status ac_predict(jepa_context * c, const float * z, const float * a, const
     return world_predict(c, JEPA_PRED_AC, z, a, s, B, T, HW, D, 7, 7, out, len);
 }
 
-void test_lewm(const std::string & dir) {
-    jepa_model * m = jepa_model_load(write_model(dir + "/lewm.gguf", lewm_keys, lewm_tensors()).c_str(), nullptr);
+// A model written here and loaded, with its info; NULL (a counted failure) when it does not load.
+jepa_model * load(const std::string & path, void (*keys)(gguf_context *), const std::vector<TensorDef> & tensors,
+                  jepa_model_info * info) {
+    jepa_model * m = jepa_model_load(write_model(path, keys, tensors).c_str(), nullptr);
+    CHECK(m != nullptr);
     if (!m) {
-        std::fprintf(stderr, "lewm load failed: %s\n", jepa_error_text());
-        ++g_failures;
-        return;
+        std::fprintf(stderr, "%s: %s\n", path.c_str(), jepa_error_text());
+        return nullptr;
     }
+    CHECK(jepa_model_get_info(m, info) == JEPA_OK);
+    return m;
+}
+
+void test_lewm(const std::string & dir) {
     jepa_model_info i;
-    CHECK(jepa_model_get_info(m, &i) == JEPA_OK);
+    jepa_model * m = load(dir + "/lewm.gguf", lewm_keys, lewm_tensors(), &i);
+    if (!m) return;
     CHECK(i.pred_kind == JEPA_PRED_LEWM && i.pred_n_frames == 3 && i.pred_action_dim == kA);
     CHECK(i.wm_embed_dim == kD && i.head_kind == JEPA_HEAD_NONE);
     jepa_context * c = jepa_context_new(m, nullptr);
@@ -330,14 +331,9 @@ void test_lewm(const std::string & dir) {
 }
 
 void test_ac(const std::string & dir) {
-    jepa_model * m = jepa_model_load(write_model(dir + "/ac.gguf", ac_keys, ac_tensors()).c_str(), nullptr);
-    if (!m) {
-        std::fprintf(stderr, "ac load failed: %s\n", jepa_error_text());
-        ++g_failures;
-        return;
-    }
     jepa_model_info i;
-    CHECK(jepa_model_get_info(m, &i) == JEPA_OK);
+    jepa_model * m = load(dir + "/ac.gguf", ac_keys, ac_tensors(), &i);
+    if (!m) return;
     CHECK(i.pred_kind == JEPA_PRED_AC && i.pred_action_dim == 7 && i.pred_state_dim == 7 && i.wm_embed_dim == kE);
     jepa_context * c = jepa_context_new(m, nullptr);
 
@@ -398,10 +394,5 @@ int main() {
     test_ac(dir);
     for (const char * f : {"lewm.gguf", "ac.gguf", "bad.gguf"}) std::remove((std::string(dir) + "/" + f).c_str());
     rmdir(dir);
-    if (g_failures) {
-        std::fprintf(stderr, "%d check(s) failed\n", g_failures);
-        return 1;
-    }
-    std::printf("test_world: all checks passed\n");
-    return 0;
+    return check_result("test_world");
 }
