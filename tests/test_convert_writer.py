@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from jepa.convert.gguf_writer import write_gguf
-from jepa.convert.schema import HF_VIT_RECIPE, Encoder, Meta, expected_shapes, may_be_half
+from jepa.convert.schema import HF_VIT_RECIPE, Encoder, Meta, may_be_half
 
 ENC = Encoder(embed_dim=8, n_layer=1, n_head=2, ffn_dim=16, patch_size=4, img_size=8)
 META = Meta(family="hfvit", name="t")
 
 
 def _tensors(enc: Encoder = ENC, pos_rows: int = 5) -> dict[str, np.ndarray]:
-    out = {n: np.zeros(shape, np.float32) for n, (shape, _) in expected_shapes(enc).items()}
+    out = {n: np.zeros(e.shape, np.float32) for n, e in enc.table().items()}
     out["enc.pos_embed"] = np.zeros((pos_rows, enc.embed_dim), np.float32)
     return out
 
@@ -35,7 +35,7 @@ def test_bad_shape_names_the_tensor(tmp_path: Path) -> None:
 
 def test_unknown_and_missing(tmp_path: Path) -> None:
     t = _tensors() | {"enc.blk.0.attn_qkv.weight": np.zeros((24, 8), np.float32)}
-    with pytest.raises(ValueError, match=r"enc\.blk\.0\.attn_qkv\.weight: not a tensor of this encoder"):
+    with pytest.raises(ValueError, match=r"enc\.blk\.0\.attn_qkv\.weight: not a tensor of this file"):
         write_gguf(tmp_path / "a.gguf", META, ENC, HF_VIT_RECIPE, t.items())
     t = _tensors()
     del t["enc.norm.weight"]

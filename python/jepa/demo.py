@@ -6,11 +6,15 @@ alone, deterministic for a seed. It is not a trained model: its embeddings mean 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .convert.gguf_tensors import Expected
 
 DEMO_NAME = "jepa-demo (random weights, not a trained model)"
 DEMO_DESCRIPTION = (
@@ -24,37 +28,18 @@ DEMO_VERSION = "v1"
 
 
 def _demo_tensors(
-    rng: np.random.Generator, d: int, f: int, n_layer: int, pix: int, n_pos: int
+    table: Mapping[str, Expected], rng: np.random.Generator
 ) -> Iterator[tuple[str, np.ndarray]]:
-    # Scales like a freshly initialised ViT, with norms perturbed so a wrong norm would show.
-    def mat(*shape: int) -> np.ndarray:
-        return (rng.standard_normal(shape) * 0.02).astype(np.float32)
+    """The schema's tensor table in its order, scaled like a freshly initialised ViT, with norms perturbed
+    so a wrong norm would show."""
+    from .convert.gguf_tensors import Role
 
-    def gain(n: int) -> np.ndarray:
-        return (1.0 + rng.standard_normal(n) * 0.05).astype(np.float32)
-
-    def bias(n: int) -> np.ndarray:
-        return (rng.standard_normal(n) * 0.02).astype(np.float32)
-
-    yield "enc.patch_embed.weight", mat(d, pix)
-    yield "enc.patch_embed.bias", bias(d)
-    yield "enc.cls_token", mat(d)
-    yield "enc.pos_embed", mat(n_pos, d)
-    for i in range(n_layer):
-        b = f"enc.blk.{i}."
-        yield b + "ln1.weight", gain(d)
-        yield b + "ln1.bias", bias(d)
-        for m in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            yield b + m + ".weight", mat(d, d)
-            yield b + m + ".bias", bias(d)
-        yield b + "ln2.weight", gain(d)
-        yield b + "ln2.bias", bias(d)
-        yield b + "ffn_up.weight", mat(f, d)
-        yield b + "ffn_up.bias", bias(f)
-        yield b + "ffn_down.weight", mat(d, f)
-        yield b + "ffn_down.bias", bias(d)
-    yield "enc.norm.weight", gain(d)
-    yield "enc.norm.bias", bias(d)
+    for name, e in table.items():
+        if e.role == Role.GAIN:
+            v = 1.0 + rng.standard_normal(e.shape) * 0.05
+        else:  # Linear weights, tokens, positions and biases alike
+            v = rng.standard_normal(e.shape) * 0.02
+        yield name, v.astype(np.float32)
 
 
 def write_demo_model(
@@ -71,22 +56,11 @@ def write_demo_model(
     """Write the demo model to `path` (atomically) and return the path as a string."""
     # gguf is an extra (jepa[convert]): imported here so `import jepa.demo` stays light.
     from .convert.gguf_writer import write_gguf
-    from .convert.schema import HF_VIT_RECIPE, Encoder, Meta
+    from .convert.schema import HF_VIT_RECIPE, Meta, hf_vit_encoder
 
-    enc = Encoder(
-        embed_dim=embed_dim,
-        n_layer=n_layer,
-        n_head=n_head,
-        ffn_dim=4 * embed_dim,
-        patch_size=patch_size,
-        img_size=img_size,
-        ln_eps=1e-12,
-        cls_token=True,
-    )
+    enc = hf_vit_encoder(embed_dim, n_layer, n_head, patch_size, img_size)
     meta = Meta(family="hfvit", name=DEMO_NAME, description=DEMO_DESCRIPTION, license="MIT")
-    rng = np.random.default_rng(seed)
-    pix = enc.in_chans * patch_size * patch_size
-    tensors = _demo_tensors(rng, embed_dim, enc.ffn_dim, n_layer, pix, enc.n_patches + 1)
+    tensors = _demo_tensors(enc.table(), np.random.default_rng(seed))
     recipe = replace(HF_VIT_RECIPE, resize_short=img_size, crop=img_size)
     return write_gguf(path, meta, enc, recipe, tensors, ftype=ftype)
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-FAMILIES = ("auto", "hfvit", "ijepa", "levjepa", "vjepa2", "vjepa2_ac", "lewm")
+from .schema import CONVERTER_FAMILIES
+
+FAMILIES = ("auto", *CONVERTER_FAMILIES)  # what --family takes
 
 
 def convert(
@@ -34,4 +36,4 @@ def convert(
         raise ValueError(f"{path}: no such file or directory")
     opts = Options(name=name, n_head=n_head, license=license, source_url=source_url, description=description,
                    img_size=img_size, head_dim=head_dim)
-    return pick(path, family)(path, opts).convert(out, ftype)
+    return pick(path, family)(path, opts).convert(Path(out), ftype)

@@ -25,10 +25,12 @@ from typing import Any
 
 import numpy as np
 
+from . import gguf_tensors
 from .base import Converter, beside, read_json, register
+from .gguf_tensors import Expected
 from .gguf_writer import write_gguf
 from .hf_vit import _BLOCK as HF_VIT_BLOCK
-from .schema import Encoder, Preprocess
+from .schema import Encoder, Preprocess, pred_keys
 from .source import TensorSource
 from .vjepa2_meta import ArraySource, _torch_load
 
@@ -40,11 +42,8 @@ IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 ADALN_EPS = 1e-6  # ConditionalBlock's norm1/norm2 (no affine)
 LN_EPS = 1e-5  # nn.LayerNorm default: Attention.norm, FeedForward's first layer, Transformer.norm
 BN_EPS = 1e-5  # nn.BatchNorm1d default
-ADALN_CHUNKS = 6  # shift, scale, gate (attention), shift, scale, gate (MLP)
 # Not part of the token encoder (as in hf_vit): the pooler and the masked-training token.
 _VIT_SKIPPED = ("encoder.pooler.dense.weight", "encoder.pooler.dense.bias", "encoder.embeddings.mask_token")
-
-Shapes = dict[str, tuple[tuple[int, ...], bool]]
 
 
 def fold_batchnorm(w: np.ndarray, b: np.ndarray, mean: np.ndarray, var: np.ndarray, gamma: np.ndarray,
@@ -98,56 +97,26 @@ class LeWMSpec:
     proj_hidden: int  # projector hidden width
     pred_proj_hidden: int  # pred_proj hidden width
 
+    kind = "lewm"
+    frame_causal = True
+    ln_eps = LN_EPS
+    adaln_eps = ADALN_EPS
+    act = "gelu_erf"
+    qkv_bias = False
+    action_act = "silu"
+    proj_act = "gelu_erf"
+
     def keys(self) -> dict[str, Any]:
-        return {
-            "jepa.enc.proj_act": "gelu_erf",
-            "jepa.pred.kind": "lewm",
-            "jepa.pred.embed_dim": self.embed_dim,
-            "jepa.pred.n_layer": self.n_layer,
-            "jepa.pred.n_head": self.n_head,
-            "jepa.pred.head_dim": self.head_dim,
-            "jepa.pred.ffn_dim": self.ffn_dim,
-            "jepa.pred.n_frames": self.n_frames,
-            "jepa.pred.action_dim": self.action_dim,
-            "jepa.pred.frame_causal": True,
-            "jepa.pred.ln_eps": LN_EPS,
-            "jepa.pred.adaln_eps": ADALN_EPS,
-            "jepa.pred.act": "gelu_erf",
-            "jepa.pred.qkv_bias": False,
-            "jepa.pred.action_act": "silu",
-            "jepa.pred.proj_act": "gelu_erf",
-        }
+        return {"jepa.enc.proj_act": "gelu_erf", **pred_keys(
+            self, "kind embed_dim n_layer n_head head_dim ffn_dim n_frames action_dim frame_causal ln_eps "
+                  "adaln_eps act qkv_bias action_act proj_act")}
 
-    def shapes(self) -> Shapes:
-        d, f, inner = self.embed_dim, self.ffn_dim, self.n_head * self.head_dim
-        out: Shapes = {}
-
-        def linear(name: str, rows: int, cols: int) -> None:
-            out[f"{name}.weight"] = ((rows, cols), True)
-            out[f"{name}.bias"] = ((rows,), True)
-
-        def norm(name: str) -> None:
-            out[f"{name}.weight"] = ((d,), True)
-            out[f"{name}.bias"] = ((d,), True)
-
-        linear("enc.proj.0", self.proj_hidden, self.enc_width)
-        linear("enc.proj.2", d, self.proj_hidden)
-        out["pred.pos_embed"] = ((self.n_frames, d), True)
-        for i in range(self.n_layer):
-            b = f"pred.blk.{i}."
-            linear(b + "adaln", ADALN_CHUNKS * d, d)
-            norm(b + "ln1")
-            out[b + "attn_qkv.weight"] = ((3 * inner, d), True)
-            linear(b + "attn_out", d, inner)
-            norm(b + "ln2")
-            linear(b + "ffn_up", f, d)
-            linear(b + "ffn_down", d, f)
-        norm("pred.norm")
-        linear("pred.proj.0", self.pred_proj_hidden, d)
-        linear("pred.proj.2", d, self.pred_proj_hidden)
-        linear("pred.action_embed.0", self.action_hidden, self.action_dim)
-        linear("pred.action_embed.2", d, self.action_hidden)
-        return out
+    def table(self) -> dict[str, Expected]:
+        return gguf_tensors.LEWM.table({
+            "E": self.enc_width, "D": self.embed_dim, "Fp": self.ffn_dim, "Ip": self.n_head * self.head_dim,
+            "T": self.n_frames, "A": self.action_dim, "Hp": self.proj_hidden, "Hq": self.pred_proj_hidden,
+            "M": self.action_hidden, "n_layer": self.n_layer, "qkv_bias": self.qkv_bias,
+        })
 
 
 def _weights_path(src: Path) -> Path:
@@ -305,8 +274,10 @@ class LeWM(Converter):
             raise ValueError(f"unsupported {src} norm_fn ({what}; LeWM's MLP uses BatchNorm1d)")
         norm_cfg = _section(self.config, src.split(".")[0]).get("norm_fn") or {}
         eps = float(norm_cfg.get("eps", BN_EPS)) if isinstance(norm_cfg, dict) else BN_EPS
-        bn = [s.take(f"{src}.net.1.{n}") for n in ("running_mean", "running_var", "weight", "bias")]
-        w, b = fold_batchnorm(s.take(f"{src}.net.0.weight"), s.take(f"{src}.net.0.bias"), *bn, eps=eps)
+        bn = ("running_mean", "running_var", "weight", "bias")
+        mean, var, gamma, beta = (s.take(f"{src}.net.1.{n}") for n in bn)
+        w, b = fold_batchnorm(s.take(f"{src}.net.0.weight"), s.take(f"{src}.net.0.bias"), mean, var, gamma,
+                              beta, eps=eps)
         yield f"{dst}.0.weight", w
         yield f"{dst}.0.bias", b
         yield from self._linear(f"{dst}.2", f"{src}.net.3")
@@ -339,6 +310,5 @@ class LeWM(Converter):
             self.source.skip(name)
 
     def convert(self, out: str | Path, ftype: str = "f32") -> str:
-        spec = self.spec()
         return write_gguf(out, self.meta(), self.hparams(), self.preprocess(), self.checked_tensors(), ftype,
-                          extra_keys=spec.keys(), extra_shapes=spec.shapes())
+                          parts=[self.spec()])

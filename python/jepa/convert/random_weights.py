@@ -3,26 +3,36 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 
 import numpy as np
 
-# LayerNorm gains: 1 + noise, so a missing or wrong norm cannot hide.
-GAINS = ("ln1.weight", "ln2.weight", "norm.weight", "ln_kv.weight")
+from .gguf_tensors import Expected, Role
+from .gguf_writer import PartSpec, write_gguf
+from .schema import Encoder, Meta, Preprocess
 
 
-def random_tensors(
-    shapes: dict[str, tuple[int, ...]], seed: int, not_matrices: tuple[str, ...] = ()
-) -> Iterator[tuple[str, np.ndarray]]:
-    """Gains 1 + 0.2 N, 2-D matrices N / sqrt(fan_in), everything else 0.2 N, all float32.
-
-    not_matrices: name suffixes of 2-D tensors that are tables or tokens, not Linear weights."""
+def random_tensors(table: Mapping[str, Expected], seed: int) -> Iterator[tuple[str, np.ndarray]]:
+    """Every tensor of the table, optional biases included (the released models have them), drawn in
+    the table's order: LayerNorm gains 1 + 0.2 N (so a missing or wrong norm cannot hide), Linear
+    weights and the patch embedding N / sqrt(fan_in), everything else 0.2 N; all float32."""
     rng = np.random.default_rng(seed)
-    for name, shape in shapes.items():
-        if name.endswith(GAINS):
-            v = 1.0 + 0.2 * rng.standard_normal(shape, dtype=np.float32)
-        elif len(shape) == 2 and not name.endswith(not_matrices):
-            v = rng.standard_normal(shape, dtype=np.float32) * np.float32(1.0 / np.sqrt(shape[1]))
+    for name, e in table.items():
+        if e.role == Role.GAIN:
+            v = 1.0 + 0.2 * rng.standard_normal(e.shape, dtype=np.float32)
+        elif e.role in (Role.MATRIX, Role.EMBED):
+            v = rng.standard_normal(e.shape, dtype=np.float32) * np.float32(1.0 / np.sqrt(e.shape[1]))
         else:
-            v = 0.2 * rng.standard_normal(shape, dtype=np.float32)
+            v = 0.2 * rng.standard_normal(e.shape, dtype=np.float32)
         yield name, v.astype(np.float32, copy=False)
+
+
+def write_random_file(path: str | Path, meta: Meta, enc: Encoder, pre: Preprocess, parts: Iterable[PartSpec],
+                      seed: int, ftype: str) -> str:
+    """A random-weight file of these hparams, through the same writer (and checks) as a converted one."""
+    parts = list(parts)
+    table = enc.table()
+    for part in parts:
+        table |= part.table()
+    return write_gguf(path, meta, enc, pre, random_tensors(table, seed), ftype, parts=parts)

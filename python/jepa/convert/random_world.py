@@ -10,28 +10,22 @@ one. Norm gains and biases are random too, so a wrong norm cannot hide."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from .gguf_writer import write_gguf
 from .lewm import IMAGENET_MEAN as LEWM_MEAN
 from .lewm import IMAGENET_STD as LEWM_STD
 from .lewm import LeWMSpec
-from .random_weights import random_tensors
-from .schema import Encoder, Meta, Preprocess, expected_shapes
-from .vjepa2 import ROPE_THETA
+from .random_weights import write_random_file
+from .schema import Encoder, Meta, Preprocess, hf_vit_encoder
 from .vjepa2_ac import FILE_FAMILY as AC_FAMILY
 from .vjepa2_ac import IMAGENET_MEAN as AC_MEAN
 from .vjepa2_ac import IMAGENET_STD as AC_STD
 from .vjepa2_ac import ACSpec
 
-Shapes = dict[str, tuple[tuple[int, ...], bool]]
-# 2-D tensors that are tables, not Linear weights.
-_TABLES = ("pred.pos_embed",)
 
-
-def _required(shapes: Shapes) -> dict[str, tuple[int, ...]]:
-    """Every tensor of a table (optional biases included: the released models have them)."""
-    return {n: s for n, (s, _) in shapes.items()}
+def _squash(mean: tuple[float, float, float], std: tuple[float, float, float], size: int) -> Preprocess:
+    """Both world models' transform: the whole frame resized to the native size, bilinear."""
+    return Preprocess(mean=mean, std=std, resize_short=size, crop=size, resample="bilinear",
+                      resize_mode="squash")
 
 
 def write_random_ac(
@@ -82,15 +76,8 @@ def write_random_ac(
         n_frames=n_frames // tubelet_size,
         qkv_bias=True,
     )
-    pre = Preprocess(mean=AC_MEAN, std=AC_STD, resize_short=img_size, crop=img_size, resample="bilinear",
-                     resize_mode="squash")
     meta = Meta(family=AC_FAMILY, name=f"random-vjepa2-ac-{embed_dim}x{n_layer}", modality="video")
-    keys: dict[str, Any] = {"jepa.enc.rope_freq_layout": "tiled", "jepa.enc.rope_theta": ROPE_THETA,
-                            **spec.keys()}
-    extra = spec.shapes()
-    shapes = _required(expected_shapes(enc) | extra)
-    return write_gguf(path, meta, enc, pre, random_tensors(shapes, seed, _TABLES), ftype, extra_keys=keys,
-                      extra_shapes=extra)
+    return write_random_file(path, meta, enc, _squash(AC_MEAN, AC_STD, img_size), [spec], seed, ftype)
 
 
 def write_random_lewm(
@@ -116,17 +103,7 @@ def write_random_lewm(
     vit_hf's `tiny`: ViT 192 wide, 12 layers, 3 heads, patch 14 at 224 px; projectors 192 -> 2048 ->
     192; predictor 6 adaLN-zero blocks, 16 heads x 64, MLP 2048, a 3-frame window; PushT's actions
     5 x 2 = 10)."""
-    enc = Encoder(
-        embed_dim=enc_dim,
-        n_layer=enc_layers,
-        n_head=enc_heads,
-        ffn_dim=4 * enc_dim,
-        patch_size=patch_size,
-        img_size=img_size,
-        ln_eps=1e-12,
-        act="gelu_erf",
-        cls_token=True,
-    )
+    enc = hf_vit_encoder(enc_dim, enc_layers, enc_heads, patch_size, img_size)
     spec = LeWMSpec(
         embed_dim=embed_dim,
         n_layer=n_layer,
@@ -140,11 +117,5 @@ def write_random_lewm(
         proj_hidden=proj_hidden,
         pred_proj_hidden=proj_hidden,
     )
-    pre = Preprocess(mean=LEWM_MEAN, std=LEWM_STD, resize_short=img_size, crop=img_size, resample="bilinear",
-                     resize_mode="squash")
     meta = Meta(family="lewm", name=f"random-lewm-{embed_dim}x{n_layer}")
-    extra = spec.shapes()
-    shapes = _required(expected_shapes(enc) | extra)
-    shapes["enc.pos_embed"] = (enc.n_patches + 1, enc_dim)  # the HF table has a CLS row
-    tensors = random_tensors(shapes, seed, _TABLES)
-    return write_gguf(path, meta, enc, pre, tensors, ftype, extra_keys=spec.keys(), extra_shapes=extra)
+    return write_random_file(path, meta, enc, _squash(LEWM_MEAN, LEWM_STD, img_size), [spec], seed, ftype)

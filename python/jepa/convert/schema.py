@@ -1,30 +1,35 @@
 """What a converter hands to the GGUF writer: the model's metadata, encoder hparams and preprocessing
-recipe (schema v1, see GGUF-SCHEMA.md), and the tensor names and shapes those imply."""
+recipe, and the tensor table those imply. The schema itself (every key, every tensor) is declared once
+in gguf_keys.py and gguf_tensors.py, and docs/gguf.md is rendered from it."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from typing import Any
+
+from .gguf_keys import FAMILIES, KEYS
+from .gguf_tensors import ENCODER, Expected, may_be_half
+
+__all__ = ["CONVERTER_FAMILIES", "FAMILIES", "may_be_half"]
 
 SCHEMA_VERSION = 1
 # ggml file-type ids written to general.file_type (llama.cpp's LLAMA_FTYPE_*: MOSTLY_F16 1, MOSTLY_BF16 32).
 FTYPES: dict[str, int] = {"f32": 0, "f16": 1, "bf16": 32}
 HALF_FTYPES = ("f16", "bf16")  # the ftypes that store the may_be_half matrices in 16 bits
-FAMILIES = ("hfvit", "ijepa", "levjepa", "vjepa2", "lewm")
-ACTS = ("gelu_erf", "gelu_tanh")
-RESAMPLES = ("bilinear", "bicubic")
-RESIZE_MODES = ("shortest_edge", "squash")
-
-# Only these 2-D matrices may be f16 or bf16; everything else stays f32 (the loader refuses other files).
-_BLOCK_MATS = r"blk\.\d+\.(attn_q|attn_k|attn_v|attn_qkv|attn_out|ffn_up|ffn_down)"
-_HALF_OK = re.compile(
-    rf"^(enc\.{_BLOCK_MATS}|pred\.({_BLOCK_MATS}|embed|proj)|head\.({_BLOCK_MATS}|xattn\.(q|k|v|ffn_up|ffn_down)|cls))"
-    r"\.weight$"
-)
+# What --family names: the file families, and vjepa2_ac (a vjepa2 file with an ac predictor).
+CONVERTER_FAMILIES = (*FAMILIES, "vjepa2_ac")
+ROPE_THETA = 10000.0  # V-JEPA 2's RoPE base
 
 
-def may_be_half(name: str) -> bool:
-    return _HALF_OK.match(name) is not None
+def _allowed(name: str) -> tuple[Any, ...]:
+    found = [k.allowed for k in KEYS if k.name == name and k.allowed is not None]
+    return found[0]
+
+
+ACTS = _allowed("jepa.enc.act")
+RESAMPLES = _allowed("jepa.pre.resample")
+RESIZE_MODES = _allowed("jepa.pre.resize_mode")
+POS_TYPES = _allowed("jepa.enc.pos_type")
 
 
 @dataclass(frozen=True)
@@ -59,10 +64,15 @@ class Encoder:
     pos_type: str = "learned"
     tubelet_size: int = 1
     n_frames: int = 1
+    rope_theta: float = ROPE_THETA  # pos_type rope3d only
 
     def __post_init__(self) -> None:
         if self.act not in ACTS:
             raise ValueError(f"unsupported act={self.act}")
+        if self.pos_type not in POS_TYPES:
+            raise ValueError(f"unsupported pos_type={self.pos_type}")
+        if self.pos_type == "rope3d" and (self.cls_token or self.n_registers):
+            raise ValueError("unsupported pos_type=rope3d with CLS or register tokens")
         if self.n_head <= 0 or self.embed_dim % self.n_head:
             raise ValueError(f"unsupported n_head={self.n_head} (embed_dim={self.embed_dim})")
         if self.img_size % self.patch_size:
@@ -71,6 +81,34 @@ class Encoder:
     @property
     def n_patches(self) -> int:
         return (self.img_size // self.patch_size) ** 2
+
+    def keys(self) -> dict[str, Any]:
+        """jepa.enc.*, in the order every file has them."""
+        out: dict[str, Any] = {f"jepa.enc.{k}": int(getattr(self, k)) for k in (
+            "embed_dim", "n_layer", "n_head", "ffn_dim", "patch_size", "tubelet_size", "img_size", "n_frames",
+            "in_chans", "n_registers")}
+        out |= {"jepa.enc.ln_eps": float(self.ln_eps), "jepa.enc.act": self.act,
+                "jepa.enc.pos_type": self.pos_type}
+        out |= {f"jepa.enc.{k}": bool(getattr(self, k)) for k in ("cls_token", "qkv_fused", "layer_scale")}
+        return out
+
+    def rope_keys(self) -> dict[str, Any]:
+        """The RoPE keys of a rope3d encoder (written after the recipe, as every file has them)."""
+        if self.pos_type != "rope3d":
+            return {}
+        return {"jepa.enc.rope_freq_layout": "tiled", "jepa.enc.rope_theta": float(self.rope_theta)}
+
+    def table(self) -> dict[str, Expected]:
+        """Every tensor this encoder may hold (gguf_tensors.ENCODER)."""
+        d = self.embed_dim
+        return ENCODER.table({
+            "D": d, "F": self.ffn_dim, "R": self.n_registers, "n_layer": self.n_layer,
+            "K": self.in_chans * self.tubelet_size * self.patch_size**2,
+            "n_patches": (self.n_frames // self.tubelet_size) * (self.img_size // self.patch_size) ** 2,
+            "cls_token": self.cls_token, "n_registers": self.n_registers, "registers": self.n_registers > 0,
+            "pos_table": self.pos_type not in ("none", "rope3d"), "fused": self.qkv_fused,
+            "separate": not self.qkv_fused, "layer_scale": self.layer_scale, "qkv_bias": True,
+        })
 
 
 @dataclass(frozen=True)
@@ -82,6 +120,18 @@ class Preprocess:
     resample: str = "bilinear"
     resize_mode: str = "squash"
     rescale: float = 1.0 / 255.0
+
+    def keys(self) -> dict[str, Any]:
+        """jepa.pre.*, in the order every file has them."""
+        return {
+            "jepa.pre.mean": [float(v) for v in self.mean],
+            "jepa.pre.std": [float(v) for v in self.std],
+            "jepa.pre.rescale": float(self.rescale),
+            "jepa.pre.resize_short": int(self.resize_short),
+            "jepa.pre.crop": int(self.crop),
+            "jepa.pre.resample": self.resample,
+            "jepa.pre.resize_mode": self.resize_mode,
+        }
 
     def __post_init__(self) -> None:
         if self.resample not in RESAMPLES:
@@ -102,46 +152,14 @@ IMAGENET_RECIPE = Preprocess(
 )
 
 
-def expected_shapes(enc: Encoder) -> dict[str, tuple[tuple[int, ...], bool]]:
-    """name -> (numpy shape, required) for every tensor an encoder with these hparams may hold.
-
-    enc.pos_embed is left out: its row count depends on whether the source table has a CLS slot."""
-    d, f = enc.embed_dim, enc.ffn_dim
-    pix = enc.in_chans * enc.tubelet_size * enc.patch_size**2
-    out: dict[str, tuple[tuple[int, ...], bool]] = {
-        "enc.patch_embed.weight": ((d, pix), True),
-        "enc.patch_embed.bias": ((d,), False),
-        "enc.norm.weight": ((d,), True),
-        "enc.norm.bias": ((d,), False),
-    }
-    if enc.cls_token:
-        out["enc.cls_token"] = ((d,), True)
-    if enc.n_registers:
-        out["enc.reg_tokens"] = ((enc.n_registers, d), True)
-    for i in range(enc.n_layer):
-        b = f"enc.blk.{i}."
-        mats = {"attn_out": (d, d), "ffn_up": (f, d), "ffn_down": (d, f)}
-        if enc.qkv_fused:
-            mats["attn_qkv"] = (3 * d, d)
-        else:
-            mats.update(attn_q=(d, d), attn_k=(d, d), attn_v=(d, d))
-        for m, shape in mats.items():
-            out[f"{b}{m}.weight"] = (shape, True)
-            out[f"{b}{m}.bias"] = ((shape[0],), False)
-        for n in ("ln1", "ln2"):
-            out[f"{b}{n}.weight"] = ((d,), True)
-            out[f"{b}{n}.bias"] = ((d,), False)
-        if enc.layer_scale:
-            out[f"{b}ls1.weight"] = ((d,), True)
-            out[f"{b}ls2.weight"] = ((d,), True)
-    return out
+def pred_keys(spec: object, names: str) -> dict[str, Any]:
+    """jepa.pred.<name> for each space-separated name, valued by the spec's attribute of that name, in
+    the given order (the order each kind's files have always had)."""
+    return {f"jepa.pred.{n}": getattr(spec, n) for n in names.split()}
 
 
-def pos_rows_allowed(enc: Encoder) -> tuple[int, ...]:
-    """Rows enc.pos_embed may have: one per patch, plus a CLS slot when the source table has one.
-
-    Registers never carry a position; a RoPE encoder (pos_type rope3d) has no table at all."""
-    if enc.pos_type == "rope3d":
-        return ()
-    p = enc.n_patches
-    return (p, p + 1) if enc.cls_token else (p,)
+def hf_vit_encoder(embed_dim: int, n_layer: int, n_head: int, patch_size: int, img_size: int) -> Encoder:
+    """An encoder as transformers' ViTModel builds it by default (MLP 4x, LayerNorm eps 1e-12, exact GELU,
+    a CLS token with a position slot): the demo model's, and LeWM's (stable_pretraining's vit_hf)."""
+    return Encoder(embed_dim=embed_dim, n_layer=n_layer, n_head=n_head, ffn_dim=4 * embed_dim,
+                   patch_size=patch_size, img_size=img_size, ln_eps=1e-12, act="gelu_erf", cls_token=True)

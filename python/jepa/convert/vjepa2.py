@@ -17,14 +17,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from . import gguf_tensors
 from .base import Converter, register
-from .gguf_writer import write_gguf
-from .random_weights import random_tensors
-from .schema import Encoder, Meta, Preprocess, expected_shapes
+from .gguf_tensors import Expected
+from .gguf_writer import PartSpec, write_gguf
+from .random_weights import write_random_file
+from .schema import ROPE_THETA, Encoder, Meta, Preprocess, pred_keys
 from .source import TensorSource
 
 # Meta's and HF's encoders: LayerNorm eps 1e-6, exact GELU, RoPE with the "tiled" layout, theta 1e4.
-ROPE_THETA = 10000.0
 
 
 def vjepa2_recipe(crop: int) -> Preprocess:
@@ -61,38 +62,25 @@ class PredictorSpec:
         if hd % 2 or hd < 6:
             raise ValueError(f"unsupported pred head_dim={hd} (3-D RoPE needs an even head_dim >= 6)")
 
-    def keys(self) -> dict[str, Any]:
-        return {
-            "jepa.pred.kind": "masked",
-            "jepa.pred.embed_dim": self.embed_dim,
-            "jepa.pred.n_layer": self.n_layer,
-            "jepa.pred.n_head": self.n_head,
-            "jepa.pred.head_dim": self.embed_dim // self.n_head,
-            "jepa.pred.ffn_dim": self.ffn_dim,
-            "jepa.pred.n_mask_tokens": self.n_mask_tokens,
-            "jepa.pred.out_dim": self.out_dim,
-            "jepa.pred.grid_size": self.grid_size,
-            "jepa.pred.n_frames": self.n_frames,
-            "jepa.pred.ln_eps": float(self.ln_eps),
-            "jepa.pred.act": "gelu_erf",
-            "jepa.pred.rope_freq_layout": "tiled",
-            "jepa.pred.rope_theta": ROPE_THETA,
-        }
+    kind = "masked"
+    act = "gelu_erf"
+    rope_freq_layout = "tiled"
+    rope_theta = ROPE_THETA
 
-    def shapes(self) -> dict[str, tuple[tuple[int, ...], bool]]:
-        d, f = self.embed_dim, self.ffn_dim
-        out: dict[str, tuple[tuple[int, ...], bool]] = {
-            "pred.embed.weight": ((d, self.out_dim), True),
-            "pred.embed.bias": ((d,), False),
-            "pred.mask_tokens": ((self.n_mask_tokens, d), True),
-            "pred.norm.weight": ((d,), True),
-            "pred.norm.bias": ((d,), True),
-            "pred.proj.weight": ((self.out_dim, d), True),
-            "pred.proj.bias": ((self.out_dim,), False),
-        }
-        for i in range(self.n_layer):
-            out.update(block_shapes(f"pred.blk.{i}.", d, f, self.qkv_fused))
-        return out
+    @property
+    def head_dim(self) -> int:
+        return self.embed_dim // self.n_head
+
+    def keys(self) -> dict[str, Any]:
+        return pred_keys(self, "kind embed_dim n_layer n_head head_dim ffn_dim n_mask_tokens out_dim "
+                               "grid_size n_frames ln_eps act rope_freq_layout rope_theta")
+
+    def table(self) -> dict[str, Expected]:
+        return gguf_tensors.MASKED.table({
+            "D": self.out_dim, "Dp": self.embed_dim, "Fp": self.ffn_dim, "M": self.n_mask_tokens,
+            "n_layer": self.n_layer, "fused": self.qkv_fused, "separate": not self.qkv_fused,
+            "qkv_bias": True,
+        })
 
 
 @dataclass(frozen=True)
@@ -112,40 +100,12 @@ class HeadSpec:
             "jepa.head.labels": list(self.labels),
         }
 
-    def shapes(self) -> dict[str, tuple[tuple[int, ...], bool]]:
-        d, f = self.embed_dim, self.ffn_dim
-        out: dict[str, tuple[tuple[int, ...], bool]] = {
-            "head.query": ((1, d), True),
-            "head.cls.weight": ((len(self.labels), d), True),
-            "head.cls.bias": ((len(self.labels),), False),
-        }
-        for n in ("ln_kv", "ln2"):
-            out[f"head.xattn.{n}.weight"] = ((d,), True)
-            out[f"head.xattn.{n}.bias"] = ((d,), True)
-        mats = {"q": (d, d), "k": (d, d), "v": (d, d), "ffn_up": (f, d), "ffn_down": (d, f)}
-        for n, shape in mats.items():
-            out[f"head.xattn.{n}.weight"] = (shape, True)
-            out[f"head.xattn.{n}.bias"] = ((shape[0],), False)
-        for i in range(self.n_pool_layers):
-            out.update(block_shapes(f"head.blk.{i}.", d, f, False))
-        return out
-
-
-def block_shapes(prefix: str, d: int, f: int, fused: bool) -> dict[str, tuple[tuple[int, ...], bool]]:
-    """A pre-norm block's tensors (the engine's names, numpy shapes); norms have both gain and bias."""
-    mats = {"attn_out": (d, d), "ffn_up": (f, d), "ffn_down": (d, f)}
-    if fused:
-        mats["attn_qkv"] = (3 * d, d)
-    else:
-        mats.update(attn_q=(d, d), attn_k=(d, d), attn_v=(d, d))
-    out: dict[str, tuple[tuple[int, ...], bool]] = {}
-    for m, shape in mats.items():
-        out[f"{prefix}{m}.weight"] = (shape, True)
-        out[f"{prefix}{m}.bias"] = ((shape[0],), False)
-    for n in ("ln1", "ln2"):
-        out[f"{prefix}{n}.weight"] = ((d,), True)
-        out[f"{prefix}{n}.bias"] = ((d,), True)
-    return out
+    def table(self) -> dict[str, Expected]:
+        return gguf_tensors.HEAD.table({
+            "D": self.embed_dim, "F": self.ffn_dim, "C": len(self.labels),
+            "n_pool_layers": self.n_pool_layers, "fused": False, "separate": True,
+            "qkv_bias": True,
+        })
 
 
 class Layout(Protocol):
@@ -212,23 +172,9 @@ class VJEPA2(Converter):
         return self.src.stem if self.src.is_file() else super().default_name()
 
     def convert(self, out: str | Path, ftype: str = "f32") -> str:
-        enc = self.hparams()
-        keys: dict[str, Any] = {"jepa.enc.rope_freq_layout": "tiled", "jepa.enc.rope_theta": ROPE_THETA}
-        shapes: dict[str, tuple[tuple[int, ...], bool]] = {}
-        for part in (self.layout.predictor(), self.layout.head()):
-            if part is not None:
-                keys.update(part.keys())
-                shapes.update(part.shapes())
-        return write_gguf(
-            out,
-            self.meta(),
-            enc,
-            self.preprocess(),
-            self.checked_tensors(),
-            ftype,
-            extra_keys=keys,
-            extra_shapes=shapes,
-        )
+        parts = [p for p in (self.layout.predictor(), self.layout.head()) if p is not None]
+        return write_gguf(out, self.meta(), self.hparams(), self.preprocess(), self.checked_tensors(), ftype,
+                          parts=parts)
 
 
 def write_random(
@@ -286,15 +232,6 @@ def write_random(
             labels=tuple(f"class {i}" for i in range(n_classes)),
         )
 
-    keys: dict[str, Any] = {"jepa.enc.rope_freq_layout": "tiled", "jepa.enc.rope_theta": ROPE_THETA}
-    extra: dict[str, tuple[tuple[int, ...], bool]] = {}
-    for part in (pred, head_spec):
-        if part is not None:
-            keys.update(part.keys())
-            extra.update(part.shapes())
-    shapes = {n: s for n, (s, _) in (expected_shapes(enc) | extra).items()}
+    parts: list[PartSpec] = [p for p in (pred, head_spec) if p is not None]
     meta = Meta(family="vjepa2", name=f"random-vjepa2-{embed_dim}x{n_layer}", modality="video")
-    tensors = random_tensors(shapes, seed, not_matrices=("query", "mask_tokens"))
-    return write_gguf(
-        path, meta, enc, vjepa2_recipe(img_size), tensors, ftype, extra_keys=keys, extra_shapes=extra
-    )
+    return write_random_file(path, meta, enc, vjepa2_recipe(img_size), parts, seed, ftype)

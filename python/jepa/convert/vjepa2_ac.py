@@ -23,11 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from . import gguf_tensors
 from .base import Converter, readme_license, register
+from .gguf_tensors import Expected
 from .gguf_writer import write_gguf
-from .schema import Encoder, Meta, Preprocess
+from .schema import ROPE_THETA, Encoder, Meta, Preprocess, pred_keys
 from .source import TensorSource
-from .vjepa2 import ROPE_THETA, block_shapes
 from .vjepa2_meta import SUFFIXES, ArraySource, MetaLayout, _clean, _torch_load
 
 FILE_FAMILY = "vjepa2"  # the converter family is vjepa2_ac; the file is a V-JEPA 2 with an AC predictor
@@ -40,8 +41,6 @@ COND_ORDER = "action,state"
 _BLOCK = {"ln1": "norm1", "attn_qkv": "attn.qkv", "attn_out": "attn.proj", "ln2": "norm2",
           "ffn_up": "mlp.fc1", "ffn_down": "mlp.fc2"}
 _SKIPPED = ("extrinsics_encoder.weight", "extrinsics_encoder.bias")
-
-Shapes = dict[str, tuple[tuple[int, ...], bool]]
 
 
 @dataclass(frozen=True)
@@ -59,50 +58,32 @@ class ACSpec:
     n_frames: int  # latent frames the frame-causal mask covers
     qkv_bias: bool
 
+    kind = "ac"
+    n_cond_tokens = 2
+    cond_order = COND_ORDER
+    normalize_reps = True
+    norm_reps_eps = NORM_REPS_EPS
+    frame_causal = True
+    ln_eps = LN_EPS
+    act = "gelu_erf"
+    rope_freq_layout = "tiled"
+    rope_theta = ROPE_THETA
+
     @property
     def head_dim(self) -> int:
         return self.embed_dim // self.n_head
 
     def keys(self) -> dict[str, Any]:
-        return {
-            "jepa.pred.kind": "ac",
-            "jepa.pred.embed_dim": self.embed_dim,
-            "jepa.pred.out_dim": self.out_dim,
-            "jepa.pred.n_layer": self.n_layer,
-            "jepa.pred.n_head": self.n_head,
-            "jepa.pred.head_dim": self.head_dim,
-            "jepa.pred.ffn_dim": self.ffn_dim,
-            "jepa.pred.action_dim": self.action_dim,
-            "jepa.pred.state_dim": self.state_dim,
-            "jepa.pred.n_cond_tokens": 2,
-            "jepa.pred.cond_order": COND_ORDER,
-            "jepa.pred.normalize_reps": True,
-            "jepa.pred.norm_reps_eps": NORM_REPS_EPS,
-            "jepa.pred.frame_causal": True,
-            "jepa.pred.n_frames": self.n_frames,
-            "jepa.pred.grid_size": self.grid_size,
-            "jepa.pred.ln_eps": LN_EPS,
-            "jepa.pred.act": "gelu_erf",
-            "jepa.pred.qkv_bias": self.qkv_bias,
-            "jepa.pred.rope_freq_layout": "tiled",
-            "jepa.pred.rope_theta": ROPE_THETA,
-        }
+        return pred_keys(self, "kind embed_dim out_dim n_layer n_head head_dim ffn_dim action_dim state_dim "
+                               "n_cond_tokens cond_order normalize_reps norm_reps_eps frame_causal n_frames "
+                               "grid_size ln_eps act qkv_bias rope_freq_layout rope_theta")
 
-    def shapes(self) -> Shapes:
-        dp, d = self.embed_dim, self.out_dim
-        out: Shapes = {}
-        for name, rows, cols in (("pred.embed", dp, d), ("pred.action_embed", dp, self.action_dim),
-                                 ("pred.state_embed", dp, self.state_dim), ("pred.proj", d, dp)):
-            out[f"{name}.weight"] = ((rows, cols), True)
-            out[f"{name}.bias"] = ((rows,), True)
-        out["pred.norm.weight"] = ((dp,), True)
-        out["pred.norm.bias"] = ((dp,), True)
-        for i in range(self.n_layer):
-            blk = block_shapes(f"pred.blk.{i}.", dp, self.ffn_dim, True)
-            if self.qkv_bias:
-                blk[f"pred.blk.{i}.attn_qkv.bias"] = ((3 * dp,), True)
-            out.update(blk)
-        return out
+    def table(self) -> dict[str, Expected]:
+        return gguf_tensors.AC.table({
+            "D": self.out_dim, "Dp": self.embed_dim, "Fp": self.ffn_dim, "A": self.action_dim,
+            "S": self.state_dim, "n_layer": self.n_layer, "fused": True, "separate": False,
+            "qkv_bias": self.qkv_bias,
+        })
 
 
 def _predictor_state(ckpt: Any, path: Path) -> dict[str, Any] | None:
@@ -228,7 +209,5 @@ class VJEPA2AC(Converter):
             raise ValueError(f"unmapped source tensor(s): {', '.join('predictor.' + n for n in left)}")
 
     def convert(self, out: str | Path, ftype: str = "f32") -> str:
-        spec = self.spec()
-        keys = {"jepa.enc.rope_freq_layout": "tiled", "jepa.enc.rope_theta": ROPE_THETA, **spec.keys()}
         return write_gguf(out, self.meta(), self.hparams(), self.preprocess(), self.checked_tensors(), ftype,
-                          extra_keys=keys, extra_shapes=spec.shapes())
+                          parts=[self.spec()])
