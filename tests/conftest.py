@@ -47,6 +47,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 # ---- the tiny models, written once per session by the project's own writers --------------------
 
 
+def bits(a: Any) -> np.ndarray:
+    """float32 bit patterns, for exact comparison (bit-identity is never a tolerance)."""
+    a = np.asarray(a)
+    assert a.dtype == np.float32, f"expected float32, got {a.dtype}"
+    return np.ascontiguousarray(a).view(np.uint32)
+
+
+def golden(bundle: Path, name: str) -> np.ndarray:
+    """One array of a reference bundle (../shared/reference/<bundle>/<name>.npy)."""
+    return np.load(bundle / f"{name}.npy")
+
+
 @pytest.fixture(scope="session")
 def tiny_vit_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The demo ViT (CLS, learned positions, 192 wide, 4 layers) at 32 px: 1 + 2 x 2 = 5 tokens."""

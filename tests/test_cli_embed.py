@@ -16,6 +16,8 @@ import jepa
 from jepa.cli.embed import Entry, expand, natural_key
 from jepa.pipeline import embed
 
+from conftest import bits
+
 
 @pytest.fixture(scope="module")
 def ctx(tiny_vit_path: str) -> jepa.Context:
@@ -46,10 +48,6 @@ def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
         [sys.executable, "-m", "jepa.cli.embed", *args], capture_output=True, text=True, timeout=300, cwd=cwd
     )
 
-
-def bits(a: np.ndarray) -> np.ndarray:
-    assert a.dtype == np.float32
-    return np.ascontiguousarray(a).view(np.uint32)
 
 
 def test_npy_is_bit_identical_to_embed_in_input_order(

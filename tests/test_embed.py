@@ -16,6 +16,8 @@ import jepa
 from jepa import media
 from jepa.pipeline import embed, encode_prepared
 
+from conftest import bits
+
 
 @pytest.fixture(scope="module")
 def model(tiny_vit_path: str) -> jepa.Model:
@@ -38,10 +40,6 @@ def items() -> list[Any]:
         cat[40:60, 100:190],  # small, wide
     ]
 
-
-def bits(a: np.ndarray) -> np.ndarray:
-    assert a.dtype == np.float32
-    return np.ascontiguousarray(a).view(np.uint32)
 
 
 def test_batched_equals_one_at_a_time_in_input_order(model: jepa.Model, items: list[Any]) -> None:

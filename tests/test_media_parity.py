@@ -17,6 +17,8 @@ from PIL import Image
 import jepa
 from jepa import media
 
+from conftest import bits
+
 pytestmark = pytest.mark.transformers
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -73,10 +75,6 @@ def processor(recipe: dict[str, Any], **over: Any) -> Any:
     )
     return ViTImageProcessorPil(**geometry, **kw, **over)
 
-
-def bits(a: np.ndarray) -> np.ndarray:
-    assert a.dtype == np.float32
-    return np.ascontiguousarray(a).view(np.uint32)
 
 
 def test_vit_image_processor_is_the_pil_backend_here() -> None:

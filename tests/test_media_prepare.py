@@ -18,6 +18,8 @@ from PIL import Image
 import jepa
 from jepa import media
 
+from conftest import bits
+
 RECIPE = SimpleNamespace(  # a jepa.Preprocess stand-in
     resize_mode=jepa.ResizeMode.SHORTEST_EDGE,
     resize_short=40,
@@ -66,9 +68,6 @@ def mp4(levels: list[int], size: tuple[int, int] = (48, 32)) -> bytes:
         c.mux(s.encode())
     return buf.getvalue()
 
-
-def bits(a: np.ndarray) -> np.ndarray:
-    return a.view(np.uint32)
 
 
 def test_every_image_form_gives_the_same_input(photo: np.ndarray, tmp_path: Path) -> None:

@@ -3,27 +3,22 @@ candidates, the elites, the running mean and std and the plan must come out as u
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from jepa.planning import ac_cem, lewm_cem
 
-REF = Path(os.environ.get("JEPA_REFERENCE_DIR", Path(__file__).resolve().parents[2] / "shared" / "reference"))
-AC, LEWM = REF / "vjepa2_ac", REF / "lewm"
+from conftest import AC_BUNDLE, LEWM_BUNDLE
+from numpy_reference import cem_options
+
+AC, LEWM = AC_BUNDLE, LEWM_BUNDLE
 TOL = 1e-5
 
-# The mpc_args / CEMSolver settings the bundles were made with (see their READMEs).
-AC_ARGS = dict(horizon=2, samples=16, topk=4, cem_steps=3, momentum_mean=0.15, momentum_mean_gripper=0.15,
-               momentum_std=0.75, momentum_std_gripper=0.15, maxnorm=0.075)
-LEWM_ARGS = dict(action_dim=10, horizon=5, num_samples=8, topk=3, n_steps=3, var_scale=1.0)
-
-
-def _bundle(d: Path) -> pytest.MarkDecorator:
-    return pytest.mark.skipif(not d.is_dir(), reason=f"{d}: reference bundle not found")
+# The mpc_args / CEMSolver settings the bundles were made with (their hparams.json).
+AC_ARGS = cem_options(AC, "ac")
+LEWM_ARGS = {"action_dim": 10, **cem_options(LEWM, "lewm")}
 
 
 class Recorded:
@@ -41,7 +36,6 @@ class Recorded:
         return self.values[i]
 
 
-@_bundle(AC)
 def test_ac_cem_replays_the_upstream_plan() -> None:
     g = {n: np.load(AC / f"{n}.npy") for n in ("cem_noise", "cem_samples", "cem_energy", "cem_topk",
                                                 "cem_mean", "cem_std", "cem_action")}
@@ -57,7 +51,6 @@ def test_ac_cem_replays_the_upstream_plan() -> None:
     np.testing.assert_allclose(out["energy_per_iteration"], elite_energy, rtol=1e-6)
 
 
-@_bundle(LEWM)
 def test_lewm_cem_replays_the_upstream_plan() -> None:
     g = {n: np.load(LEWM / f"{n}.npy")[:, 0] for n in ("cem_noise", "cem_candidates", "cem_costs", "cem_topk",
                                                        "cem_mean", "cem_var")}  # n_envs axis dropped

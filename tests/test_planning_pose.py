@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
+import scipy.spatial.transform
 
 from jepa.planning import ac_next_state, ac_pose_diff
 from jepa.planning.pose import euler_xyz_to_matrix, matrix_to_euler_xyz
 
-REF = Path(os.environ.get("JEPA_REFERENCE_DIR", Path(__file__).resolve().parents[2] / "shared" / "reference"))
-AC = REF / "vjepa2_ac"
-needs_bundle = pytest.mark.skipif(not AC.is_dir(), reason=f"{AC}: reference bundle not found")
+from conftest import AC_BUNDLE
+
+AC = AC_BUNDLE
 
 
 def _load(name: str) -> np.ndarray:
     return np.load(AC / f"{name}.npy")
 
 
-@needs_bundle
 def test_next_state_reproduces_rollout_poses_bit_for_bit() -> None:
     actions, poses = _load("rollout_actions"), _load("rollout_poses")  # [K, H, 7], [K, H+1, 7]
     p = poses[:, 0]
@@ -30,7 +27,6 @@ def test_next_state_reproduces_rollout_poses_bit_for_bit() -> None:
         np.testing.assert_array_equal(p, poses[:, h + 1])
 
 
-@needs_bundle
 def test_pose_diff_reproduces_the_context_actions() -> None:
     states, ctx_actions = _load("states")[0], _load("ctx_actions")[0]
     np.testing.assert_array_equal(ac_pose_diff(states[0], states[1]).astype(np.float32), ctx_actions[0])
@@ -64,7 +60,7 @@ def test_broadcasting_and_shape_errors() -> None:
 
 
 def test_euler_convention_matches_scipy() -> None:
-    rotation = pytest.importorskip("scipy.spatial.transform").Rotation
+    rotation = scipy.spatial.transform.Rotation
     rng = np.random.default_rng(0)
     angles = rng.uniform(-np.pi, np.pi, (2000, 3))
     angles[:, 1] = rng.uniform(-np.pi / 2, np.pi / 2, 2000)
@@ -75,7 +71,7 @@ def test_euler_convention_matches_scipy() -> None:
 
 @pytest.mark.parametrize("b", [np.pi / 2, -np.pi / 2])
 def test_gimbal_lock_follows_scipy(b: float) -> None:
-    rotation = pytest.importorskip("scipy.spatial.transform").Rotation
+    rotation = scipy.spatial.transform.Rotation
     m = euler_xyz_to_matrix(np.array([0.7, b, -1.1]))
     with pytest.warns(UserWarning, match="Gimbal lock"):
         want = rotation.from_matrix(m).as_euler("xyz")

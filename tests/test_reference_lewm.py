@@ -3,23 +3,19 @@ BatchNorm, separate Conv1d, legacy ViT names), against the goldens the le-wm cod
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from jepa.planning import lewm_cost, lewm_rollout
 
+from conftest import LEWM_BUNDLE
 from numpy_reference import assert_agrees, assert_rel_close
 from numpy_reference.lewm import ActionEmbedder, AdaLNBlock, ARPredictor, LeWM, Projector
 from numpy_reference.ops import BatchNorm, LayerNorm, Linear
 from numpy_reference.vit import Block, HFViT
 
-REF = Path(os.environ.get("JEPA_REFERENCE_DIR", Path(__file__).resolve().parents[2] / "shared" / "reference"))
-LEWM = REF / "lewm"
-pytestmark = [pytest.mark.torch,
-              pytest.mark.skipif(not LEWM.is_dir(), reason=f"{LEWM}: reference bundle not found")]
+LEWM = LEWM_BUNDLE
+pytestmark = pytest.mark.torch
 
 
 def upstream_lewm(sd: dict[str, np.ndarray], config: dict) -> LeWM:

@@ -3,23 +3,19 @@ names), against the goldens Meta's code produced: encoder, predictor taps and ou
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from jepa.planning import ac_rollout
 
+from conftest import AC_BUNDLE
 from numpy_reference import assert_agrees, assert_rel_close
 from numpy_reference.ops import LayerNorm, Linear
 from numpy_reference.vit import Block, VJEPA2Encoder
 from numpy_reference.vjepa2_ac import ACPredictor, ACWorldModel
 
-REF = Path(os.environ.get("JEPA_REFERENCE_DIR", Path(__file__).resolve().parents[2] / "shared" / "reference"))
-AC = REF / "vjepa2_ac"
-pytestmark = [pytest.mark.torch,
-              pytest.mark.skipif(not AC.is_dir(), reason=f"{AC}: reference bundle not found")]
+AC = AC_BUNDLE
+pytestmark = pytest.mark.torch
 HW = 36
 
 

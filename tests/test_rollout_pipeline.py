@@ -5,19 +5,17 @@ the bits the Context methods give on the bundle pipeline's latents, and reproduc
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import jepa
 from jepa import world
-from jepa.convert import convert
 
-from conftest import REFERENCE_DIR
+from conftest import AC_BUNDLE, LEWM_BUNDLE, bits
 from numpy_reference import assert_agrees, assert_rel_close
 
-LEWM, AC = REFERENCE_DIR / "lewm", REFERENCE_DIR / "vjepa2_ac"
+LEWM, AC = LEWM_BUNDLE, AC_BUNDLE
 pytestmark = pytest.mark.torch
 TOL = 1e-5
 
@@ -30,28 +28,15 @@ def ag(name: str) -> np.ndarray:
     return np.load(AC / f"{name}.npy")
 
 
-def bits(x: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+
+@pytest.fixture(scope="module")
+def lewm(tiny_lewm_path: str) -> jepa.Context:
+    return jepa.Model(tiny_lewm_path).context(threads=2)
 
 
 @pytest.fixture(scope="module")
-def lewm(tmp_path_factory: pytest.TempPathFactory) -> jepa.Context:
-    path = convert(LEWM, Path(tmp_path_factory.mktemp("lewm")) / "lewm.gguf", family="lewm")
-    return jepa.Model(path).context(threads=2)
-
-
-@pytest.fixture(scope="module")
-def ac(tmp_path_factory: pytest.TempPathFactory) -> jepa.Context:
-    hp = json.loads((AC / "hparams.json").read_text())
-    out = Path(tmp_path_factory.mktemp("ac")) / "ac.gguf"
-    path = convert(
-        AC / "checkpoint.pt",
-        out,
-        family="vjepa2_ac",
-        img_size=int(hp["img_size"]),
-        head_dim=int(hp["predictor_derived"]["head_dim"]),
-    )
-    return jepa.Model(path).context(threads=2)
+def ac(tiny_ac_path: str) -> jepa.Context:
+    return jepa.Model(tiny_ac_path).context(threads=2)
 
 
 # ---- LeWM -----------------------------------------------------------------------------------------

@@ -87,10 +87,6 @@ def video_bytes(n_frames: int = 4, size: tuple[int, int] = (64, 48)) -> bytes:
     return buf.getvalue()
 
 
-def bits(a: np.ndarray) -> np.ndarray:
-    """float32 bit patterns, for exact comparison."""
-    return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
-
 
 def decode_embeddings(body: dict[str, Any]) -> np.ndarray:
     rows = []

@@ -14,10 +14,10 @@ import jepa
 from jepa import world
 from jepa.convert import convert
 
-from conftest import REFERENCE_DIR
-from numpy_reference import assert_agrees, assert_rel_close
+from conftest import AC_BUNDLE, bits
+from numpy_reference import assert_agrees, assert_cem_replays, assert_rel_close, cem_golden, cem_options
 
-AC = REFERENCE_DIR / "vjepa2_ac"
+AC = AC_BUNDLE
 pytestmark = pytest.mark.torch
 TOL = 1e-5
 # Sizes and planner settings from the bundle itself, so an independent bundle runs unchanged.
@@ -30,22 +30,9 @@ def g(name: str) -> np.ndarray:
     return np.load(AC / f"{name}.npy")
 
 
-def bits(x: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-
-
 @pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> jepa.Model:
-    out = Path(tmp_path_factory.mktemp("ac")) / "ac.gguf"
-    return jepa.Model(
-        convert(
-            AC / "checkpoint.pt",
-            out,
-            family="vjepa2_ac",
-            img_size=int(HP["img_size"]),
-            head_dim=int(HP["predictor_derived"]["head_dim"]),
-        )
-    )
+def model(tiny_ac_path: str) -> jepa.Model:
+    return jepa.Model(tiny_ac_path)
 
 
 @pytest.fixture(scope="module")
@@ -117,28 +104,12 @@ def test_batched_candidates_equal_single_rollouts(ctx: jepa.Context) -> None:
 def test_plan_reproduces_upstream_cem(ctx: jepa.Context) -> None:
     """The engine as the energy from the pixels on, only upstream's draws replayed."""
     z = world.latents(ctx, g("input_clip")[0].transpose(1, 0, 2, 3))
+    ref = cem_golden(AC, "ac")
+    opts = cem_options(AC, "ac")
     out = world.plan_latents(
-        ctx,
-        z[0],
-        z[1],
-        state=g("states")[0, 0],
-        horizon=MPC["rollout"],
-        samples=MPC["samples"],
-        topk=MPC["topk"],
-        cem_steps=MPC["cem_steps"],
-        momentum_mean=MPC["momentum_mean"],
-        momentum_mean_gripper=MPC["momentum_mean_gripper"],
-        momentum_std=MPC["momentum_std"],
-        momentum_std_gripper=MPC["momentum_std_gripper"],
-        maxnorm=MPC["maxnorm"],
-        noise=g("cem_noise"),
-        trace=True,
+        ctx, z[0], z[1], state=g("states")[0, 0], noise=ref["cem_noise"], trace=True, **opts
     )
-    assert_rel_close(out["energies"], g("cem_energy"), "cem_energy", rtol=TOL)
-    np.testing.assert_array_equal(out["topk"], g("cem_topk"))
-    for key in ("samples", "mean", "std"):
-        np.testing.assert_allclose(out[key], g(f"cem_{key}"), rtol=0, atol=TOL, err_msg=key)
-    np.testing.assert_allclose(out["actions"], g("cem_action"), rtol=0, atol=TOL)
+    assert_cem_replays(out, ref, "ac", tol=TOL)
     assert out["energy_per_iteration"].shape == (MPC["cem_steps"],)
 
 

@@ -14,10 +14,10 @@ import jepa
 from jepa import world
 from jepa.convert import convert
 
-from conftest import REFERENCE_DIR
-from numpy_reference import assert_agrees, assert_rel_close
+from conftest import LEWM_BUNDLE, bits
+from numpy_reference import assert_agrees, assert_cem_replays, assert_rel_close, cem_golden, cem_options
 
-LEWM = REFERENCE_DIR / "lewm"
+LEWM = LEWM_BUNDLE
 pytestmark = pytest.mark.torch
 TOL = 1e-5
 # Sizes and planner settings from the bundle itself, so an independent bundle runs unchanged.
@@ -30,19 +30,14 @@ def g(name: str) -> np.ndarray:
     return np.load(LEWM / f"{name}.npy")
 
 
-def bits(x: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-
-
 def predicted(ctx: jepa.Context, history: np.ndarray, candidates: np.ndarray) -> np.ndarray:
     """`JEPA.rollout`'s predicted_emb [K, T + 1, D] through the engine."""
     return world.rollout_latents(ctx, history, candidates, return_latents=True)["latents"]
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> jepa.Model:
-    path = convert(LEWM, Path(tmp_path_factory.mktemp("lewm")) / "lewm.gguf", family="lewm")
-    return jepa.Model(path)
+def model(tiny_lewm_path: str) -> jepa.Model:
+    return jepa.Model(tiny_lewm_path)
 
 
 @pytest.fixture(scope="module")
@@ -113,25 +108,11 @@ def test_batched_candidates_equal_single_rollouts(ctx: jepa.Context) -> None:
 def test_plan_reproduces_upstream_cem(ctx: jepa.Context) -> None:
     """The engine as the cost, only upstream's draws replayed: same elites, same plan."""
     emb = world.latents(ctx, g("pixels")[0])
-    names = ("cem_noise", "cem_candidates", "cem_costs", "cem_topk", "cem_mean", "cem_var")
-    ref = {n: g(n)[:, 0] for n in names}
+    ref = cem_golden(LEWM, "lewm")
     out = world.plan_latents(
-        ctx,
-        emb[:1],
-        emb[3],
-        horizon=CEM["horizon"],
-        num_samples=CEM["num_samples"],
-        topk=CEM["topk"],
-        n_steps=CEM["n_steps"],
-        var_scale=CEM["var_scale"],
-        noise=ref["cem_noise"],
-        trace=True,
+        ctx, emb[:1], emb[3], noise=ref["cem_noise"], trace=True, **cem_options(LEWM, "lewm")
     )
-    assert_rel_close(out["costs"], ref["cem_costs"], "cem_costs", rtol=TOL)
-    np.testing.assert_array_equal(out["topk"], ref["cem_topk"])
-    for key in ("candidates", "mean", "var"):
-        np.testing.assert_allclose(out[key], ref[f"cem_{key}"], rtol=0, atol=TOL, err_msg=key)
-    np.testing.assert_allclose(out["actions"], g("cem_actions")[0], rtol=0, atol=TOL)
+    assert_cem_replays(out, ref, "lewm", tol=TOL)
     assert out["actions"].shape == (CEM["horizon"], A)
     assert out["cost_per_iteration"].shape == (CEM["n_steps"],)
 

@@ -6,6 +6,7 @@ engine must reproduce, and stand in for it where a `predict` callable is wanted.
 
 from __future__ import annotations
 
+from .cem import assert_cem_replays, cem_golden, cem_options
 from .compare import agreement, assert_agrees, assert_rel_close
 from .lewm import LeWM
 from .loaders import ac_from_gguf, from_gguf, lewm_from_gguf, read_gguf
@@ -18,7 +19,10 @@ __all__ = [
     "ac_from_gguf",
     "agreement",
     "assert_agrees",
+    "assert_cem_replays",
     "assert_rel_close",
+    "cem_golden",
+    "cem_options",
     "from_gguf",
     "lewm_from_gguf",
     "read_gguf",
