@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from gguf_doc import check_file_against_doc
 
 from jepa.convert import convert
 from jepa.convert.cli import main
@@ -21,7 +21,6 @@ from numpy_reference import assert_agrees, assert_rel_close, lewm_from_gguf, rea
 
 REF = Path(os.environ.get("JEPA_REFERENCE_DIR", Path(__file__).resolve().parents[2] / "shared" / "reference"))
 LEWM = REF / "lewm"
-DOC = Path(__file__).resolve().parents[1] / "docs" / "world-models.md"
 pytestmark = [pytest.mark.torch,
               pytest.mark.skipif(not LEWM.is_dir(), reason=f"{LEWM}: reference bundle not found")]
 
@@ -179,25 +178,9 @@ def test_the_file_alone_reproduces_the_goldens(converted: Converted) -> None:
     assert_rel_close(lewm_cost(m.predict, emb[:1], g("goal_emb")[0, 0], g("cand_eval")[0]), g("cost_eval")[0])
 
 
-def documented(title: str) -> tuple[set[str], set[str]]:
-    """(keys, tensor names with {i}) of one file kind's tables in docs/world-models.md."""
-    doc = DOC.read_text()
-    part = doc[doc.index(f"### {title}"):]
-    part = part[:part.index("\n## ")]
-    first_cells = [line.split("|")[1] for line in part.splitlines() if line.startswith("| `")]
-    names = {n for cell in first_cells for n in re.findall(r"`([A-Za-z0-9_.{}]+)`", cell)}
-    return {n for n in names if n.startswith("jepa.")}, {n for n in names if not n.startswith("jepa.")}
-
-
-def written(keys: dict[str, Any], tensors: dict[str, np.ndarray]) -> tuple[set[str], set[str]]:
-    """The predictor keys (and jepa.enc.proj_act) and pred./enc.proj. tensors of a file, blocks as {i}."""
-    k = {n for n in keys if n.startswith("jepa.pred.") or n == "jepa.enc.proj_act"}
-    t = {re.sub(r"blk\.\d+\.", "blk.{i}.", n) for n in tensors if n.startswith(("pred.", "enc.proj."))}
-    return k, t
-
-
-def test_the_doc_lists_exactly_what_is_written(converted: Converted) -> None:
-    assert written(*converted) == documented("LeWM")
+def test_the_file_is_what_gguf_md_documents(converted: Converted) -> None:
+    check_file_against_doc(*converted, {"every file", "every predictor", "lewm predictor", "family lewm"},
+                           "LeWM projector and predictor", ("pred.", "enc.proj."))
 
 
 def test_auto_detection_and_f16(tmp_path: Path) -> None:

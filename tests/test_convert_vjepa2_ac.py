@@ -5,12 +5,12 @@ reference (encoder, predictor, rollout)."""
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from gguf_doc import check_file_against_doc
 
 from jepa.convert import convert
 from jepa.convert.cli import main
@@ -21,7 +21,6 @@ from numpy_reference import ac_from_gguf, assert_agrees, assert_rel_close, read_
 REF = Path(os.environ.get("JEPA_REFERENCE_DIR", Path(__file__).resolve().parents[2] / "shared" / "reference"))
 AC = REF / "vjepa2_ac"
 CKPT = AC / "checkpoint.pt"
-DOC = Path(__file__).resolve().parents[1] / "docs" / "world-models.md"
 pytestmark = [pytest.mark.torch,
               pytest.mark.skipif(not AC.is_dir(), reason=f"{AC}: reference bundle not found")]
 HW = 36
@@ -120,16 +119,9 @@ def test_the_file_alone_reproduces_the_goldens(converted: Converted) -> None:
     np.testing.assert_array_equal(out["states"], g("rollout_poses"))
 
 
-def test_the_doc_lists_exactly_what_is_written(converted: Converted) -> None:
-    keys, tensors = converted
-    doc = DOC.read_text()
-    part = doc[doc.index("### V-JEPA 2-AC"):]
-    part = part[:part.index("\n### ")]
-    cells = [line.split("|")[1] for line in part.splitlines() if line.startswith("| `")]
-    documented = {n for c in cells for n in re.findall(r"`([A-Za-z0-9_.{}]+)`", c)}
-    written = {k for k in keys if k.startswith("jepa.pred.")}
-    written |= {re.sub(r"blk\.\d+\.", "blk.{i}.", n) for n in tensors if n.startswith("pred.")}
-    assert written == documented
+def test_the_file_is_what_gguf_md_documents(converted: Converted) -> None:
+    check_file_against_doc(*converted, {"every file", "rope3d encoder", "every predictor", "ac predictor"},
+                           "Action-conditioned predictor", ("pred.",))
 
 
 def test_defaults_and_flags(tmp_path: Path) -> None:

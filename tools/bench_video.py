@@ -47,7 +47,8 @@ def video_cell(
     threads: int = 2, rounds: int = 3, layers: int = 24, frames: int = 16, seed: int = 0
 ) -> dict[str, Any]:
     """Time one clip through transformers' VJEPA2Model and through jepa (f32, f16; flash attention as the
-    engine picks it: on from 1024 tokens up). Returns the cell: config, per-variant times, ratios, parity."""
+    engine picks it, the default `flash_attn=None`: flash everywhere, see jepa.h). Returns the cell: config,
+    per-variant times, ratios, parity."""
     import torch
     from transformers import VJEPA2Config, VJEPA2Model
 
