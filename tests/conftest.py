@@ -47,6 +47,23 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 # ---- the tiny models, written once per session by the project's own writers --------------------
 
 
+def model_and_context(path_fixture: str, threads: int = 2) -> tuple[Any, Any]:
+    """Module-scoped `model` and `ctx` fixtures over one of the session's model files:
+    `model, ctx = model_and_context("tiny_ac_path")` at a test module's top level."""
+
+    @pytest.fixture(scope="module")
+    def model(request: pytest.FixtureRequest) -> Any:
+        import jepa
+
+        return jepa.Model(request.getfixturevalue(path_fixture))
+
+    @pytest.fixture(scope="module")
+    def ctx(model: Any) -> Any:
+        return model.context(threads=threads)
+
+    return model, ctx
+
+
 def bits(a: Any) -> np.ndarray:
     """float32 bit patterns, for exact comparison (bit-identity is never a tolerance)."""
     a = np.asarray(a)

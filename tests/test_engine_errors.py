@@ -16,17 +16,12 @@ import pytest
 
 import jepa
 
+from conftest import model_and_context
+
 IMG, PATCH, DIM = 32, 16, 192  # conftest's tiny_vit: 1 + 2 x 2 = 5 tokens
 
 
-@pytest.fixture(scope="module")
-def model(tiny_vit_path: str) -> jepa.Model:
-    return jepa.Model(tiny_vit_path)
-
-
-@pytest.fixture(scope="module")
-def ctx(model: jepa.Model) -> jepa.Context:
-    return model.context(threads=1)
+model, ctx = model_and_context("tiny_vit_path", threads=1)
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,6 @@ the bits the Context methods give on the bundle pipeline's latents, and reproduc
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
@@ -13,7 +11,7 @@ import jepa
 from jepa import world
 
 from conftest import AC_BUNDLE, LEWM_BUNDLE, bits
-from numpy_reference import assert_agrees, assert_rel_close
+from numpy_reference import assert_agrees, assert_rel_close, cem_options
 
 LEWM, AC = LEWM_BUNDLE, AC_BUNDLE
 pytestmark = pytest.mark.torch
@@ -76,15 +74,7 @@ def test_lewm_rollout_from_frames(lewm: jepa.Context) -> None:
 
 
 def test_lewm_plan_reproduces_upstream_cem(lewm: jepa.Context) -> None:
-    cem = json.loads((LEWM / "hparams.json").read_text())["cem"]
-    opts = {
-        "horizon": cem["horizon"],
-        "num_samples": cem["num_samples"],
-        "topk": cem["topk"],
-        "n_steps": cem["n_steps"],
-        "var_scale": cem["var_scale"],
-        "noise": lg("cem_noise")[:, 0],
-    }
+    opts = {**cem_options(LEWM, "lewm"), "noise": lg("cem_noise")[:, 0]}
     u8 = lg("frames_u8")
     out = jepa.plan(lewm, u8[0], u8[3], **opts)
     np.testing.assert_allclose(out["actions"], lg("cem_actions")[0], rtol=0, atol=TOL)
@@ -135,21 +125,7 @@ def test_ac_rollout_from_frames(ac: jepa.Context) -> None:
 
 
 def test_ac_plan_reproduces_upstream_cem(ac: jepa.Context) -> None:
-    mpc = json.loads((AC / "hparams.json").read_text())["mpc_args"]
-    opts = {
-        k: mpc[k]
-        for k in (
-            "samples",
-            "topk",
-            "cem_steps",
-            "momentum_mean",
-            "momentum_mean_gripper",
-            "momentum_std",
-            "momentum_std_gripper",
-            "maxnorm",
-        )
-    }
-    opts |= {"horizon": mpc["rollout"], "noise": ag("cem_noise")}
+    opts = {**cem_options(AC, "ac"), "noise": ag("cem_noise")}
     u8, s = ag("frames_u8"), ag("states")[0, 0]
     out = jepa.plan(ac, u8[0], u8[1], state=s, **opts)
     np.testing.assert_allclose(out["actions"], ag("cem_action"), rtol=0, atol=TOL)

@@ -14,7 +14,7 @@ import jepa
 from jepa import world
 from jepa.convert import convert
 
-from conftest import AC_BUNDLE, bits
+from conftest import AC_BUNDLE, bits, model_and_context
 from numpy_reference import assert_agrees, assert_cem_replays, assert_rel_close, cem_golden, cem_options
 
 AC = AC_BUNDLE
@@ -30,14 +30,7 @@ def g(name: str) -> np.ndarray:
     return np.load(AC / f"{name}.npy")
 
 
-@pytest.fixture(scope="module")
-def model(tiny_ac_path: str) -> jepa.Model:
-    return jepa.Model(tiny_ac_path)
-
-
-@pytest.fixture(scope="module")
-def ctx(model: jepa.Model) -> jepa.Context:
-    return model.context(threads=2)
+model, ctx = model_and_context("tiny_ac_path", threads=2)
 
 
 def test_info(model: jepa.Model) -> None:

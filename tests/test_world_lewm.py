@@ -14,7 +14,7 @@ import jepa
 from jepa import world
 from jepa.convert import convert
 
-from conftest import LEWM_BUNDLE, bits
+from conftest import LEWM_BUNDLE, bits, model_and_context
 from numpy_reference import assert_agrees, assert_cem_replays, assert_rel_close, cem_golden, cem_options
 
 LEWM = LEWM_BUNDLE
@@ -35,14 +35,7 @@ def predicted(ctx: jepa.Context, history: np.ndarray, candidates: np.ndarray) ->
     return world.rollout_latents(ctx, history, candidates, return_latents=True)["latents"]
 
 
-@pytest.fixture(scope="module")
-def model(tiny_lewm_path: str) -> jepa.Model:
-    return jepa.Model(tiny_lewm_path)
-
-
-@pytest.fixture(scope="module")
-def ctx(model: jepa.Model) -> jepa.Context:
-    return model.context(threads=2)
+model, ctx = model_and_context("tiny_lewm_path", threads=2)
 
 
 def test_info(model: jepa.Model) -> None:

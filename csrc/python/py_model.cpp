@@ -1,7 +1,9 @@
 #include "py_common.h"
 
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace jepa_py {
 
@@ -63,27 +65,27 @@ struct PyModel {
     }
 };
 
+// One Python enum for a C enum, its members spelled as in the C API without the prefix.
+template <class E>
+void bind_enum(py::module_ & m, const char * name, const char * doc,
+               std::initializer_list<std::pair<const char *, E>> members) {
+    py::enum_<E> e(m, name, doc);
+    for (const auto & [member, value] : members) e.value(member, value);
+}
+
 void register_enums(py::module_ & m) {
-    py::enum_<jepa_pred_kind>(m, "PredictorKind", "The predictor a file holds (jepa.pred.kind).")
-        .value("NONE", JEPA_PRED_NONE)
-        .value("MASKED", JEPA_PRED_MASKED)
-        .value("AC", JEPA_PRED_AC)
-        .value("LEWM", JEPA_PRED_LEWM);
-    py::enum_<jepa_head_kind>(m, "HeadKind", "The head a file holds (jepa.head.kind).")
-        .value("NONE", JEPA_HEAD_NONE)
-        .value("ATTENTIVE_POOL", JEPA_HEAD_ATTENTIVE_POOL);
-    py::enum_<jepa_pos_type>(m, "PosType", "The encoder's positions (jepa.enc.pos_type).")
-        .value("NONE", JEPA_POS_NONE)
-        .value("LEARNED", JEPA_POS_LEARNED)
-        .value("SINCOS2D", JEPA_POS_SINCOS2D)
-        .value("SINCOS3D", JEPA_POS_SINCOS3D)
-        .value("ROPE3D", JEPA_POS_ROPE3D);
-    py::enum_<jepa_resize_mode>(m, "ResizeMode", "How a frame is resized (jepa.pre.resize_mode).")
-        .value("SHORTEST_EDGE", JEPA_RESIZE_SHORTEST_EDGE)
-        .value("SQUASH", JEPA_RESIZE_SQUASH);
-    py::enum_<jepa_resample>(m, "Resample", "The resize filter (jepa.pre.resample).")
-        .value("BILINEAR", JEPA_RESAMPLE_BILINEAR)
-        .value("BICUBIC", JEPA_RESAMPLE_BICUBIC);
+    bind_enum<jepa_pred_kind>(m, "PredictorKind", "The predictor a file holds (jepa.pred.kind).",
+                              {{"NONE", JEPA_PRED_NONE}, {"MASKED", JEPA_PRED_MASKED}, {"AC", JEPA_PRED_AC},
+                               {"LEWM", JEPA_PRED_LEWM}});
+    bind_enum<jepa_head_kind>(m, "HeadKind", "The head a file holds (jepa.head.kind).",
+                              {{"NONE", JEPA_HEAD_NONE}, {"ATTENTIVE_POOL", JEPA_HEAD_ATTENTIVE_POOL}});
+    bind_enum<jepa_pos_type>(m, "PosType", "The encoder's positions (jepa.enc.pos_type).",
+                             {{"NONE", JEPA_POS_NONE}, {"LEARNED", JEPA_POS_LEARNED}, {"SINCOS2D", JEPA_POS_SINCOS2D},
+                              {"SINCOS3D", JEPA_POS_SINCOS3D}, {"ROPE3D", JEPA_POS_ROPE3D}});
+    bind_enum<jepa_resize_mode>(m, "ResizeMode", "How a frame is resized (jepa.pre.resize_mode).",
+                                {{"SHORTEST_EDGE", JEPA_RESIZE_SHORTEST_EDGE}, {"SQUASH", JEPA_RESIZE_SQUASH}});
+    bind_enum<jepa_resample>(m, "Resample", "The resize filter (jepa.pre.resample).",
+                             {{"BILINEAR", JEPA_RESAMPLE_BILINEAR}, {"BICUBIC", JEPA_RESAMPLE_BICUBIC}});
 }
 
 void register_info(py::module_ & m) {

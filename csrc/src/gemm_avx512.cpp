@@ -5,10 +5,13 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 namespace jepa::gemm::detail {
 namespace {
@@ -74,24 +77,15 @@ void micro(const float * x, int64_t ldx, const float * bp, int64_t kc, float * y
 
 using MicroFn = void (*)(const float *, int64_t, const float *, int64_t, float *, int64_t, __mmask16,
                          __mmask16, bool, const Tail *, Prefetch *);
-// The micro-kernel for a group of `rows` (1 .. MR) rows.
+template <size_t... R>
+constexpr std::array<MicroFn, sizeof...(R)> micro_table(std::index_sequence<R...>) {
+    return {micro<int(R) + 1>...};
+}
+
+// The micro-kernel for a group of `rows` (1 .. MR) rows: micro<rows>, one instance per row count.
 MicroFn kernel(int64_t rows) {
-    switch (rows) {
-        case 1: return micro<1>;
-        case 2: return micro<2>;
-        case 3: return micro<3>;
-        case 4: return micro<4>;
-        case 5: return micro<5>;
-        case 6: return micro<6>;
-        case 7: return micro<7>;
-        case 8: return micro<8>;
-        case 9: return micro<9>;
-        case 10: return micro<10>;
-        case 11: return micro<11>;
-        case 12: return micro<12>;
-        case 13: return micro<13>;
-        default: return micro<14>;
-    }
+    static constexpr auto table = micro_table(std::make_index_sequence<MR>{});
+    return table[size_t(std::clamp<int64_t>(rows, 1, MR) - 1)];
 }
 
 // Panel p's rows k0 .. k0+kc as [kc][NR] f32: the packed weight itself for a full f32 panel,

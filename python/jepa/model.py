@@ -132,6 +132,8 @@ class Context:
             int(max_graph_bytes),
         )
 
+    # threads and max_batch read the engine's context params and set them through its own calls
+    # (jepa_context_set_threads / _set_max_batch), which check them: two settings, written out.
     @property
     def threads(self) -> int:
         return int(self._native.n_threads)

@@ -579,6 +579,8 @@ void value_cases() {
         Expect expect;
     };
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    // One row per forged value, spelled out: the table is the test's list of what must be refused
+    // (`duplicates` pairs its rows by shape; a generator would hide which values are covered).
     const ValCase cases[] = {
         {"n_head 0", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.n_head", 0); }, bad({"jepa.enc.n_head"})},
         {"n_head 5 (32 % 5 != 0)", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.n_head", 5); },

@@ -21,6 +21,8 @@ from .cem_ac import elite_mean, elites, standard_normal_draws, unbiased_std
 CostFn = Callable[[np.ndarray], np.ndarray]
 
 
+# The same keyword-only shape as ac_cem on purpose: each planner keeps its upstream's own option
+# names and defaults (stable_worldmodel's CEMSolver here, Meta's cem() there), so neither is renamed.
 def lewm_cem(
     cost: CostFn,
     *,
