@@ -7,7 +7,7 @@ BUILD  := build/dev
 MODEL  ?=
 ARGS   ?=
 
-.PHONY: run test install venv bench-deps native-test py-test lint typecheck clean
+.PHONY: run test install venv bench-deps native-test py-test lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,11 +38,9 @@ native-test:
 py-test:
 	$(BIN)/python -m pytest -q
 
+# ruff on the whole tree; mypy on python/jepa and server/jepa_server ([tool.mypy] in pyproject.toml).
 lint:
 	$(BIN)/ruff check python server tests tools
-
-# mypy on python/jepa and server/jepa_server ([tool.mypy] in pyproject.toml); joins lint once clean.
-typecheck:
 	$(BIN)/mypy
 
 clean:

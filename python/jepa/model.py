@@ -7,6 +7,7 @@ its predictor kind). Rollouts and planners over them are jepa.world's."""
 from __future__ import annotations
 
 import os
+from typing import Literal, overload
 
 import numpy as np
 
@@ -241,6 +242,16 @@ class Context:
                 f"world_latents expects tokens [B, N, E], got shape {list(tokens.shape)}", param="tokens"
             )
         return self._native.world_latents(tokens)
+
+    @overload
+    def world_predict(
+        self, latents: np.ndarray, actions: np.ndarray, states: np.ndarray | None = ..., *, taps: Literal[False] = ...
+    ) -> np.ndarray: ...
+
+    @overload
+    def world_predict(
+        self, latents: np.ndarray, actions: np.ndarray, states: np.ndarray | None = ..., *, taps: Literal[True]
+    ) -> dict[str, np.ndarray]: ...
 
     def world_predict(
         self,

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 
 from .errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from .model import Context, Model
+    from .model import Model
 
 POOL_MODES = ("mean", "cls", "none", "lewm")
+
+
+class ContextLike(Protocol):
+    """What pooling needs of a jepa.Context: its model, and the projector for 'lewm'."""
+
+    @property
+    def model(self) -> Model: ...
+
+    def world_latents(self, tokens: np.ndarray) -> np.ndarray: ...
 
 
 def default_pool(model: Model) -> str:
@@ -37,13 +46,13 @@ def check_pool(model: Model, mode: str | None) -> str:
     return mode
 
 
-def pool(tokens: np.ndarray, mode: str | None, source: Model | Context) -> np.ndarray:
+def pool(tokens: np.ndarray, mode: str | None, source: Model | ContextLike) -> np.ndarray:
     """tokens [B, N, D] -> [B, D] ('mean' over patch tokens, 'cls', 'lewm') or [B, N, D] ('none').
 
     `source` is the Model, or the Context the tokens came from. 'lewm' is a LeWM file's embedding:
     the CLS through the model's projector (Context.world_latents, bit for bit), so it runs on the
     network and needs the Context."""
-    model: Model = getattr(source, "model", source)  # a Context carries its model
+    model = cast("Model", getattr(source, "model", source))  # a Context carries its model
     mode = check_pool(model, mode)
     if tokens.ndim != 3:
         got = list(tokens.shape)
@@ -57,7 +66,7 @@ def pool(tokens: np.ndarray, mode: str | None, source: Model | Context) -> np.nd
             raise InvalidInputError(
                 "pool 'lewm' runs the model's projector: pass the Context, not the Model", param="pool"
             )
-        return source.world_latents(np.ascontiguousarray(tokens[:, :1]))[:, 0]  # type: ignore[union-attr]
+        return cast(ContextLike, source).world_latents(np.ascontiguousarray(tokens[:, :1]))[:, 0]
     # mean: over patch tokens only, CLS and registers carry no patch content.
     patches = tokens[:, model.n_prefix :]
     return patches.mean(axis=1, dtype=np.float32)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, cast
 
 import numpy as np
 from PIL import Image
@@ -111,7 +111,8 @@ def _load(item: Item, as_video: bool | None, frames: int | None, n_video: int) -
             raise InvalidInputError("a list of frames is one clip: it cannot be embedded with as_video=False")
         if len(item) == 0:
             raise InvalidInputError("a clip needs at least one frame, got an empty list")
-        picked = item if frames is None else [item[i] for i in sample_indices(len(item), frames)]
+        clip = cast(Sequence[Frame], item)  # bytes, a Sequence of ints, went to _from_file above
+        picked = clip if frames is None else [clip[i] for i in sample_indices(len(clip), frames)]
         return [_frame(x) for x in picked], True
     raise InvalidInputError(
         f"cannot embed a {type(item).__name__}: "

@@ -125,7 +125,7 @@ def lewm_cost(predict: LeWMPredictFn, history: np.ndarray, goal: np.ndarray, act
     pred = lewm_rollout(predict, history, actions, window=window)[:, -1]
     g = _check("goal", goal, (pred.shape[-1],))
     diff = pred - g  # float32, as upstream's mse_loss
-    return np.sum(diff * diff, axis=-1, dtype=np.float32)
+    return np.asarray(np.sum(diff * diff, axis=-1, dtype=np.float32))
 
 
 def lewm_cost_fn(predict: LeWMPredictFn, history: np.ndarray, goal: np.ndarray, *,
