@@ -245,12 +245,14 @@ class Context:
 
     @overload
     def world_predict(
-        self, latents: np.ndarray, actions: np.ndarray, states: np.ndarray | None = ..., *, taps: Literal[False] = ...
+        self, latents: np.ndarray, actions: np.ndarray, states: np.ndarray | None = ...,
+        *, taps: Literal[False] = ...,
     ) -> np.ndarray: ...
 
     @overload
     def world_predict(
-        self, latents: np.ndarray, actions: np.ndarray, states: np.ndarray | None = ..., *, taps: Literal[True]
+        self, latents: np.ndarray, actions: np.ndarray, states: np.ndarray | None = ...,
+        *, taps: Literal[True],
     ) -> dict[str, np.ndarray]: ...
 
     def world_predict(
