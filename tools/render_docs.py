@@ -374,9 +374,9 @@ def render_bench_engine_v1(data: dict[str, Any]) -> str:
 
 
 WORLD_CELLS = {
-    "ac_step": "V-JEPA 2-AC rollout step (`ac_predict`, K = {K}, {H} frames)",
+    "ac_step": "V-JEPA 2-AC rollout step (`world_predict`, K = {K}, {H} frames)",
     "ac_cem_iter": "V-JEPA 2-AC CEM iteration (`plan_latents`, K = {K} samples, H = {H})",
-    "lewm_step": "LeWM predict step (`lewm_predict`, K = {K}, a {T}-step window)",
+    "lewm_step": "LeWM predict step (`world_predict`, K = {K}, a {T}-step window)",
     "lewm_plan": "LeWM plan (`plan_latents`, {num_samples} samples × {n_steps} steps, horizon {horizon})",
 }
 
