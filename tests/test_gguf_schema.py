@@ -76,95 +76,33 @@ def test_family_lists_agree() -> None:
 # -- (b) tiny files of every family and kind ---------------------------------------------------
 
 
-def _levjepa(path: Path) -> str:
-    """A timm-layout encoder (fused qkv, registers, layer scale), through the writer."""
-    enc = Encoder(
-        embed_dim=16,
-        n_layer=1,
-        n_head=2,
-        ffn_dim=32,
-        patch_size=4,
-        img_size=8,
-        n_registers=2,
-        qkv_fused=True,
-        layer_scale=True,
-    )
-    return write_gguf(
-        path, Meta(family="levjepa", name="t"), enc, IMAGENET_RECIPE, random_tensors(enc.table(), 0)
-    )
+def _encoder_only(family: str, recipe: Any, **enc: Any) -> Callable[[Path], str]:
+    """A writer of an encoder-only file of `family` straight through write_gguf."""
+    e = Encoder(embed_dim=16, n_layer=1, n_head=2, ffn_dim=32, patch_size=4, img_size=8, **enc)
+    meta = Meta(family=family, name="t")
+    return lambda path: write_gguf(path, meta, e, recipe, random_tensors(e.table(), 0))
 
 
-def _ijepa(path: Path) -> str:
-    enc = Encoder(embed_dim=16, n_layer=1, n_head=2, ffn_dim=32, patch_size=4, img_size=8, cls_token=False)
-    return write_gguf(
-        path, Meta(family="ijepa", name="t"), enc, HF_VIT_RECIPE, random_tensors(enc.table(), 0)
-    )
+def _writer(where: str, **kwargs: Any) -> Callable[[Path], str]:
+    """module:function, called with the file's path and these sizes."""
+    module, name = where.split(":")
+    return lambda path: getattr(importlib.import_module(module), name)(path, **kwargs)
 
 
-def _hfvit(path: Path) -> str:
-    from jepa.demo import write_demo_model
-
-    return write_demo_model(path, embed_dim=16, n_layer=1, n_head=2, patch_size=4, img_size=8)
-
-
-def _vjepa2(path: Path) -> str:
-    from jepa.convert.vjepa2 import write_random
-
-    return write_random(
-        path,
-        embed_dim=24,
-        n_layer=1,
-        n_head=2,
-        img_size=16,
-        patch_size=8,
-        n_frames=2,
-        predictor={"embed_dim": 24, "n_layer": 1, "n_head": 2},
-        head={"n_classes": 3},
-    )
-
-
-def _ac(path: Path) -> str:
-    from jepa.convert.random_world import write_random_ac
-
-    return write_random_ac(
-        path,
-        embed_dim=24,
-        n_layer=1,
-        n_head=2,
-        enc_dim=24,
-        enc_heads=2,
-        img_size=16,
-        patch_size=8,
-        n_frames=4,
-    )
-
-
-def _lewm(path: Path) -> str:
-    from jepa.convert.random_world import write_random_lewm
-
-    return write_random_lewm(
-        path,
-        enc_dim=16,
-        enc_layers=1,
-        enc_heads=2,
-        patch_size=4,
-        img_size=8,
-        embed_dim=16,
-        n_layer=1,
-        n_head=2,
-        head_dim=8,
-        ffn_dim=32,
-        proj_hidden=32,
-    )
-
-
+# One tiny file of every family and kind, each from the writer its tests and tools use.
 FILES: dict[str, Callable[[Path], str]] = {
-    "hfvit": _hfvit,
-    "ijepa": _ijepa,
-    "levjepa": _levjepa,
-    "vjepa2": _vjepa2,
-    "ac": _ac,
-    "lewm": _lewm,
+    "hfvit": _writer("jepa.demo:write_demo_model", embed_dim=16, n_layer=1, n_head=2, patch_size=4,
+                     img_size=8),
+    "ijepa": _encoder_only("ijepa", HF_VIT_RECIPE, cls_token=False),
+    "levjepa": _encoder_only("levjepa", IMAGENET_RECIPE, n_registers=2, qkv_fused=True, layer_scale=True),
+    "vjepa2": _writer("jepa.convert.vjepa2:write_random", embed_dim=24, n_layer=1, n_head=2, img_size=16,
+                      patch_size=8, n_frames=2, predictor={"embed_dim": 24, "n_layer": 1, "n_head": 2},
+                      head={"n_classes": 3}),
+    "ac": _writer("jepa.convert.random_world:write_random_ac", embed_dim=24, n_layer=1, n_head=2, enc_dim=24,
+                  enc_heads=2, img_size=16, patch_size=8, n_frames=4),
+    "lewm": _writer("jepa.convert.random_world:write_random_lewm", enc_dim=16, enc_layers=1, enc_heads=2,
+                    patch_size=4, img_size=8, embed_dim=16, n_layer=1, n_head=2, head_dim=8, ffn_dim=32,
+                    proj_hidden=32),
 }
 
 

@@ -16,9 +16,18 @@ from test_vjepa2_parity import BASE, assert_close, build_vjepa2, clip
 import jepa
 from jepa.convert import convert
 from jepa.convert.cli import main as cli_main
+from jepa.convert.schema import may_be_half
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "vjepa2_ac"
 CFG: dict[str, Any] = dict(hidden_size=64, crop_size=32, frames_per_clip=4)
+
+
+def assert_half_rule(dtypes: dict[str, str], some: set[str]) -> None:
+    """Exactly the declaration's 16-bit matrices are F16 (these among them); the rest is F32."""
+    half = {n for n, t in dtypes.items() if t == "F16"}
+    assert half == {n for n in dtypes if may_be_half(n)} and some <= half
+    assert set(dtypes.values()) == {"F16", "F32"}
+    assert {"enc.patch_embed.weight", "enc.norm.weight", "enc.blk.0.attn_q.bias"}.isdisjoint(half)
 
 
 def build_model(out_dir: Path, seed: int = 0, **config: Any) -> tuple[Path, Any]:
@@ -88,15 +97,8 @@ def test_vjepa2model_file(tmp_path: Path, gguf_contents) -> None:
     assert g.shapes["enc.patch_embed.weight"] == (64, 3 * 2 * 16 * 16)  # the 5-D Conv3d, flattened
     assert g.shapes["pred.mask_tokens"] == (10, 64)
     # The dtype rule: matrices f16; the patch embedding, norms, biases and mask tokens f32.
-    for name in (
-        "enc.blk.0.attn_q.weight",
-        "pred.embed.weight",
-        "pred.proj.weight",
-        "pred.blk.1.ffn_up.weight",
-    ):
-        assert g.dtypes[name] == "F16", name
-    for name in ("enc.patch_embed.weight", "pred.mask_tokens", "enc.norm.weight", "pred.blk.0.attn_q.bias"):
-        assert g.dtypes[name] == "F32", name
+    assert_half_rule(g.dtypes, {"enc.blk.0.attn_q.weight", "pred.embed.weight", "pred.proj.weight",
+                                "pred.blk.1.ffn_up.weight"})
     # Recipe without a processor config: short side 256/224 x crop, centre crop, bilinear, ImageNet.
     assert (k["jepa.pre.resize_short"], k["jepa.pre.crop"], k["jepa.pre.resample"]) == (36, 32, "bilinear")
     info = jepa.Model(tmp_path / "m.gguf").info
@@ -147,15 +149,8 @@ def test_classifier_labels_head_and_recipe(tmp_path: Path, gguf_contents) -> Non
     assert list(k["jepa.head.labels"]) == names
     assert k["jepa.pre.resize_short"] == 40 and k["jepa.pre.crop"] == 32
     assert g.shapes["head.query"] == (1, 64) and g.dtypes["head.query"] == "F32"
-    for name in (
-        "head.cls.weight",
-        "head.xattn.q.weight",
-        "head.xattn.ffn_down.weight",
-        "head.blk.1.attn_out.weight",
-    ):
-        assert g.dtypes[name] == "F16", name
-    for name in ("head.xattn.ln_kv.weight", "head.cls.bias"):
-        assert g.dtypes[name] == "F32", name
+    assert_half_rule(g.dtypes, {"head.cls.weight", "head.xattn.q.weight", "head.xattn.ffn_down.weight",
+                                "head.blk.1.attn_out.weight"})
     m = jepa.Model(tmp_path / "c.gguf")
     assert m.labels == names and m.info.n_classes == 7 and m.has_head and m.has_predictor
 

@@ -42,6 +42,7 @@ def _demo_tensors(
         yield name, v.astype(np.float32)
 
 
+# Sizes as keyword arguments, like the random writers' (jepa/convert/random_world.py says why).
 def write_demo_model(
     path: str | os.PathLike[str],
     *,

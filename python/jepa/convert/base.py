@@ -106,6 +106,26 @@ def pick(src: Path, family: str = "auto") -> type[Converter]:
     return found[0]
 
 
+def square(field: str, v: Any) -> int:
+    """A size config.json may give as n or [n, n] (HF's patch_size, image_size)."""
+    if isinstance(v, (list, tuple)):
+        if len(v) != 2 or v[0] != v[1]:
+            raise ValueError(f"unsupported {field}={v}")
+        v = v[0]
+    return int(v)
+
+
+def resolve_n_head(found: int | None, flag: int | None, width: int, by_width: dict[int, int]) -> int:
+    """The head count shapes cannot tell: config.json's, else --n-head (which must agree with a
+    config), else the family's standard head count for the width."""
+    if found and flag and flag != found:
+        raise ValueError(f"unsupported n_head={flag}: config.json says {found}")
+    n = found or flag or by_width.get(width)
+    if not n:
+        raise ValueError(f"unsupported embed_dim={width} without a head count: pass --n-head")
+    return n
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from .base import Converter, beside, read_json, register
+from .base import Converter, beside, read_json, register, square
 from .preprocess import load_recipe
 from .schema import HF_VIT_RECIPE, Encoder, Preprocess
 from .source import TensorSource, safetensors_files
@@ -36,12 +35,31 @@ _BLOCK: dict[str, tuple[str, ...]] = {
 _SKIPPED = ("pooler.dense.weight", "pooler.dense.bias", "embeddings.mask_token")
 
 
-def _square(field: str, v: Any) -> int:
-    if isinstance(v, (list, tuple)):
-        if len(v) != 2 or v[0] != v[1]:
-            raise ValueError(f"unsupported {field}={v}")
-        v = v[0]
-    return int(v)
+def hf_block(src: TensorSource, prefix: str, i: int, qkv_bias: bool) -> Iterator[tuple[str, np.ndarray]]:
+    """Encoder block i of an HF ViT whose modules sit under `prefix` (LeWM's "encoder."), under either
+    naming; every bias is required but q/k/v's without qkv_bias."""
+    for dst, names in _BLOCK.items():
+        module = src.first([prefix + n.format(i=i) for n in names])
+        bias = qkv_bias or dst not in ("attn_q", "attn_k", "attn_v")
+        yield from src.linear(f"enc.blk.{i}.{dst}", module, bias)
+
+
+def hf_encoder(src: TensorSource, prefix: str, n_layer: int, qkv_bias: bool,
+               has_cls: bool = True) -> Iterator[tuple[str, np.ndarray]]:
+    """A whole HF ViTModel whose modules sit under `prefix` ("" here, "encoder." in LeWM's state dict)."""
+    w = src.take(f"{prefix}embeddings.patch_embeddings.projection.weight")
+    yield "enc.patch_embed.weight", w.reshape(w.shape[0], -1)  # [D, C, P, P] -> [D, C*P*P]
+    yield "enc.patch_embed.bias", src.take(f"{prefix}embeddings.patch_embeddings.projection.bias")
+    if has_cls:
+        yield "enc.cls_token", src.take(f"{prefix}embeddings.cls_token").reshape(-1)
+    pos = src.take(f"{prefix}embeddings.position_embeddings")
+    yield "enc.pos_embed", pos.reshape(-1, pos.shape[-1])
+    for i in range(n_layer):
+        yield from hf_block(src, prefix, i, qkv_bias)
+    yield from src.linear("enc.norm", f"{prefix}layernorm", bias=True)
+    for name in _SKIPPED:
+        if src.has(prefix + name):
+            src.skip(prefix + name)
 
 
 @register
@@ -76,8 +94,8 @@ class HFViTModel(Converter):
             n_layer=int(c["num_hidden_layers"]),
             n_head=int(c["num_attention_heads"]),
             ffn_dim=int(c["intermediate_size"]),
-            patch_size=_square("patch_size", c.get("patch_size", 16)),
-            img_size=_square("image_size", c.get("image_size", 224)),
+            patch_size=square("patch_size", c.get("patch_size", 16)),
+            img_size=square("image_size", c.get("image_size", 224)),
             in_chans=int(c.get("num_channels", 3)),
             ln_eps=float(c.get("layer_norm_eps", 1e-12)),
             act=_ACTS[act],
@@ -87,36 +105,9 @@ class HFViTModel(Converter):
     def preprocess(self) -> Preprocess:
         return load_recipe(self.src, HF_VIT_RECIPE)
 
-    def _linear(self, dst: str, src: str, bias: bool = True) -> Iterator[tuple[str, np.ndarray]]:
-        yield f"{dst}.weight", self.source.take(f"{src}.weight")
-        if bias:
-            yield f"{dst}.bias", self.source.take(f"{src}.bias")
-
-    def _module(self, candidates: tuple[str, ...], i: int) -> str:
-        names = [c.format(i=i) for c in candidates]
-        for n in names:
-            if self.source.has(f"{n}.weight"):
-                return n
-        raise ValueError(f"missing source tensor '{names[0]}.weight'")
-
     def tensors(self) -> Iterator[tuple[str, np.ndarray]]:
-        enc, src = self.hparams(), self.source
         qkv_bias = bool(self.config.get("qkv_bias", True))
-        w = src.take("embeddings.patch_embeddings.projection.weight")
-        yield "enc.patch_embed.weight", w.reshape(w.shape[0], -1)  # [D, C, P, P] -> [D, C*P*P]
-        yield "enc.patch_embed.bias", src.take("embeddings.patch_embeddings.projection.bias")
-        if self.has_cls:
-            yield "enc.cls_token", src.take("embeddings.cls_token").reshape(-1)
-        pos = src.take("embeddings.position_embeddings")
-        yield "enc.pos_embed", pos.reshape(-1, pos.shape[-1])
-        for i in range(enc.n_layer):
-            for dst, cands in _BLOCK.items():
-                bias = qkv_bias or dst not in ("attn_q", "attn_k", "attn_v")
-                yield from self._linear(f"enc.blk.{i}.{dst}", self._module(cands, i), bias)
-        yield from self._linear("enc.norm", "layernorm")
-        for name in _SKIPPED:
-            if src.has(name):
-                src.skip(name)
+        return hf_encoder(self.source, "", self.hparams().n_layer, qkv_bias, self.has_cls)
 
 
 @register

@@ -30,6 +30,7 @@ from .base import Converter, beside, read_json, register
 from .gguf_tensors import Expected
 from .gguf_writer import write_gguf
 from .hf_vit import _BLOCK as HF_VIT_BLOCK
+from .hf_vit import hf_encoder
 from .schema import Encoder, Preprocess, pred_keys
 from .source import TensorSource
 from .vjepa2_meta import ArraySource, _torch_load
@@ -42,8 +43,6 @@ IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 ADALN_EPS = 1e-6  # ConditionalBlock's norm1/norm2 (no affine)
 LN_EPS = 1e-5  # nn.LayerNorm default: Attention.norm, FeedForward's first layer, Transformer.norm
 BN_EPS = 1e-5  # nn.BatchNorm1d default
-# Not part of the token encoder (as in hf_vit): the pooler and the masked-training token.
-_VIT_SKIPPED = ("encoder.pooler.dense.weight", "encoder.pooler.dense.bias", "encoder.embeddings.mask_token")
 
 
 def fold_batchnorm(w: np.ndarray, b: np.ndarray, mean: np.ndarray, var: np.ndarray, gamma: np.ndarray,
@@ -160,13 +159,6 @@ class LeWM(Converter):
 
     # -- hyperparameters -------------------------------------------------------------------------
 
-    def _vit_block(self, dst: str, i: int) -> str:
-        names = [f"encoder.{c.format(i=i)}" for c in HF_VIT_BLOCK[dst]]
-        for n in names:
-            if self.source.has(f"{n}.weight"):
-                return n
-        raise ValueError(f"missing source tensor '{names[0]}.weight'")
-
     def hparams(self) -> Encoder:
         enc_cfg = _section(self.config, "encoder")
         if "vit_hf" not in _target(enc_cfg):
@@ -188,7 +180,7 @@ class LeWM(Converter):
         grid = math.isqrt(n_pos)
         if grid * grid != n_pos:
             raise ValueError(f"unsupported position table of {n_pos} patch rows (not a square grid)")
-        ffn = s.shape(self._vit_block("ffn_up", 0) + ".weight")[0]
+        ffn = s.shape(s.first([f"encoder.{n.format(i=0)}" for n in HF_VIT_BLOCK["ffn_up"]]) + ".weight")[0]
         return Encoder(
             embed_dim=_agree("encoder.hidden_size", hidden, d),
             n_layer=_agree("encoder.num_hidden_layers", enc_cfg.get("num_hidden_layers", layers), n_layer),
@@ -211,9 +203,7 @@ class LeWM(Converter):
             if key in pred and int(pred[key]) != d:
                 raise ValueError(f"unsupported predictor {key}={pred[key]} (only input_dim = hidden_dim = "
                                  f"output_dim = {d}, LeWM's configuration, is supported)")
-        n_layer = 0
-        while s.has(f"predictor.transformer.layers.{n_layer}.adaLN_modulation.1.weight"):
-            n_layer += 1
+        n_layer = s.count("predictor.transformer.layers.{i}.adaLN_modulation.1.weight")
         if "heads" not in pred:
             raise ValueError("config.json: predictor.heads is missing (the head count is not in the weights)")
         n_head, head_dim = int(pred["heads"]), int(pred.get("dim_head", 64))
@@ -243,29 +233,6 @@ class LeWM(Converter):
 
     # -- tensors ---------------------------------------------------------------------------------
 
-    def _linear(self, dst: str, src: str, bias: bool = True) -> Iterator[tuple[str, np.ndarray]]:
-        yield f"{dst}.weight", self.source.take(f"{src}.weight")
-        if bias:
-            yield f"{dst}.bias", self.source.take(f"{src}.bias")
-
-    def _encoder(self, enc: Encoder) -> Iterator[tuple[str, np.ndarray]]:
-        s = self.source
-        w = s.take("encoder.embeddings.patch_embeddings.projection.weight")
-        yield "enc.patch_embed.weight", w.reshape(w.shape[0], -1)  # [D, C, P, P] -> [D, C*P*P]
-        yield "enc.patch_embed.bias", s.take("encoder.embeddings.patch_embeddings.projection.bias")
-        yield "enc.cls_token", s.take("encoder.embeddings.cls_token").reshape(-1)
-        pos = s.take("encoder.embeddings.position_embeddings")
-        yield "enc.pos_embed", pos.reshape(-1, pos.shape[-1])
-        qkv_bias = bool(_section(self.config, "encoder").get("qkv_bias", True))  # ViTConfig's default
-        for i in range(enc.n_layer):
-            for dst in HF_VIT_BLOCK:
-                bias = qkv_bias or dst not in ("attn_q", "attn_k", "attn_v")
-                yield from self._linear(f"enc.blk.{i}.{dst}", self._vit_block(dst, i), bias)
-        yield from self._linear("enc.norm", "encoder.layernorm")
-        for name in _VIT_SKIPPED:
-            if s.has(name):
-                s.skip(name)
-
     def _mlp(self, dst: str, src: str) -> Iterator[tuple[str, np.ndarray]]:
         """`MLP` (Linear, BatchNorm1d, GELU, Linear) -> dst.0 (BatchNorm folded in) and dst.2."""
         s = self.source
@@ -280,7 +247,7 @@ class LeWM(Converter):
                               beta, eps=eps)
         yield f"{dst}.0.weight", w
         yield f"{dst}.0.bias", b
-        yield from self._linear(f"{dst}.2", f"{src}.net.3")
+        yield from s.linear(f"{dst}.2", f"{src}.net.3", bias=True)
 
     def _predictor(self, spec: LeWMSpec) -> Iterator[tuple[str, np.ndarray]]:
         s = self.source
@@ -290,8 +257,8 @@ class LeWM(Converter):
             for d, m in (("adaln", "adaLN_modulation.1"), ("ln1", "attn.norm"), ("attn_qkv", "attn.to_qkv"),
                          ("attn_out", "attn.to_out.0"), ("ln2", "mlp.net.0"), ("ffn_up", "mlp.net.1"),
                          ("ffn_down", "mlp.net.4")):
-                yield from self._linear(dst + d, src + m, bias=d != "attn_qkv")  # to_qkv has no bias
-        yield from self._linear("pred.norm", "predictor.transformer.norm")
+                yield from s.linear(dst + d, src + m, bias=d != "attn_qkv")  # to_qkv has no bias
+        yield from s.linear("pred.norm", "predictor.transformer.norm", bias=True)
         yield from self._mlp("pred.proj", "pred_proj")
         conv = s.take("action_encoder.patch_embed.weight")  # Conv1d(A, smoothed, k=1): [smoothed, A, 1]
         if conv.ndim != 3 or conv.shape[2] != 1:
@@ -300,10 +267,11 @@ class LeWM(Converter):
                             s.take("action_encoder.embed.0.weight"), s.take("action_encoder.embed.0.bias"))
         yield "pred.action_embed.0.weight", w
         yield "pred.action_embed.0.bias", b
-        yield from self._linear("pred.action_embed.2", "action_encoder.embed.2")
+        yield from s.linear("pred.action_embed.2", "action_encoder.embed.2", bias=True)
 
     def tensors(self) -> Iterator[tuple[str, np.ndarray]]:
-        yield from self._encoder(self.hparams())
+        qkv_bias = bool(_section(self.config, "encoder").get("qkv_bias", True))  # ViTConfig's default
+        yield from hf_encoder(self.source, "encoder.", self.hparams().n_layer, qkv_bias)
         yield from self._mlp("enc.proj", "projector")
         yield from self._predictor(self.spec())
         for name in self.skipped:

@@ -28,6 +28,9 @@ def _squash(mean: tuple[float, float, float], std: tuple[float, float, float], s
                       resize_mode="squash")
 
 
+# Deliberately repeated: the random writers (write_random_ac, write_random_lewm, vjepa2.write_random,
+# demo.write_demo_model) each take their sizes as plain keyword arguments with that model's defaults,
+# because tests and tools/bench_world.py call them by name; their bodies share write_random_file.
 def write_random_ac(
     path: str | Path,
     *,

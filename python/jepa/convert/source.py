@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +77,27 @@ class TensorSource:
 
     def take_optional(self, name: str) -> np.ndarray | None:
         return self.take(name) if self.has(name) else None
+
+    def linear(self, dst: str, src: str, bias: bool | None = None) -> Iterator[tuple[str, np.ndarray]]:
+        """A module's weight and bias under the GGUF name `dst`; bias True: required, False: none,
+        None: when the source has one."""
+        yield f"{dst}.weight", self.take(f"{src}.weight")
+        if bias or (bias is None and self.has(f"{src}.bias")):
+            yield f"{dst}.bias", self.take(f"{src}.bias")
+
+    def count(self, pattern: str) -> int:
+        """How many layers i = 0, 1, ... have the tensor `pattern.format(i=i)`."""
+        n = 0
+        while self.has(pattern.format(i=n)):
+            n += 1
+        return n
+
+    def first(self, modules: list[str]) -> str:
+        """The first of these module names whose weight the source has (the names a layout may use)."""
+        for m in modules:
+            if self.has(f"{m}.weight"):
+                return m
+        raise ValueError(f"missing source tensor '{modules[0]}.weight'")
 
     def skip(self, name: str) -> None:
         self._loc(name)

@@ -12,21 +12,43 @@ patch count (timm's no_embed_class) gives CLS and registers no position. A class
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 from safetensors import SafetensorError, safe_open
 
-from .base import Converter, beside, read_json, register
+from .base import Converter, beside, read_json, register, resolve_n_head
 from .preprocess import load_recipe
 from .schema import IMAGENET_RECIPE, Encoder, Preprocess
 from .source import TensorSource, safetensors_files
 
 PREFIXES = ("backbone.",)
 _HEADS_BY_WIDTH = {192: 3, 384: 6, 768: 12, 1024: 16, 1280: 16}
-_BLOCK = {"ln1": "norm1", "attn_qkv": "attn.qkv", "attn_out": "attn.proj", "ln2": "norm2",
-          "ffn_up": "mlp.fc1", "ffn_down": "mlp.fc2"}
+# timm's block modules (also Meta's V-JEPA 2 encoders and AC predictor, built from timm's blocks).
+TIMM_BLOCK = {"ln1": "norm1", "attn_qkv": "attn.qkv", "attn_out": "attn.proj", "ln2": "norm2",
+              "ffn_up": "mlp.fc1", "ffn_down": "mlp.fc2"}
+
+
+class TimmSizes(TypedDict):
+    embed_dim: int
+    n_layer: int
+    n_head: int
+    ffn_dim: int
+
+
+def timm_sizes(s: TensorSource, n_head: Callable[[int], int]) -> TimmSizes:
+    """Width, depth, heads and MLP width of a timm-layout encoder; the heads from `n_head(width)`."""
+    d = s.shape("patch_embed.proj.weight")[0]
+    return TimmSizes(embed_dim=d, n_layer=s.count("blocks.{i}.norm1.weight"), n_head=n_head(d),
+                     ffn_dim=s.shape("blocks.0.mlp.fc1.weight")[0])
+
+
+def timm_block(s: TensorSource, src: str, dst: str) -> Iterator[tuple[str, np.ndarray]]:
+    """One timm-layout block `src` (e.g. "blocks.3") as the GGUF block `dst`; each bias when present."""
+    for d, m in TIMM_BLOCK.items():
+        yield from s.linear(f"{dst}.{d}", f"{src}.{m}")
 
 
 def _is_square(n: int) -> bool:
@@ -64,25 +86,13 @@ class TimmViT(Converter):
         cfg = read_json(beside(self.src, "config.json")) or {}
         found = [int(c[k]) for c in (cfg, cfg.get("model_args") or {})
                  for k in ("num_heads", "n_head", "num_attention_heads") if k in c]
-        flag = self.options.n_head
-        if found:
-            if flag and flag != found[0]:
-                raise ValueError(f"unsupported n_head={flag}: config.json says {found[0]}")
-            return found[0]
-        if flag:
-            return flag
-        if d in _HEADS_BY_WIDTH:
-            return _HEADS_BY_WIDTH[d]
-        raise ValueError(f"unsupported embed_dim={d} without a head count: pass --n-head")
+        return resolve_n_head(found[0] if found else None, self.options.n_head, d, _HEADS_BY_WIDTH)
 
     def hparams(self) -> Encoder:
         s = self.source
-        d, c, p, p2 = s.shape("patch_embed.proj.weight")
+        _, c, p, p2 = s.shape("patch_embed.proj.weight")
         if p != p2:
             raise ValueError(f"unsupported patch_size={[p, p2]}")
-        n_layer = 0
-        while s.has(f"blocks.{n_layer}.norm1.weight"):
-            n_layer += 1
         n_reg = s.shape("reg_token")[1] if s.has("reg_token") else 0
         has_cls = s.has("cls_token")
         pos = s.shape("pos_embed")
@@ -96,10 +106,7 @@ class TimmViT(Converter):
         else:
             raise ValueError(f"unsupported pos_embed rows={rows} (cls={has_cls}, registers={n_reg})")
         return Encoder(
-            embed_dim=d,
-            n_layer=n_layer,
-            n_head=self._n_head(d),
-            ffn_dim=s.shape("blocks.0.mlp.fc1.weight")[0],
+            **timm_sizes(s, self._n_head),
             patch_size=p,
             img_size=math.isqrt(n_patch) * p,
             in_chans=c,
@@ -126,11 +133,7 @@ class TimmViT(Converter):
             yield "enc.reg_tokens", s.take("reg_token").reshape(enc.n_registers, enc.embed_dim)
         yield "enc.pos_embed", s.take("pos_embed").reshape(-1, enc.embed_dim)
         for i in range(enc.n_layer):
-            for dst, src in _BLOCK.items():
-                yield f"enc.blk.{i}.{dst}.weight", s.take(f"blocks.{i}.{src}.weight")
-                bias = s.take_optional(f"blocks.{i}.{src}.bias")
-                if bias is not None:
-                    yield f"enc.blk.{i}.{dst}.bias", bias
+            yield from timm_block(s, f"blocks.{i}", f"enc.blk.{i}")
             if enc.layer_scale:
                 yield f"enc.blk.{i}.ls1.weight", s.take(f"blocks.{i}.ls1.gamma")
                 yield f"enc.blk.{i}.ls2.weight", s.take(f"blocks.{i}.ls2.gamma")

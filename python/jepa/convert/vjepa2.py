@@ -40,8 +40,23 @@ def vjepa2_recipe(crop: int) -> Preprocess:
     )
 
 
+class RopePredictor:
+    """What the masked and the AC predictor share: V-JEPA 2's blocks (exact GELU, tiled 3-D RoPE) and a
+    head width of embed_dim / n_head."""
+
+    embed_dim: int
+    n_head: int
+    act = "gelu_erf"
+    rope_freq_layout = "tiled"
+    rope_theta = ROPE_THETA
+
+    @property
+    def head_dim(self) -> int:
+        return self.embed_dim // self.n_head
+
+
 @dataclass(frozen=True)
-class PredictorSpec:
+class PredictorSpec(RopePredictor):
     """The masked predictor (jepa.pred.*)."""
 
     embed_dim: int
@@ -63,13 +78,6 @@ class PredictorSpec:
             raise ValueError(f"unsupported pred head_dim={hd} (3-D RoPE needs an even head_dim >= 6)")
 
     kind = "masked"
-    act = "gelu_erf"
-    rope_freq_layout = "tiled"
-    rope_theta = ROPE_THETA
-
-    @property
-    def head_dim(self) -> int:
-        return self.embed_dim // self.n_head
 
     def keys(self) -> dict[str, Any]:
         return pred_keys(self, "kind embed_dim n_layer n_head head_dim ffn_dim n_mask_tokens out_dim "
@@ -177,6 +185,7 @@ class VJEPA2(Converter):
                           parts=parts)
 
 
+# Sizes as keyword arguments, like the other random writers' (random_world.py says why).
 def write_random(
     path: str | Path,
     *,

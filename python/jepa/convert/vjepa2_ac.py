@@ -27,8 +27,10 @@ from . import gguf_tensors
 from .base import Converter, readme_license, register
 from .gguf_tensors import Expected
 from .gguf_writer import write_gguf
-from .schema import ROPE_THETA, Encoder, Meta, Preprocess, pred_keys
+from .schema import Encoder, Meta, Preprocess, pred_keys
 from .source import TensorSource
+from .timm_vit import timm_block
+from .vjepa2 import RopePredictor
 from .vjepa2_meta import SUFFIXES, ArraySource, MetaLayout, _clean, _torch_load
 
 FILE_FAMILY = "vjepa2"  # the converter family is vjepa2_ac; the file is a V-JEPA 2 with an AC predictor
@@ -38,13 +40,11 @@ IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 LN_EPS = 1e-6  # vit_ac_predictor: partial(nn.LayerNorm, eps=1e-6)
 NORM_REPS_EPS = 1e-5  # WorldModel's F.layer_norm of the latents
 COND_ORDER = "action,state"
-_BLOCK = {"ln1": "norm1", "attn_qkv": "attn.qkv", "attn_out": "attn.proj", "ln2": "norm2",
-          "ffn_up": "mlp.fc1", "ffn_down": "mlp.fc2"}
 _SKIPPED = ("extrinsics_encoder.weight", "extrinsics_encoder.bias")
 
 
 @dataclass(frozen=True)
-class ACSpec:
+class ACSpec(RopePredictor):
     """The action-conditioned predictor: jepa.pred.* and the tensors they imply."""
 
     embed_dim: int  # Dp
@@ -65,13 +65,6 @@ class ACSpec:
     norm_reps_eps = NORM_REPS_EPS
     frame_causal = True
     ln_eps = LN_EPS
-    act = "gelu_erf"
-    rope_freq_layout = "tiled"
-    rope_theta = ROPE_THETA
-
-    @property
-    def head_dim(self) -> int:
-        return self.embed_dim // self.n_head
 
     def keys(self) -> dict[str, Any]:
         return pred_keys(self, "kind embed_dim out_dim n_layer n_head head_dim ffn_dim action_dim state_dim "
@@ -149,9 +142,7 @@ class VJEPA2AC(Converter):
             raise ValueError(f"unsupported predictor_embed input width {d} (encoder width {enc.embed_dim})")
         if dp % self.head_dim or (self.head_dim % 2) or self.head_dim < 6:
             raise ValueError(f"unsupported head_dim={self.head_dim} for predictor width {dp}")
-        n_layer = 0
-        while s.has(f"predictor_blocks.{n_layer}.norm1.weight"):
-            n_layer += 1
+        n_layer = s.count("predictor_blocks.{i}.norm1.weight")
         if s.has("predictor_blocks.0.mlp.fc3.weight"):
             raise ValueError("unsupported predictor mlp=SwiGLU (use_silu=True); released predictors use GELU")
         return ACSpec(
@@ -188,16 +179,11 @@ class VJEPA2AC(Converter):
         s, spec = self.pred_source, self.spec()
         for dst, src in (("pred.embed", "predictor_embed"), ("pred.action_embed", "action_encoder"),
                          ("pred.state_embed", "state_encoder")):
-            yield f"{dst}.weight", s.take(f"{src}.weight")
-            yield f"{dst}.bias", s.take(f"{src}.bias")
+            yield from s.linear(dst, src, bias=True)
         for i in range(spec.n_layer):
-            for dst, src in _BLOCK.items():
-                yield f"pred.blk.{i}.{dst}.weight", s.take(f"predictor_blocks.{i}.{src}.weight")
-                if s.has(f"predictor_blocks.{i}.{src}.bias"):
-                    yield f"pred.blk.{i}.{dst}.bias", s.take(f"predictor_blocks.{i}.{src}.bias")
+            yield from timm_block(s, f"predictor_blocks.{i}", f"pred.blk.{i}")
         for dst, src in (("pred.norm", "predictor_norm"), ("pred.proj", "predictor_proj")):
-            yield f"{dst}.weight", s.take(f"{src}.weight")
-            yield f"{dst}.bias", s.take(f"{src}.bias")
+            yield from s.linear(dst, src, bias=True)
         for name in _SKIPPED:
             if s.has(name):
                 s.skip(name)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import beside, read_json
+from .base import beside, read_json, square
 from .preprocess import recipe_from_processor
 from .schema import Encoder, Preprocess
 from .source import TensorSource, safetensors_files
@@ -60,14 +60,6 @@ def detect(src: Path) -> bool:
     return cfg is not None and cfg.get("model_type") == "vjepa2"
 
 
-def _square(field: str, v: Any) -> int:
-    if isinstance(v, (list, tuple)):
-        if len(v) != 2 or v[0] != v[1]:
-            raise ValueError(f"unsupported {field}={v}")
-        v = v[0]
-    return int(v)
-
-
 def _labels(cfg: dict[str, Any], n: int) -> tuple[str, ...]:
     """id2label in index order (config.json keys are strings); LABEL_i where it has none."""
     id2label = {str(k): str(v) for k, v in (cfg.get("id2label") or {}).items()}
@@ -91,7 +83,7 @@ class HFLayout:
     def encoder(self) -> Encoder:
         c, s = self.config, self.source
         d, chans, t, p, p2 = s.shape("encoder.embeddings.patch_embeddings.proj.weight")
-        if p != p2 or p != _square("patch_size", c.get("patch_size", 16)):
+        if p != p2 or p != square("patch_size", c.get("patch_size", 16)):
             raise ValueError(f"unsupported patch_size={c.get('patch_size')} (weight {[p, p2]})")
         return Encoder(
             embed_dim=d,
@@ -120,7 +112,7 @@ class HFLayout:
             ffn_dim=s.shape("predictor.layer.0.mlp.fc1.weight")[0],
             n_mask_tokens=s.shape("predictor.embeddings.mask_tokens")[0],
             out_dim=int(c["hidden_size"]),
-            grid_size=int(c.get("crop_size", 256)) // _square("patch_size", c.get("patch_size", 16)),
+            grid_size=int(c.get("crop_size", 256)) // square("patch_size", c.get("patch_size", 16)),
             n_frames=int(c.get("frames_per_clip", 64)),
             ln_eps=float(c.get("layer_norm_eps", 1e-6)),
         )
@@ -130,9 +122,7 @@ class HFLayout:
         if not s.has("pooler.query_tokens"):
             return None
         n_classes = s.shape("classifier.weight")[0]
-        n_pool = 0
-        while s.has(f"pooler.self_attention_layers.{n_pool}.layer_norm1.weight"):
-            n_pool += 1
+        n_pool = s.count("pooler.self_attention_layers.{i}.layer_norm1.weight")
         return HeadSpec(
             embed_dim=int(self.config["hidden_size"]),
             n_pool_layers=n_pool,
@@ -150,16 +140,10 @@ class HFLayout:
 
     # -- tensors --------------------------------------------------------------------------------
 
-    def _module(self, dst: str, src: str) -> Iterator[tuple[str, np.ndarray]]:
-        yield f"{dst}.weight", self.source.take(f"{src}.weight")
-        bias = self.source.take_optional(f"{src}.bias")
-        if bias is not None:
-            yield f"{dst}.bias", bias
-
     def _layers(self, dst: str, src: str, names: dict[str, str], n: int) -> Iterator[tuple[str, np.ndarray]]:
         for i in range(n):
             for d, s in names.items():
-                yield from self._module(f"{dst}.{i}.{d}", f"{src}.{i}.{s}")
+                yield from self.source.linear(f"{dst}.{i}.{d}", f"{src}.{i}.{s}")
 
     def tensors(self) -> Iterator[tuple[str, np.ndarray]]:
         enc, s = self.encoder(), self.source
@@ -169,16 +153,16 @@ class HFLayout:
         if bias is not None:
             yield "enc.patch_embed.bias", bias
         yield from self._layers("enc.blk", "encoder.layer", _LAYER, enc.n_layer)
-        yield from self._module("enc.norm", "encoder.layernorm")
+        yield from self.source.linear("enc.norm", "encoder.layernorm")
 
         pred = self.predictor()
         if pred is not None:
-            yield from self._module("pred.embed", "predictor.embeddings.predictor_embeddings")
+            yield from self.source.linear("pred.embed", "predictor.embeddings.predictor_embeddings")
             mask_tokens = s.take("predictor.embeddings.mask_tokens")  # [n, 1, 1, Dp]
             yield "pred.mask_tokens", mask_tokens.reshape(pred.n_mask_tokens, -1)
             yield from self._layers("pred.blk", "predictor.layer", _LAYER, pred.n_layer)
-            yield from self._module("pred.norm", "predictor.layernorm")
-            yield from self._module("pred.proj", "predictor.proj")
+            yield from self.source.linear("pred.norm", "predictor.layernorm")
+            yield from self.source.linear("pred.proj", "predictor.proj")
 
         head = self.head()
         if head is not None:
@@ -186,5 +170,5 @@ class HFLayout:
             pool = "pooler.self_attention_layers"
             yield from self._layers("head.blk", pool, _POOL_LAYER, head.n_pool_layers)
             for d, src in _XATTN.items():
-                yield from self._module(f"head.xattn.{d}", f"pooler.cross_attention_layer.{src}")
-            yield from self._module("head.cls", "classifier")
+                yield from self.source.linear(f"head.xattn.{d}", f"pooler.cross_attention_layer.{src}")
+            yield from self.source.linear("head.cls", "classifier")

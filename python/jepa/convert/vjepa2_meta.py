@@ -22,22 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from .base import beside, read_json
+from .base import beside, read_json, resolve_n_head
 from .schema import Encoder, Preprocess
 from .source import TensorSource
+from .timm_vit import timm_block, timm_sizes
 from .vjepa2 import HeadSpec, PredictorSpec, vjepa2_recipe
 
 SUFFIXES = (".pt", ".pth", ".tar", ".ckpt")
 ENCODER_KEYS = ("target_encoder", "encoder", "ema_encoder")
 _HEADS_BY_WIDTH = {768: 12, 1024: 16, 1280: 16, 1408: 22, 1664: 26}
-_BLOCK = {
-    "ln1": "norm1",
-    "attn_qkv": "attn.qkv",
-    "attn_out": "attn.proj",
-    "ln2": "norm2",
-    "ffn_up": "mlp.fc1",
-    "ffn_down": "mlp.fc2",
-}
 _SKIPPED = ("pos_embed",)
 
 
@@ -133,33 +126,22 @@ class MetaLayout:
         return None
 
     def _n_head(self, d: int) -> int:
-        found, flag = self._cfg("num_heads", "n_head", "num_attention_heads"), self.n_head_flag
-        if found and flag and flag != found:
-            raise ValueError(f"unsupported n_head={flag}: config.json says {found}")
-        n = found or flag or _HEADS_BY_WIDTH.get(d)
-        if not n:
-            raise ValueError(f"unsupported embed_dim={d} without a head count: pass --n-head")
-        return n
+        return resolve_n_head(self._cfg("num_heads", "n_head", "num_attention_heads"), self.n_head_flag, d,
+                              _HEADS_BY_WIDTH)
 
     def encoder(self) -> Encoder:
         s = self.source
         shape = s.shape("patch_embed.proj.weight")
         if len(shape) == 5:
-            d, chans, t, p, p2 = shape
+            _, chans, t, p, p2 = shape
         elif len(shape) == 4:
-            (d, chans, p, p2), t = shape, 1
+            (_, chans, p, p2), t = shape, 1
         else:
             raise ValueError(f"unsupported patch_embed.proj.weight shape={list(shape)}")
         if p != p2:
             raise ValueError(f"unsupported patch_size={[p, p2]}")
-        n_layer = 0
-        while s.has(f"blocks.{n_layer}.norm1.weight"):
-            n_layer += 1
         return Encoder(
-            embed_dim=d,
-            n_layer=n_layer,
-            n_head=self._n_head(d),
-            ffn_dim=s.shape("blocks.0.mlp.fc1.weight")[0],
+            **timm_sizes(s, self._n_head),
             patch_size=p,
             img_size=self.img_size_flag or self._cfg("img_size", "crop_size") or 256,
             in_chans=chans,
@@ -188,10 +170,7 @@ class MetaLayout:
         if s.has("patch_embed.proj.bias"):
             yield "enc.patch_embed.bias", s.take("patch_embed.proj.bias")
         for i in range(enc.n_layer):
-            for dst, src in _BLOCK.items():
-                yield f"enc.blk.{i}.{dst}.weight", s.take(f"blocks.{i}.{src}.weight")
-                if s.has(f"blocks.{i}.{src}.bias"):
-                    yield f"enc.blk.{i}.{dst}.bias", s.take(f"blocks.{i}.{src}.bias")
+            yield from timm_block(s, f"blocks.{i}", f"enc.blk.{i}")
         yield "enc.norm.weight", s.take("norm.weight")
         yield "enc.norm.bias", s.take("norm.bias")
         for name in _SKIPPED:
