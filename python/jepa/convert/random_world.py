@@ -2,10 +2,10 @@
 tools/bench_world.py, which times the world models at their released dimensions.
 
 `write_random_ac` writes a V-JEPA 2-AC file (jepa.family vjepa2, jepa.pred.kind ac) and
-`write_random_lewm` a LeWM file (jepa.family lewm). The metadata and tensor tables are the
-converters' own (`ACSpec` in vjepa2_ac.py, `LeWMSpec` in lewm.py, the encoder's from schema.py) and
-the file goes through the same gguf_writer, so a random file is laid out exactly like a converted
-one. Norm gains and biases are random too, so a wrong norm cannot hide."""
+`write_random_lewm` a LeWM file (jepa.family lewm). The metadata comes from the converters' own
+specs (`ACSpec` in vjepa2_ac.py, `LeWMSpec` in lewm.py), the tensors from the schema's declaration
+(gguf_tensors), and the file goes through the same gguf_writer, so a random file is laid out exactly
+like a converted one. Norm gains and biases are random too, so a wrong norm cannot hide."""
 
 from __future__ import annotations
 

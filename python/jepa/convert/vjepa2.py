@@ -5,8 +5,9 @@ classifier head. One registered converter for three source layouts:
   and classifier; labels from id2label): config.json + safetensors, see vjepa2_hf.py;
 - Meta's own .pt checkpoints (encoder only: fused qkv, `module.backbone.` prefixes), see vjepa2_meta.py.
 
-What the layouts share lives here: the RoPE keys, the predictor / head metadata and tensor shapes, and
-the V-JEPA 2 preprocessing recipe (short side 256/224 x crop, centre crop, bilinear, ImageNet)."""
+What the layouts share lives here: the predictor and head specs (their keys, and their tensor tables
+from the schema's declaration, gguf_tensors.MASKED / HEAD), and the V-JEPA 2 preprocessing recipe
+(short side 256/224 x crop, centre crop, bilinear, ImageNet)."""
 
 from __future__ import annotations
 
