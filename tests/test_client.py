@@ -9,17 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_server_support import (
-    ServerProcess,
-    bits,
-    demo_model,
-    png_bytes,
-    server_process,
-    video_bytes,
-)
+from test_server_support import ServerProcess, demo_model, png_bytes, server_process, video_bytes
 
 import jepa
 from jepa.client import Client, ServerError, _png, clip, video
+
+from conftest import bits
 
 
 @pytest.fixture(scope="module")

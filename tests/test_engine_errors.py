@@ -295,3 +295,19 @@ print("alive")
         return
     assert r.stdout.count("refused:") == 2 and "scratch" in r.stdout, r.stdout
     assert r.stdout.strip().endswith("alive")
+
+
+def test_what_the_model_lacks_is_the_engines_refusal(ctx: jepa.Context) -> None:
+    """A plain ViT has no head, no masked predictor and no world model: each call is refused by the
+    engine itself (the Python layer does not repeat the check), as UnsupportedError."""
+    tokens = ctx.encode(_images())
+    with pytest.raises(jepa.UnsupportedError, match="no classifier head"):
+        ctx.classify(tokens)
+    with pytest.raises(jepa.UnsupportedError, match="no masked predictor"):
+        ctx.predict(tokens, [0], [1])
+    with pytest.raises(jepa.UnsupportedError, match="not a world model"):
+        ctx.world_latents(tokens)
+    with pytest.raises(jepa.UnsupportedError, match="not a world model"):
+        ctx.world_predict(tokens, np.zeros((len(tokens), 1, 7), np.float32))
+    with pytest.raises(jepa.UnsupportedError, match="not a world model"):
+        jepa.rollout(ctx, _images()[0], np.zeros((1, 2, 7), np.float32))

@@ -17,7 +17,6 @@ from test_server_support import (
     BIN,
     ServerProcess,
     assert_envelope,
-    bits,
     decode_embeddings,
     demo_model,
     http,
@@ -28,6 +27,8 @@ from test_server_support import (
 )
 
 import jepa
+
+from conftest import bits
 
 MAX_ITEMS, MAX_FRAMES = 4, 3
 

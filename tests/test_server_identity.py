@@ -16,7 +16,6 @@ from test_server_support import (
     BIN,
     ServerProcess,
     b64,
-    bits,
     decode_embeddings,
     demo_model,
     demo_path,
@@ -27,6 +26,8 @@ from test_server_support import (
 )
 
 import jepa
+
+from conftest import bits
 
 # Sizes differ on purpose: every image is resized to the model's crop, so all share one graph.
 SIZES = [(64, 48), (48, 64), (224, 224), (31, 97), (80, 80), (100, 60)]

@@ -13,7 +13,6 @@ import pytest
 from test_server_support import (
     ServerProcess,
     assert_envelope,
-    bits,
     decode_embeddings,
     http,
     in_process,
@@ -26,6 +25,7 @@ from jepa.client import Client, ServerError, encode_item
 
 from conftest import AC_BUNDLE as AC
 from conftest import LEWM_BUNDLE as LEWM
+from conftest import bits
 
 pytestmark = pytest.mark.torch
 
@@ -157,12 +157,12 @@ def test_ac_refusals_then_health(ac_server: ServerProcess) -> None:
         _check_refusal(ac_server, {**body, "state": s}, param, code)
     ctx, acts = [frame(u8[0])], np.zeros((1, 2, 7)).tolist()
     err = _check_refusal(ac_server, {"context": ctx, "actions": acts}, "state", "invalid_value")
-    assert "'state' is required" in err["message"]
+    assert "state is required" in err["message"]  # jepa.world.check_state's message, the one check
     _check_refusal(ac_server, {"context": ctx, "actions": acts, "state": [0.0] * 6}, "state", "invalid_shape")
     _check_refusal(ac_server, {"context": ctx, "plan": {}, "state": s}, "goal", "invalid_value")
     err = _check_refusal(ac_server, {"context": ctx, "actions": np.zeros((2, 6)).tolist(), "state": s},
                          "actions", "invalid_shape")
-    assert "action dim 7" in err["message"]
+    assert "[K, H, 7]" in err["message"]  # jepa.world.check_actions': the model's action width
 
 
 def test_lewm_refusals_then_health(lewm_server: ServerProcess) -> None:

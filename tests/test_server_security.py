@@ -10,9 +10,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_server_support import b64, bits, decode_embeddings, in_process, png_bytes, run
+from test_server_support import b64, decode_embeddings, in_process, png_bytes, run
 
 from jepa_server.security import FILE_REFUSAL, LocalFiles
+
+from conftest import bits
 
 
 @pytest.fixture

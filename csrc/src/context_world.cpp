@@ -18,8 +18,8 @@ namespace {
 void need_world(const Model & m, jepa_pred_kind want, const char * what) {
     const jepa_pred_kind have = m.hp.pred.kind;
     if (have != JEPA_PRED_AC && have != JEPA_PRED_LEWM) {
-        fail(JEPA_ERR_UNSUPPORTED, "%s: this model is not a world model (jepa.pred.kind \"%s\")", what,
-             pred_kind_name(have));
+        fail(JEPA_ERR_UNSUPPORTED, "%s: this model is not a world model (no LeWM or V-JEPA 2-AC predictor%s%s)",
+             what, have == JEPA_PRED_NONE ? "" : "; its predictor is ", pred_kind_name(have));
     }
     if (want != have) {
         fail_arg(JEPA_ERR_UNSUPPORTED, "kind", "%s: the input is tagged \"%s\", the model's predictor is \"%s\"", what,

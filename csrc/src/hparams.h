@@ -1,4 +1,4 @@
-// Hyperparameters read from GGUF metadata (see GGUF-SCHEMA.md). Pure data, validated on parse.
+// Hyperparameters read from GGUF metadata (docs/gguf.md). Pure data, validated on parse.
 #pragma once
 
 #include "jepa.h"

@@ -87,6 +87,12 @@ def answer(logits_row: np.ndarray, labels: Sequence[str], k: int) -> Classificat
     )
 
 
+def _need_head(model: Model) -> None:
+    """The engine refuses a model without a head too; this refuses it before any decode or encode."""
+    if not model.has_head:
+        raise UnsupportedError(f"{model!r} has no classifier head: classification needs one")
+
+
 def classify_prepared(
     context: Classifier, inputs: Sequence[np.ndarray], top_k: int = 5
 ) -> list[Classification]:
@@ -94,8 +100,7 @@ def classify_prepared(
     Same-shaped inputs share encodes and head runs of up to context.max_batch."""
     k = _check_top_k(top_k)
     model = context.model
-    if not model.has_head:
-        raise UnsupportedError(f"{model!r} has no classifier head: classification needs one")
+    _need_head(model)
     out: list[Classification | None] = [None] * len(inputs)
     for chunk in batch_groups(inputs, context.max_batch):
         tokens = context.encode(np.stack([inputs[i] for i in chunk]))
@@ -127,8 +132,7 @@ def classify(
         )
     k = _check_top_k(top_k)
     model = context.model
-    if not model.has_head:
-        raise UnsupportedError(f"{model!r} has no classifier head: classification needs one")
+    _need_head(model)  # before any item is decoded
     inputs = []
     for i, item in enumerate(items):
         try:

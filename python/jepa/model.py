@@ -176,8 +176,6 @@ class Context:
 
         Runs the model's attentive-pool head; `model.labels[i]` names class i. Softmax and top-k are
         left to the caller (see jepa.classify)."""
-        if not self.model.has_head:
-            raise UnsupportedError(f"{self.model!r} has no classifier head")
         tokens = _float_array(tokens, "classify", "tokens")
         if tokens.ndim != 3:
             raise InvalidInputError(f"classify expects tokens [B, N, D], got shape {list(tokens.shape)}")
@@ -202,8 +200,6 @@ class Context:
         context only). Ids are token indices on the encoder grid (T-major, then H, then W), [Nc] / [Nt]
         for every item or [B, Nc] / [B, Nt] per item. mask_index picks the learned mask token (upstream
         default 1); grid (h, w) is the patch grid the ids index (default: the model's native grid)."""
-        if not self.model.has_predictor:
-            raise UnsupportedError(f"{self.model!r} has no masked predictor")
         tokens = _float_array(tokens, "predict", "tokens")
         if tokens.ndim != 3:
             raise InvalidInputError(f"predict expects tokens [B, N, D], got shape {list(tokens.shape)}")
@@ -235,7 +231,6 @@ class Context:
         """Encoder tokens [B, N, E] (what `encode` returns) -> the latents the world model's
         predictor takes: V-JEPA 2-AC [B, N, E] (every token through the non-affine LayerNorm, in
         float64 as upstream), LeWM [B, 1, D] (the CLS through the projector)."""
-        self._need_world("world_latents")
         tokens = _float_array(tokens, "world_latents", "tokens")
         if tokens.ndim != 3:
             raise InvalidInputError(
@@ -268,7 +263,6 @@ class Context:
         block t predicting step t + 1. taps=True (LeWM) returns {"pred", "pred_raw" (before the
         predictor's projector), "act_emb" (the action embedder's output)}. Widths, window and grid
         are the engine's to check; a refusal names the argument (`exc.param`)."""
-        self._need_world("world_predict")
         z = _float_array(latents, "world_predict", "latents")
         a = _float_array(actions, "world_predict", "actions")
         s = None if states is None else _float_array(states, "world_predict", "states")
@@ -282,11 +276,6 @@ class Context:
         pred, raw, act = self._native.world_predict(z, a, s, True)
         return {"pred": pred, "pred_raw": raw, "act_emb": act}
 
-    def _need_world(self, what: str) -> None:
-        if not self.model.world_model:
-            raise UnsupportedError(
-                f"{what}: {self.model!r} is not a world model (no LeWM or V-JEPA 2-AC predictor)"
-            )
 
 
 def _float_array(x: np.ndarray, what: str, name: str) -> np.ndarray:

@@ -82,20 +82,36 @@ def prepare_frames(model: Model, frames: Any, what: str = "frames") -> np.ndarra
     return np.ascontiguousarray(np.stack(out))
 
 
-def _candidates(actions: Any) -> np.ndarray:
-    """Actions [K, H, A] or one sequence [H, A] -> float32 [K, H, A]; A is the engine's to check."""
+# ---- a world request's own inputs, checked before any frame is encoded --------------------------
+# The engine checks the same widths again at every predictor call (and names the argument); these
+# are the early refusal, so a wrong request costs no encode. jepa.rollout / jepa.plan and the
+# server's /rollout parser call them; nothing else repeats them.
+
+
+def check_actions(model: Model, actions: Any) -> np.ndarray:
+    """Candidates [K, H, A] or one sequence [H, A] -> float32 [K, H, A], A the model's action width."""
+    dim = model.info.pred_action_dim
     a = np.asarray(actions)
-    if a.dtype.kind not in "iuf" or a.ndim not in (2, 3) or a.size == 0:
+    if a.dtype.kind not in "iuf" or a.ndim not in (2, 3) or a.size == 0 or a.shape[-1] != dim:
         raise InvalidInputError(
-            f"actions must be [K, H, A] or [H, A] numbers, got {a.dtype} {list(a.shape)}", param="actions"
+            f"actions must be [K, H, {dim}] or [H, {dim}] numbers for this model, got "
+            f"{a.dtype} {list(a.shape)}",
+            param="actions",
         )
     a = np.ascontiguousarray(a, dtype=np.float32)
     return a[None] if a.ndim == 2 else a
 
 
-def _ac_state(ctx: Context, state: Any) -> np.ndarray:
-    """The robot state of the current (last) frame: [dim], or [T, dim] whose last row is taken."""
-    dim = ctx.model.info.pred_state_dim
+def check_state(model: Model, state: Any) -> np.ndarray | None:
+    """The robot state of the current (last) frame: V-JEPA 2-AC requires [dim] (or [T, dim], whose
+    last row is taken) -> float32 [dim]; LeWM takes none (its actions carry everything) -> None."""
+    if model.world_model != "ac":
+        if state is not None:
+            raise InvalidInputError(
+                "state: a LeWM model takes no robot state (its actions carry everything)", param="state"
+            )
+        return None
+    dim = model.info.pred_state_dim
     if state is None:
         raise InvalidInputError(
             f"state is required for a V-JEPA 2-AC model: the robot's pose [{dim}]", param="state"
@@ -106,13 +122,6 @@ def _ac_state(ctx: Context, state: Any) -> np.ndarray:
             f"state must be [{dim}] or [T, {dim}] numbers, got {s.dtype} {list(s.shape)}", param="state"
         )
     return np.ascontiguousarray(s.reshape(-1, dim)[-1], dtype=np.float32)
-
-
-def _no_state(state: Any) -> None:
-    if state is not None:
-        raise InvalidInputError(
-            "state: a LeWM model takes no robot state (its actions carry everything)", param="state"
-        )
 
 
 def latents(ctx: Context, frames: Any, what: str = "frames") -> np.ndarray:
@@ -156,10 +165,11 @@ def rollout_latents(
       "latents" [K, H + 1, D] (`JEPA.rollout`'s predicted_emb) when asked}.
     Ties in "best" go to the smaller index."""
     kind = _kind(ctx, "rollout")
-    acts = _candidates(actions)
+    acts = check_actions(ctx.model, actions)
+    s = check_state(ctx.model, state)
     info = ctx.model.info
     if kind == "ac":
-        s = _ac_state(ctx, state)
+        assert s is not None  # check_state requires it for AC
         z = _f32(context, "context", 2)
         g = None if goal is None else _f32(goal, "goal", 2)
         out: dict[str, Any] = dict(planning.ac_rollout(
@@ -167,7 +177,6 @@ def rollout_latents(
         ))
         out["best"] = int(np.argmin(out["energies"][:, -1]))
         return out
-    _no_state(state)
     hist = _f32(context, "context", 2)
     tgt = hist[-1] if goal is None else _f32(goal, "goal", 1)
     window = info.pred_n_frames
@@ -191,9 +200,10 @@ def plan_latents(
     `options` and their defaults are the planner's (ac_cem / lewm_cem), the one place they are
     declared and checked; `noise` replays recorded draws."""
     kind = _kind(ctx, "plan")
+    s = check_state(ctx.model, state)
     info = ctx.model.info
     if kind == "ac":
-        s = _ac_state(ctx, state)
+        assert s is not None  # check_state requires it for AC
         z, g = _f32(context, "context", 2), _f32(goal, "goal", 2)
         eps = info.pred_norm_reps_eps
 
@@ -201,7 +211,6 @@ def plan_latents(
             return planning.ac_rollout(predictor(ctx), z, s, trajs, g, norm_eps=eps)["energies"][:, -1]
 
         return planning.ac_cem(energy, **options)
-    _no_state(state)
     hist, g = _f32(context, "context", 2), _f32(goal, "goal", 1)
     cost = planning.lewm_cost_fn(predictor(ctx), hist, g, window=info.pred_n_frames)
     return planning.lewm_cem(cost, action_dim=info.pred_action_dim, **options)
@@ -222,12 +231,9 @@ def rollout(
     `rollout_latents` on the latents of the frames (V-JEPA 2-AC: the last frame is the current
     observation; LeWM: every frame is history) and of the goal's last frame."""
     kind = _kind(context, "rollout")
-    if kind == "ac":
-        _ac_state(context, state)  # refused before any frame is encoded
-        z = _last(context, frames, "frames")
-    else:
-        _no_state(state)
-        z = latents(context, frames, "frames")
+    check_actions(context.model, actions)  # refused before any frame is encoded
+    check_state(context.model, state)
+    z = _last(context, frames, "frames") if kind == "ac" else latents(context, frames, "frames")
     g = None if goal is None else _last(context, goal, "goal")
     return rollout_latents(context, z, actions, g, state, return_latents)
 
@@ -240,10 +246,6 @@ def plan(
     kind = _kind(context, "plan")
     if goal is None:
         raise InvalidInputError("goal: a plan needs a goal frame to plan towards", param="goal")
-    if kind == "ac":
-        _ac_state(context, state)
-        z = _last(context, frames, "frames")
-    else:
-        _no_state(state)
-        z = latents(context, frames, "frames")
+    check_state(context.model, state)
+    z = _last(context, frames, "frames") if kind == "ac" else latents(context, frames, "frames")
     return plan_latents(context, z, _last(context, goal, "goal"), state, **planner_options)

@@ -86,10 +86,9 @@ def parse_world_job(
             "predictor (V-JEPA 2-AC, LeWM)",
             code="not_a_world_model",
         )
-    info = model.info
     if actions is not None:
-        actions = _check_actions(actions, int(info.pred_action_dim))
-    _check_state(kind, state, int(info.pred_state_dim))
+        actions = _check_actions(model, actions)
+    _check_state(model, state)
     options = None if plan is None else _planner_options(kind, plan)
     return WorldJob(ctx_item, goal, actions, state, options, return_latents)
 
@@ -111,41 +110,28 @@ def _frames_item(value: Any, param: str, resolve: Resolver, limits: Limits) -> I
     return parse_item({"frames": value} if isinstance(value, list) else value, param, resolve, limits)
 
 
-def _check_actions(actions: np.ndarray, dim: int) -> np.ndarray:
-    a = actions[None] if actions.ndim == 2 else actions
+def _check_actions(model: jepa.Model, actions: np.ndarray) -> np.ndarray:
+    try:
+        a = jepa.world.check_actions(model, actions)  # the width: jepa.world's one check
+    except jepa.InvalidInputError as e:
+        raise bad_request(e.message, param="actions", code="invalid_shape") from None
     k, h, d = a.shape
-    if d != dim:
-        raise bad_request(
-            f"'actions' must be [K][H][{dim}] or [H][{dim}] for this model (action dim {dim}); got "
-            f"{d} numbers per step",
-            param="actions",
-            code="invalid_shape",
-        )
-    if k > MAX_CANDIDATES or h > MAX_STEPS:
+    if k > MAX_CANDIDATES or h > MAX_STEPS:  # the server's own budget
         raise bad_request(
             f"'actions' is [{k}][{h}][{d}]: at most {MAX_CANDIDATES} candidates of {MAX_STEPS} steps",
             param="actions",
             code="invalid_shape",
         )
-    return np.ascontiguousarray(a)
+    return a
 
 
-def _check_state(kind: str, state: np.ndarray | None, dim: int) -> None:
-    if kind == "lewm":
-        if state is not None:
-            raise bad_request("a LeWM model takes no 'state' (its actions carry everything)", param="state")
-        return
-    if state is None:
-        raise bad_request(
-            f"'state' is required for a V-JEPA 2-AC model: the robot's pose [{dim}] at the last frame",
-            param="state",
-        )
-    if state.shape[-1] != dim:
-        raise bad_request(
-            f"'state' must be [{dim}] or [T][{dim}] for this model; got shape {list(state.shape)}",
-            param="state",
-            code="invalid_shape",
-        )
+def _check_state(model: jepa.Model, state: np.ndarray | None) -> None:
+    try:
+        jepa.world.check_state(model, state)  # required for AC, refused for LeWM, its width
+    except jepa.InvalidInputError as e:
+        # A missing or unwanted state is a wrong value; a state of the wrong width a wrong shape.
+        code = "invalid_value" if state is None or model.world_model != "ac" else "invalid_shape"
+        raise bad_request(e.message, param="state", code=code) from None
 
 
 def _planner_options(kind: str, plan: dict[str, Any]) -> dict[str, Any]:
