@@ -88,6 +88,8 @@ void register_enums(py::module_ & m) {
                              {{"BILINEAR", JEPA_RESAMPLE_BILINEAR}, {"BICUBIC", JEPA_RESAMPLE_BICUBIC}});
 }
 
+// Field by field on purpose (the "one description"): each Python attribute is the C field of
+// the same name, so a renamed or dropped field fails to compile here; `duplicates` pairs the rows.
 void register_info(py::module_ & m) {
     py::class_<Preprocess>(m, "Preprocess", "The file's preprocessing recipe (jepa.pre.*); read-only.")
         .def_readonly("mean", &Preprocess::mean)
