@@ -546,10 +546,9 @@ def ov_kernels(compiled: Any) -> dict[str, Any]:
 
 
 def jepa_kernels(model: Any) -> dict[str, Any]:
-    """What the engine says about its kernel paths, where its info has such keys."""
+    """What the engine says about its kernel paths (jepa.ModelInfo's backend and matmul fields)."""
     info = model.info
-    keys = [k for k in info if k in ("backend", "matmul", "n_matmul_packed") or "kernel" in k or "isa" in k]
-    return {k: info.get(k) for k in keys}
+    return {"backend": info.backend, "matmul": info.matmul, "n_matmul_packed": info.n_matmul_packed}
 
 
 # --------------------------------------------------------------------------------------------------
