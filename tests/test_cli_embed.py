@@ -231,3 +231,11 @@ def test_progress_bar_stays_off_when_stderr_is_not_a_terminal(
     assert "it/s" not in r.stderr and "item/s" not in r.stderr and "%|" not in r.stderr
     r = run("-m", tiny_vit_path, str(photos / "a.jpg"), "-o", str(tmp_path / "o.npy"), "--quiet")
     assert r.returncode == 0 and r.stderr == ""
+
+
+def test_batch_default_is_the_engines() -> None:
+    """jepa-embed's --batch default is jepa_context_default_params().max_batch, not a literal."""
+    from jepa import _engine
+    from jepa.cli.embed import parse_args
+
+    assert parse_args(["-m", "x.gguf", "a.png"]).batch == _engine.context_default_params().max_batch

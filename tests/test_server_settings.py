@@ -118,3 +118,13 @@ def test_docs_table_is_current() -> None:
     assert render_into(text) == text, (
         "docs/serving.md is stale: run python -m jepa_server.settings docs/serving.md"
     )
+
+
+def test_the_servers_batch_bound_is_within_the_engines() -> None:
+    """--max-batch's bound is the server's own (a latency bound, one histogram bucket per size); it
+    may never exceed what an engine context takes."""
+    from jepa import _engine
+    from jepa_server.settings import MAX_BATCH_SERVED
+
+    assert 1 <= MAX_BATCH_SERVED <= _engine.MAX_BATCH_LIMIT
+    assert _engine.context_default_params().max_batch <= _engine.MAX_BATCH_LIMIT

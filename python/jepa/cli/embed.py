@@ -16,6 +16,8 @@ from typing import IO, Any
 
 import numpy as np
 
+from ..model import CONTEXT_DEFAULTS
+
 PROG = "jepa-embed"
 EXIT_BAD_INPUT = 1
 EXIT_USAGE = 2
@@ -127,7 +129,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=_positive,
         help="frames sampled per video (default: the model's) or clip (default: all)",
     )
-    p.add_argument("--batch", type=_positive, default=32, help="items per encode (default 32)")
+    batch = CONTEXT_DEFAULTS.max_batch
+    p.add_argument("--batch", type=_positive, default=batch, help=f"items per encode (default {batch})")
     p.add_argument("-t", "--threads", type=_positive, help="compute threads (default: all cores)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--keep-going", action="store_true", help="report bad inputs and embed the rest")
