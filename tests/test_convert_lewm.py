@@ -4,7 +4,6 @@ mapping, and the converted file alone reproducing the upstream goldens through t
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -17,12 +16,11 @@ from jepa.convert import convert
 from jepa.convert.cli import main
 from jepa.planning import lewm_cost, lewm_rollout
 
+from conftest import LEWM_BUNDLE
 from numpy_reference import assert_agrees, assert_rel_close, lewm_from_gguf, read_gguf
 
-REF = Path(os.environ.get("JEPA_REFERENCE_DIR", Path(__file__).resolve().parents[2] / "shared" / "reference"))
-LEWM = REF / "lewm"
-pytestmark = [pytest.mark.torch,
-              pytest.mark.skipif(not LEWM.is_dir(), reason=f"{LEWM}: reference bundle not found")]
+LEWM = LEWM_BUNDLE
+pytestmark = pytest.mark.torch
 
 # Source module -> GGUF tensor, for everything copied as is (the folds are checked on their own).
 COPIED = {

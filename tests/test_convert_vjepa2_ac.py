@@ -4,7 +4,6 @@ reference (encoder, predictor, rollout)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +15,12 @@ from jepa.convert import convert
 from jepa.convert.cli import main
 from jepa.planning import ac_rollout
 
+from conftest import AC_BUNDLE
 from numpy_reference import ac_from_gguf, assert_agrees, assert_rel_close, read_gguf
 
-REF = Path(os.environ.get("JEPA_REFERENCE_DIR", Path(__file__).resolve().parents[2] / "shared" / "reference"))
-AC = REF / "vjepa2_ac"
+AC = AC_BUNDLE
 CKPT = AC / "checkpoint.pt"
-pytestmark = [pytest.mark.torch,
-              pytest.mark.skipif(not AC.is_dir(), reason=f"{AC}: reference bundle not found")]
+pytestmark = pytest.mark.torch
 HW = 36
 Converted = tuple[dict[str, Any], dict[str, np.ndarray]]
 

@@ -18,7 +18,9 @@ from jepa.convert import convert
 from jepa.convert.cli import main as cli_main
 from jepa.convert.schema import may_be_half
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "vjepa2_ac"
+from conftest import AC_BUNDLE
+
+REFERENCE = AC_BUNDLE
 CFG: dict[str, Any] = dict(hidden_size=64, crop_size=32, frames_per_clip=4)
 
 
@@ -210,13 +212,7 @@ def test_meta_pt_refusals(tmp_path: Path) -> None:
         convert(pt, tmp_path / "m.gguf", family="vjepa2", n_head=1)
 
 
-needs_reference = pytest.mark.skipif(
-    not (REFERENCE / "checkpoint.pt").is_file(), reason="no shared reference bundle"
-)
-
-
 @pytest.mark.torch
-@needs_reference
 def test_meta_reference_bundle(tmp_path: Path) -> None:
     """Meta's own encoder outputs (enc_raw: each frame duplicated into one tubelet, as the AC pipeline
     encodes; enc_video4: a 4-frame clip, so the time axis rotates) from checkpoint.pt's encoder."""
