@@ -9,7 +9,7 @@ every round): jepa with f32 weights, jepa with f16 weights, and upstream's PyTor
   ViT-g latents (width 1408), 16 x 16 = 256 patch tokens per frame, action / state 7. The rollouts
   start from latents, so the encoder is not part of a cell (the checkpoint holds a 1-layer
   ViT-g-wide encoder only to be a valid file). Cells: one rollout step at the horizon's longest prefix
-  (`ac_predict` on K candidates x 2 frames = K x 516 tokens) and one CEM iteration (a 1-iteration
+  (`Context.world_predict` on K candidates x 2 frames = K x 516 tokens) and one CEM iteration (a 1-iteration
   plan: a full H = 2 rollout of K samples), at K = 16 and 64.
   Upstream: Meta's `VisionTransformerPredictorAC` as the cc-vjepa2 package ships it
   (`vjepa2.models.ac_predictor.vit_ac_predictor`, the factory the released model goes through), with
