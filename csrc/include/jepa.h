@@ -299,6 +299,19 @@ typedef struct jepa_world_output {
 JEPA_API jepa_status jepa_world_predict(jepa_context * ctx, const jepa_world_input * in,
                                         const jepa_world_output * out);
 
+/* ---- quantization (jepa-quantize, docs/quantize.md) ----------------------------------------- */
+/* ggml's own conversion of float32 weight rows to a storage type. type: "f16", "bf16", "q8_0", "q6_k",
+ * "q5_k", "q5_0", "q4_k" or "q4_0". */
+
+/* The ggml type id of `type` (what a GGUF tensor records), or -1 with an error naming "type". */
+JEPA_API int jepa_type_id(const char * type);
+/* Bytes one row of n_per_row values takes in `type`, or -1 with an error: JEPA_ERR_UNSUPPORTED when
+ * the type's blocks do not divide the row (k-quants pack 256 values, the others 32). */
+JEPA_API int64_t jepa_type_row_bytes(const char * type, int64_t n_per_row);
+/* Quantize src [n_rows, n_per_row] (float32, row-major) into dst (n_rows x jepa_type_row_bytes). */
+JEPA_API jepa_status jepa_quantize(const char * type, const float * src, int64_t n_rows, int64_t n_per_row,
+                                   void * dst, size_t dst_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -31,4 +31,5 @@ PYBIND11_MODULE(_engine, m) {
     m.attr("MAX_BATCH_LIMIT") = JEPA_MAX_BATCH_LIMIT;
     jepa_py::register_model(m);
     jepa_py::register_context(m);
+    jepa_py::register_quantize(m);
 }

@@ -1,0 +1,230 @@
+"""jepa-quantize: a jepa GGUF file with its weight matrices stored in another type.
+
+The bytes come from ggml's own quantization through the engine (jepa._engine.quantize, the C API's
+jepa_quantize), never from a second implementation. Only the matrices the schema lets be 16-bit
+(gguf_tensors.may_be_half: attention, FFN, projection and head matrices) change type; norms, biases,
+tokens, position tables and the patch embedding stay as they are, as the loader requires. Every
+metadata key and label is carried over in order, with general.file_type set to the new type. The
+input is read through a memory map and written one tensor at a time, so the peak memory is about one
+tensor, not the model."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import struct
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gguf
+import numpy as np
+
+from .. import _engine
+from ..errors import InvalidInputError, ModelFileError, UnsupportedError
+from .gguf_tensors import may_be_half
+from .gguf_writer import ARCH, bf16_bits_to_f32
+
+TYPES = ("f16", "bf16", "q8_0", "q6_k", "q5_k", "q5_0", "q4_k", "q4_0")
+# A k-quant packs 256 values per block; a row it cannot take falls back to the 32-value type of about
+# the same bits (llama.cpp's rule), said per tensor in the plan.
+FALLBACK = {"q4_k": "q4_0", "q5_k": "q5_0", "q6_k": "q8_0"}
+# general.file_type (llama.cpp's LlamaFileType): what the file says it mostly holds.
+FILE_TYPES = {"f16": 1, "bf16": 32, "q8_0": 7, "q6_k": 18, "q5_k": 17, "q5_0": 8, "q4_k": 15, "q4_0": 2}
+# The sources a matrix can be read from as float32 (exactly: both half types widen without rounding).
+_READABLE = {
+    gguf.GGMLQuantizationType.F32: "f32",
+    gguf.GGMLQuantizationType.F16: "f16",
+    gguf.GGMLQuantizationType.BF16: "bf16",
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """What happens to one tensor."""
+
+    name: str
+    shape: tuple[int, ...]  # numpy order: rows first
+    source: str  # "f32", "f16", "bf16", or a quantized type's name
+    target: str  # the type written ("f32" etc. when kept)
+    nbytes: int  # bytes written
+    why: str  # why a matrix keeps its type or falls back ("" when it is converted as asked)
+
+
+@dataclass(frozen=True)
+class Plan:
+    source: str
+    type: str
+    steps: tuple[Step, ...]
+    in_bytes: int  # the input file's size
+    out_bytes: int  # the output file's size (header estimated from the input's)
+
+    def describe(self) -> str:
+        """The plan as a table, then the resulting size."""
+        lines = [f"{'tensor':<44} {'shape':<16} {'from':<6} {'to':<6} note"]
+        for s in self.steps:
+            shape = "x".join(map(str, s.shape))
+            lines.append(f"{s.name:<44} {shape:<16} {s.source:<6} {s.target:<6} {s.why}")
+        changed = sum(s.source != s.target for s in self.steps)
+        lines.append(
+            f"{changed} of {len(self.steps)} tensors converted to {self.type}; "
+            f"{self.in_bytes / 2**20:.2f} MiB -> {self.out_bytes / 2**20:.2f} MiB "
+            f"({self.out_bytes / max(self.in_bytes, 1):.2f}x)"
+        )
+        return "\n".join(lines)
+
+
+def _reader(path: str | os.PathLike[str]) -> gguf.GGUFReader:
+    try:
+        r = gguf.GGUFReader(path)
+    except (OSError, ValueError, KeyError, IndexError, struct.error) as exc:
+        raise ModelFileError(f"{os.fspath(path)}: not a readable GGUF file ({exc})") from None
+    arch = r.fields.get("general.architecture")
+    if arch is None or arch.contents() != ARCH:
+        raise ModelFileError(f"{os.fspath(path)}: not a jepa GGUF file (general.architecture is not 'jepa')")
+    return r
+
+
+def _source_name(t: gguf.ReaderTensor) -> str:
+    return _READABLE.get(t.tensor_type, t.tensor_type.name.lower())
+
+
+def _shape(t: gguf.ReaderTensor) -> tuple[int, ...]:
+    return tuple(int(n) for n in reversed(t.shape.tolist()))
+
+
+def _target(
+    name: str, shape: tuple[int, ...], source: str, type: str, keep: Sequence[str]
+) -> tuple[str, str]:
+    """(the type written, why it is not `type` or "")."""
+    if not may_be_half(name):
+        return source, ""  # not a weight matrix: the loader wants it as it is
+    if any(fnmatch.fnmatchcase(name, p) for p in keep):
+        return source, "kept (--keep)"
+    if source not in ("f32", "f16", "bf16"):
+        raise UnsupportedError(
+            f"{name} is already {source}: quantize from an f32, f16 or bf16 file "
+            "(re-quantizing compounds the error)"
+        )
+    n = shape[-1]
+    try:
+        _engine.type_row_bytes(type, n)
+        return type, ""
+    except UnsupportedError:
+        pass
+    fallback = FALLBACK.get(type)
+    if fallback is not None:
+        try:
+            _engine.type_row_bytes(fallback, n)
+            return fallback, f"rows of {n} do not fit {type}'s 256-value blocks: {fallback}"
+        except UnsupportedError:
+            pass
+    return source, f"rows of {n} fit no block of {type}: kept {source}"
+
+
+def _bytes_of(shape: tuple[int, ...], type: str) -> int:
+    rows = int(np.prod(shape[:-1], dtype=np.int64)) if len(shape) > 1 else 1
+    if type == "f32":
+        return rows * shape[-1] * 4
+    return rows * int(_engine.type_row_bytes(type, shape[-1]))
+
+
+def plan(src: str | os.PathLike[str], type: str, keep: Sequence[str] = ()) -> Plan:
+    """What quantizing `src` to `type` would write, tensor by tensor, without writing anything."""
+    if type not in TYPES:
+        raise InvalidInputError(f"unknown --type {type!r}: use one of {', '.join(TYPES)}", param="type")
+    r = _reader(src)
+    steps = []
+    for t in r.tensors:
+        shape, source = _shape(t), _source_name(t)
+        target, why = _target(t.name, shape, source, type, keep)
+        nbytes = int(t.n_bytes) if target == source else _bytes_of(shape, target)
+        steps.append(Step(t.name, shape, source, target, nbytes, why))
+    in_bytes = os.path.getsize(src)
+    header = int(r.data_offset)
+    align = int(r.alignment)
+    out = header + sum(-(-s.nbytes // align) * align for s in steps)
+    return Plan(os.fspath(src), type, tuple(steps), in_bytes, out)
+
+
+def _as_f32(t: gguf.ReaderTensor) -> np.ndarray:
+    shape = _shape(t)
+    data = np.asarray(t.data)
+    if t.tensor_type == gguf.GGMLQuantizationType.BF16:
+        return bf16_bits_to_f32(data.view(np.uint16)).reshape(shape)
+    return np.asarray(data, dtype=np.float32).reshape(shape)
+
+
+def _converted(t: gguf.ReaderTensor, step: Step) -> np.ndarray:
+    """The tensor's bytes as written: as read when it keeps its type, else ggml's conversion."""
+    if step.target == step.source:
+        return np.asarray(t.data)
+    x = _as_f32(t)
+    return _engine.quantize(step.target, np.ascontiguousarray(x.reshape(-1, x.shape[-1])))
+
+
+def _written_type(t: gguf.ReaderTensor, step: Step) -> gguf.GGMLQuantizationType:
+    if step.target == step.source:
+        return t.tensor_type
+    return gguf.GGMLQuantizationType(_engine.type_id(step.target))
+
+
+def _add_info(w: gguf.GGUFWriter, t: gguf.ReaderTensor, step: Step) -> None:
+    """The tensor's entry in the header, as gguf-py takes each kind: f32 and f16 by their numpy dtype,
+    bf16 as uint16 bit patterns, a quantized type by its byte shape."""
+    q = _written_type(t, step)
+    G = gguf.GGMLQuantizationType
+    if q in (G.F32, G.F16):
+        w.add_tensor_info(t.name, step.shape, np.dtype(np.float32 if q == G.F32 else np.float16), step.nbytes)
+    elif q == G.BF16:
+        w.add_tensor_info(t.name, step.shape, np.dtype(np.uint16), step.nbytes, raw_dtype=q)
+    else:
+        rows = int(np.prod(step.shape[:-1], dtype=np.int64))
+        byte_shape = (*step.shape[:-1], step.nbytes // max(rows, 1))
+        w.add_tensor_info(t.name, byte_shape, np.dtype(np.uint8), step.nbytes, raw_dtype=q)
+
+
+def _copy_field(w: gguf.GGUFWriter, field: gguf.ReaderField, value: Any) -> None:
+    vtype = field.types[0]
+    sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+    w.add_key_value(field.name, value, vtype, sub_type=sub)
+
+
+def quantize(
+    src: str | os.PathLike[str], dst: str | os.PathLike[str], type: str, keep: Sequence[str] = ()
+) -> Plan:
+    """Write `dst`: `src` with its weight matrices in `type` (see the module docstring). Returns the plan."""
+    if Path(src).resolve() == Path(dst).resolve():
+        raise InvalidInputError("the output must be another file than the input", param="dst")
+    p = plan(src, type, keep)
+    r = _reader(src)
+    dest = Path(dst)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    os.close(fd)
+    try:
+        os.chmod(tmp, 0o644)
+        w = gguf.GGUFWriter(tmp, ARCH)
+        for field in r.fields.values():
+            if field.name.startswith("GGUF.") or field.name == "general.architecture":
+                continue  # the writer writes its own header and the architecture
+            value = FILE_TYPES[type] if field.name == "general.file_type" else field.contents()
+            _copy_field(w, field, value)
+        steps = {s.name: s for s in p.steps}
+        for t in r.tensors:
+            _add_info(w, t, steps[t.name])
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_ti_data_to_file()
+        for t in r.tensors:
+            data = _converted(t, steps[t.name])
+            w.write_tensor_data(np.ascontiguousarray(data))
+            del data  # one tensor at a time
+        w.close()
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
