@@ -1,5 +1,6 @@
 """tools/bench_engine.py --smoke: every variant (PyTorch, ONNX Runtime, OpenVINO f32 / bf16, jepa f32 /
-bf16 / f16) runs end to end on a tiny ViT and a tiny V-JEPA 2 video encoder, and the JSON renders.
+bf16 / f16 / q8_0 / q4_k) runs end to end on a tiny ViT and a tiny V-JEPA 2 video encoder, and the
+JSON renders.
 
 The peers are in requirements/bench.txt, which the test command installs: a missing one fails here
 rather than skipping, so the benchmark cannot quietly lose a column."""
@@ -11,8 +12,9 @@ from pathlib import Path
 
 from conftest import import_tool, run_tool
 
-VARIANTS = {"torch-f32", "ort-f32", "ov-f32", "jepa-f32", "ov-bf16", "jepa-bf16", "jepa-f16"}
-JEPA = ("jepa-f32", "jepa-bf16", "jepa-f16")
+VARIANTS = {"torch-f32", "ort-f32", "ov-f32", "jepa-f32", "ov-bf16", "jepa-bf16", "jepa-f16", "jepa-q8_0",
+            "jepa-q4_k"}
+JEPA = ("jepa-f32", "jepa-bf16", "jepa-f16", "jepa-q8_0", "jepa-q4_k")
 
 
 def test_bench_engine_smoke(tmp_path: Path) -> None:
@@ -39,11 +41,14 @@ def test_bench_engine_smoke(tmp_path: Path) -> None:
             assert c["max_rel_diff_vs_torch"][k] < 1e-4, (where, k)
         for k in ("ov-bf16", "jepa-bf16", "jepa-f16"):  # the half class
             assert c["pooled_cos_vs_torch"][k] >= 0.9999, (where, k)
+        assert c["pooled_cos_vs_torch"]["jepa-q8_0"] >= 0.999, where  # the q8_0 tier (docs/quantize.md)
+        assert c["peak_share"]["jepa-q8_0"] is None, where  # no GEMM peak for the quantized class
         assert all(c["threads_1_2_bit_identical"][k] for k in JEPA), where
         if c["batch"] > 1:
             assert all(c["batch_bit_identical"][k] for k in JEPA), where
     text = import_tool("render_docs").render_bench_engine(data)
-    for label in ("ORT f32", "OpenVINO bf16", "jepa bf16", "V-JEPA 2 tiny (smoke)", "GEMM peaks"):
+    for label in ("ORT f32", "OpenVINO bf16", "jepa bf16", "jepa q8_0", "jepa q4_k", "V-JEPA 2 tiny (smoke)",
+                  "GEMM peaks"):
         assert label in text, label
 
 

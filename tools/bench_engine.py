@@ -149,10 +149,15 @@ VARIANTS: dict[str, tuple[str, str]] = {
     "jepa-bf16": ("half", "jepa-convert --ftype bf16: attention/FFN matrices bfloat16 (norms, biases, "
                   "tokens, patch embedding f32)"),
     "jepa-f16": ("half", "jepa-convert --ftype f16: the same matrices IEEE half"),
+    "jepa-q8_0": ("quant", "jepa-quantize --type q8_0 of the f32 file: the same matrices 8-bit blocks of "
+                  "32 (ggml's quantized products; rows no block divides stay f32)"),
+    "jepa-q4_k": ("quant", "jepa-quantize --type q4_k of the f32 file: 4-bit k-quant blocks of 256 (rows "
+                  "they cannot take: q4_0)"),
 }
 REF = "torch-f32"
-JEPA = ("jepa-f32", "jepa-bf16", "jepa-f16")
-CLASSES = {"exact": "f32", "half": "bf16"}  # the GEMM peak each class is measured against
+JEPA = ("jepa-f32", "jepa-bf16", "jepa-f16", "jepa-q8_0", "jepa-q4_k")
+CLASSES = {"exact": "f32", "half": "bf16"}  # the GEMM peak each class is measured against (quant: none)
+QUANT = {"jepa-q8_0": "q8_0", "jepa-q4_k": "q4_k"}  # made from the f32 file by jepa-quantize
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,7 @@ class Ratio:
     jepa: str
     peers: tuple[str, ...]
     goal: float | None = None  # None: the torch goals by batch (TORCH_GOAL)
+    report_only: bool = False  # a figure to report, with no goal (the quantized rows)
 
 
 RATIOS = (
@@ -172,6 +178,8 @@ RATIOS = (
     Ratio("f32_vs_torch", "jepa-f32", ("torch-f32",)),
     Ratio("bf16_vs_torch", "jepa-bf16", ("torch-f32",)),
     Ratio("f16_vs_torch", "jepa-f16", ("torch-f32",)),
+    Ratio("q8_0_vs_jepa_f32", "jepa-q8_0", ("jepa-f32",), report_only=True),
+    Ratio("q4_k_vs_jepa_f32", "jepa-q4_k", ("jepa-f32",), report_only=True),
 )
 # The issue's first goal against PyTorch eager, per batch size.
 TORCH_GOAL = {1: 1.5, 8: 1.2, 32: 1.2}
@@ -602,7 +610,8 @@ def _pooled_cos(got: np.ndarray, ref: np.ndarray, prefix: int) -> float:
 
 def peak_share(gflops: float, peaks: dict[str, Any], variant: str) -> float | None:
     """The share of its precision class's GEMM peak a variant reached."""
-    peak = peaks.get(f"{CLASSES[VARIANTS[variant][0]]}_gflops")
+    cls = CLASSES.get(VARIANTS[variant][0])  # quantized rows have no GEMM peak of their own
+    peak = peaks.get(f"{cls}_gflops") if cls else None
     return None if not peak else round(gflops / peak, 3)
 
 
@@ -636,6 +645,12 @@ def run_model(
     tmodel.save_pretrained(src)
     files = {ft: convert(src, workdir / f"{ft}.gguf", ftype=ft) for ft in ("f32", "bf16", "f16")}
     shutil.rmtree(src)
+    from jepa.convert.quantize import quantize
+
+    for variant, qt in QUANT.items():
+        if variant in only:
+            files[qt] = str(workdir / f"{qt}.gguf")
+            quantize(files["f32"], files[qt], qt)
     t_conv = time.perf_counter() - t0
     onnx_path = workdir / "model.onnx"
     export = export_onnx(tmodel, spec, onnx_path) if any(v.startswith(("ort", "ov")) for v in only) else {}
@@ -728,7 +743,8 @@ def run_model(
             "gflops": {k: round(v, 1) for k, v in gflops.items()},
             "peak_share": share,
             "ratios": {k: (None if v is None else round(v, 3)) for k, v in ratios.items()},
-            "goals": {r.key: (r.goal if r.goal is not None else TORCH_GOAL.get(b)) for r in RATIOS},
+            "goals": {r.key: (None if r.report_only else r.goal if r.goal is not None else TORCH_GOAL.get(b))
+                      for r in RATIOS},
             "faster_exact_peer": min(exact_peers, key=lambda p: ms[p]) if exact_peers else None,
             "max_rel_diff_vs_torch": rel,
             "pooled_cos_vs_torch": cos,
@@ -887,7 +903,8 @@ def main(argv: list[str] | None = None) -> int:
         "peaks": peaks,
         "variants": {k: {"class": c, "what": w} for k, (c, w) in VARIANTS.items() if k in only},
         "ratios": {r.key: {"jepa": r.jepa, "peers": list(r.peers),
-                           "goal": r.goal if r.goal is not None else TORCH_GOAL} for r in RATIOS},
+                           "goal": None if r.report_only else r.goal if r.goal is not None else TORCH_GOAL}
+                   for r in RATIOS},
         "flops": "per item: 2 x patches x (3 x tubelet x patch^2) x D + layers x (2 N (4 D^2 + 2 D F) + "
         "4 N^2 D), N = tokens incl. CLS",
         "models": model_infos,

@@ -87,6 +87,8 @@ ENGINE_VARIANTS = {  # schema 2: column order and labels
     "ov-bf16": "OpenVINO bf16",
     "jepa-bf16": "jepa bf16",
     "jepa-f16": "jepa f16",
+    "jepa-q8_0": "jepa q8_0",
+    "jepa-q4_k": "jepa q4_k",
 }
 ENGINE_RATIOS = {
     "f32_vs_exact_peer": "jepa f32 vs faster of ORT / OpenVINO f32",
@@ -95,6 +97,8 @@ ENGINE_RATIOS = {
     "f32_vs_torch": "jepa f32 vs PyTorch",
     "bf16_vs_torch": "jepa bf16 vs PyTorch",
     "f16_vs_torch": "jepa f16 vs PyTorch",
+    "q8_0_vs_jepa_f32": "jepa q8_0 vs jepa f32 (no goal)",
+    "q4_k_vs_jepa_f32": "jepa q4_k vs jepa f32 (no goal)",
 }
 PEER_SHORT = {"ort-f32": "ORT", "ov-f32": "OV"}
 PEAK_LABELS = {"openblas-f32": "OpenBLAS", "mlas-f32": "MLAS", "mkl-f32": "MKL"}
