@@ -135,12 +135,14 @@ def test_non_contiguous_input_is_accepted(ctx: jepa.Context, reference: np.ndarr
     assert out.view(np.uint32).tobytes() == reference.view(np.uint32).tobytes()
 
 
-def test_nan_input_does_not_crash(ctx: jepa.Context, reference: np.ndarray) -> None:
-    # Pixels are the caller's business: NaN flows through (no crash, no refusal), and nothing sticks.
+def test_nan_input_is_refused(ctx: jepa.Context, reference: np.ndarray) -> None:
+    # A NaN would turn the whole output into NaN without a word: refused by name (issue 10;
+    # tests/test_library_hardening.py covers every call), and nothing sticks.
     x = _images()
     x[0, 0, 0, 0] = np.nan
-    out = ctx.encode(x)
-    assert out.shape == (1, 5, DIM)
+    with pytest.raises(jepa.InvalidInputError, match="non-finite") as info:
+        ctx.encode(x)
+    assert info.value.param == "pixels"
     _still_works(ctx, reference)
 
 

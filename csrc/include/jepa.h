@@ -216,6 +216,10 @@ typedef struct jepa_context_params {
                                  AVX-512, "flash" is the engine's own attention kernel       */
     int64_t max_graph_bytes;  /* compute-buffer cap: a call needing more is split or refused
                                  (0: no cap)                                                 */
+    int64_t max_output_bytes; /* cap on one call's output: a call whose output would take more
+                                 is refused (JEPA_ERR_RESOURCE naming "max_output_bytes")
+                                 before any work. Default: a quarter of the machine's memory
+                                 (or of its cgroup limit, if lower); 0: no cap               */
 } jepa_context_params;
 
 JEPA_API jepa_context_params jepa_context_default_params(void);
@@ -225,6 +229,15 @@ JEPA_API void jepa_context_free(jepa_context * ctx);
 JEPA_API jepa_status jepa_context_get_params(const jepa_context * ctx, jepa_context_params * out);
 JEPA_API jepa_status jepa_context_set_threads(jepa_context * ctx, int n_threads);
 JEPA_API jepa_status jepa_context_set_max_batch(jepa_context * ctx, int max_batch);
+/* Whether a call's output of n_floats float32 values fits the context's max_output_bytes: JEPA_OK,
+ * or JEPA_ERR_RESOURCE naming "max_output_bytes" (the message says `what` and both sizes). Every call
+ * makes this check itself; a caller that allocates outputs from a request's shape asks first, so a
+ * refused call allocates nothing. */
+JEPA_API jepa_status jepa_context_check_output(const jepa_context * ctx, const char * what, int64_t n_floats);
+
+/* Inputs: every float array a call takes (pixels, tokens, latents, actions, states) must be finite:
+ * a NaN or infinity is refused with JEPA_ERR_INVALID_ARG naming the argument (a scan that costs
+ * well under 1 % of a call; docs/fuzzing.md), where it would otherwise turn the output into NaN. */
 
 /* Encode B items. pixels: float32 [B, C, T, H, W], C-contiguous, already normalised. For video
  * models T need not be a multiple of the tubelet size: the last frame repeats to fill the last

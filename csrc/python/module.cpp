@@ -8,8 +8,10 @@ namespace jepa_py {
 void raise_status(jepa_status status, const char * fallback) {
     std::string msg = jepa_error_text();
     if (msg.empty()) msg = fallback ? fallback : "jepa engine error";
+    // The engine keeps its messages UTF-8; decoding with "replace" means a slip still raises the error.
+    py::str text = py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(msg.data(), py::ssize_t(msg.size()), "replace"));
     py::object errors = py::module_::import("jepa.errors");
-    py::object exc = errors.attr("error_for_status")(int(status), msg, std::string(jepa_error_param()));
+    py::object exc = errors.attr("error_for_status")(int(status), text, std::string(jepa_error_param()));
     PyErr_SetObject(reinterpret_cast<PyObject *>(Py_TYPE(exc.ptr())), exc.ptr());
     throw py::error_already_set();
 }

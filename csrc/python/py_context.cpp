@@ -1,7 +1,11 @@
 #include "py_common.h"
 
+#include <pybind11/stl.h>
+
 #include <algorithm>
+#include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,13 +22,16 @@ struct PyContext {
     jepa_pred_kind pred_kind = JEPA_PRED_NONE;
     int64_t wm_embed_dim = 0;
 
-    PyContext(const py::object & py_model, int n_threads, int max_batch, int flash_attn, int64_t max_graph_bytes) {
+    // max_output_bytes: None keeps the engine's default (derived from this machine's memory).
+    PyContext(const py::object & py_model, int n_threads, int max_batch, int flash_attn, int64_t max_graph_bytes,
+              std::optional<int64_t> max_output_bytes) {
         model = model_handle(py_model);
         jepa_context_params p = jepa_context_default_params();
         p.n_threads = n_threads;
         p.max_batch = max_batch;
         p.flash_attn = flash_attn;
         p.max_graph_bytes = max_graph_bytes;
+        if (max_output_bytes) p.max_output_bytes = *max_output_bytes;
         jepa_context * c = jepa_context_new(model.get(), &p);
         if (!c) raise_status(jepa_error_status(), "cannot create a context");
         handle.reset(c);
@@ -48,6 +55,7 @@ struct PyContext {
         const int B = int(x.shape(0)), C = int(x.shape(1)), T = int(x.shape(2)), H = int(x.shape(3)), W = int(x.shape(4));
         const int64_t n_tok = jepa_model_n_tokens(model.get(), C, T, H, W);
         if (n_tok < 0) raise_status(jepa_error_status());
+        reserve("encode", {B, n_tok, embed_dim});
         py::array_t<float> out({int64_t(B), n_tok, embed_dim});
         const float * src = x.data();
         float * dst = out.mutable_data();
@@ -61,6 +69,7 @@ struct PyContext {
         require_shape(x.ndim() == 3, "classify expects a 3-D float32 array [B, N, D]");
         check_dims(x, "classify");
         const int B = int(x.shape(0)), N = int(x.shape(1)), D = int(x.shape(2));
+        reserve("classify", {B, std::max<int64_t>(n_classes, 1) + embed_dim});
         py::array_t<float> logits({int64_t(B), std::max<int64_t>(n_classes, 1)});
         py::array_t<float> pooled({int64_t(B), embed_dim});
         const float * src = x.data();
@@ -85,6 +94,7 @@ struct PyContext {
             raise_arg(JEPA_ERR_INVALID_ARG, ctx_ids.shape(0) != B || ctx_ids.shape(1) != Nc ? "context_ids" : "target_ids",
                       "predict: the id arrays must be [B, Nc] and [B, Nt] for tokens [B, Nc, D]");
         }
+        reserve("predict", {B, Nt, embed_dim});
         py::array_t<float> out({int64_t(B), int64_t(Nt), embed_dim});
         jepa_predict_params p = jepa_predict_default_params();
         p.mask_index = mask_index;
@@ -106,6 +116,7 @@ struct PyContext {
         const int B = int(x.shape(0)), N = int(x.shape(1)), E = int(x.shape(2));
         const int64_t rows = pred_kind == JEPA_PRED_AC ? N : 1;
         const int64_t width = pred_kind == JEPA_PRED_AC ? E : std::max<int64_t>(wm_embed_dim, 1);
+        reserve("world_latents", {B, rows, width});
         py::array_t<float> out({int64_t(B), rows, width});
         const float * src = x.data();
         float * dst = out.mutable_data();
@@ -149,6 +160,7 @@ struct PyContext {
         in.actions = a.data();
         in.states = has_states ? s.data() : nullptr;
         std::vector<int64_t> shape = {int64_t(B), int64_t(N), int64_t(D)};
+        reserve("world_predict", {B, N, D, taps ? 3 : 1});
         py::array_t<float> pred(shape);
         py::array_t<float> raw(taps ? shape : std::vector<int64_t>{0});
         py::array_t<float> act(taps ? shape : std::vector<int64_t>{0});
@@ -160,6 +172,15 @@ struct PyContext {
         run_nogil([&] { return jepa_world_predict(handle.get(), &in, &out); });
         if (!taps) return std::move(pred);
         return py::make_tuple(pred, raw, act);
+    }
+
+    // The context's max_output_bytes, asked before an output is allocated (the dims saturate, never wrap).
+    void reserve(const char * what, std::initializer_list<int64_t> dims) const {
+        int64_t n = 1;
+        for (int64_t d : dims) {
+            if (__builtin_mul_overflow(n, std::max<int64_t>(d, 0), &n)) n = INT64_MAX;
+        }
+        check(jepa_context_check_output(handle.get(), what, n));
     }
 
     template <typename T>
@@ -179,7 +200,8 @@ void register_context(py::module_ & m) {
         .def_readonly("n_threads", &jepa_context_params::n_threads)
         .def_readonly("max_batch", &jepa_context_params::max_batch)
         .def_readonly("flash_attn", &jepa_context_params::flash_attn)
-        .def_readonly("max_graph_bytes", &jepa_context_params::max_graph_bytes);
+        .def_readonly("max_graph_bytes", &jepa_context_params::max_graph_bytes)
+        .def_readonly("max_output_bytes", &jepa_context_params::max_output_bytes);
     m.def("context_default_params", &jepa_context_default_params);
     py::class_<jepa_predict_params>(m, "PredictParams", "jepa_predict_params; read-only.")
         .def_readonly("mask_index", &jepa_predict_params::mask_index)
@@ -190,12 +212,13 @@ void register_context(py::module_ & m) {
     const jepa_context_params d = jepa_context_default_params();
     const jepa_predict_params pd = jepa_predict_default_params();
     py::class_<PyContext>(m, "Context")
-        .def(py::init<const py::object &, int, int, int, int64_t>(), py::arg("model"), py::arg("n_threads") = d.n_threads,
-             py::arg("max_batch") = d.max_batch, py::arg("flash_attn") = d.flash_attn,
-             py::arg("max_graph_bytes") = d.max_graph_bytes)
+        .def(py::init<const py::object &, int, int, int, int64_t, std::optional<int64_t>>(), py::arg("model"),
+             py::arg("n_threads") = d.n_threads, py::arg("max_batch") = d.max_batch, py::arg("flash_attn") = d.flash_attn,
+             py::arg("max_graph_bytes") = d.max_graph_bytes, py::arg("max_output_bytes") = py::none())
         .def_property_readonly("n_threads", [](const PyContext & c) { return c.params().n_threads; })
         .def_property_readonly("max_batch", [](const PyContext & c) { return c.params().max_batch; })
         .def_property_readonly("max_graph_bytes", [](const PyContext & c) { return c.params().max_graph_bytes; })
+        .def_property_readonly("max_output_bytes", [](const PyContext & c) { return c.params().max_output_bytes; })
         .def("set_threads", [](PyContext & c, int n) { check(jepa_context_set_threads(c.handle.get(), n)); })
         .def("set_max_batch", [](PyContext & c, int n) { check(jepa_context_set_max_batch(c.handle.get(), n)); })
         .def("encode", &PyContext::encode, py::arg("pixels"))

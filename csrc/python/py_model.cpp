@@ -26,6 +26,10 @@ struct PyModel {
     std::shared_ptr<jepa_model> handle;
 
     PyModel(const std::string & path, int device, int device_index) {
+        // The C API takes a C string: a NUL would load the file named by the part before it.
+        if (path.find('\0') != std::string::npos) {
+            raise_arg(JEPA_ERR_INVALID_ARG, "path", "model path contains a NUL byte");
+        }
         jepa_model_params p = jepa_model_default_params();
         p.device = jepa_device(device);
         p.device_index = device_index;

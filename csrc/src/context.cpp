@@ -4,6 +4,7 @@
 
 #include "error.h"
 #include "head.h"
+#include "input_checks.h"
 #include "predictor.h"
 #include "rope.h"
 
@@ -28,6 +29,10 @@ Context::Context(const Model & model, const jepa_context_params & params) : mode
                  params_.max_batch);
     }
     if (params_.max_graph_bytes < 0) fail(JEPA_ERR_INVALID_ARG, "max_graph_bytes must be >= 0");
+    if (params_.max_output_bytes < 0) {
+        fail_arg(JEPA_ERR_INVALID_ARG, "max_output_bytes", "max_output_bytes must be >= 0 (0: no cap), got %lld",
+                 (long long) params_.max_output_bytes);
+    }
     if (params_.flash_attn < -1 || params_.flash_attn > 1) fail(JEPA_ERR_INVALID_ARG, "flash_attn must be -1, 0 or 1");
     backend_ = model_.new_backend();
     set_threads(params_.n_threads);
@@ -140,10 +145,12 @@ void Context::encode(const float * pixels, const InputShape & s, float * out, si
     if (s.B < 1) fail(JEPA_ERR_INVALID_ARG, "encode: batch size must be >= 1, got %d", s.B);
     const int64_t n_tok = encoder_n_tokens(model_, s.C, s.T, s.H, s.W);
     const int64_t per_item = n_tok * model_.hp.enc.embed_dim;
+    check_output(mul_sat({s.B, per_item}), params_.max_output_bytes, "encode");
     if (out_len / size_t(s.B) < size_t(per_item)) {
         fail(JEPA_ERR_INVALID_ARG, "encode: out holds %zu floats, needs %lld", out_len, (long long) (per_item * s.B));
     }
     const size_t in_item = size_t(s.C) * s.T * s.H * s.W;
+    check_finite(pixels, size_t(s.B) * in_item, in_item, "pixels", "encode");
     const bool flash = use_flash();
     auto build = [&](int b) {
         InputShape c = s;
@@ -169,12 +176,14 @@ void Context::classify(const float * tokens, int B, int64_t N, int D, float * lo
         fail_arg(JEPA_ERR_INVALID_ARG, "tokens", "classify: tokens have width %d, the model's encoder gives %d", D, m.hp.enc.embed_dim);
     }
     const int64_t C = m.hp.head.n_classes;
+    check_output(mul_sat({B, C + (pooled ? D : 0)}), params_.max_output_bytes, "classify");
     if (logits_len / size_t(B) < size_t(C)) {
         fail(JEPA_ERR_INVALID_ARG, "classify: logits holds %zu floats, needs %lld", logits_len, (long long) (C * B));
     }
     if (pooled && pooled_len / size_t(B) < size_t(D)) {
         fail(JEPA_ERR_INVALID_ARG, "classify: pooled holds %zu floats, needs %lld", pooled_len, (long long) D * B);
     }
+    check_finite(tokens, size_t(B) * size_t(N) * size_t(D), size_t(N) * size_t(D), "tokens", "classify");
     const bool flash = use_flash();
     auto build = [&](int b) { return build_head_graph(graph_ctx(), m, N, b, flash).graph; };
     const int chunk = fit_chunk(build, std::min(B, params_.max_batch), format("item of %lld tokens", (long long) N));
@@ -226,6 +235,8 @@ void Context::predict(const float * tokens, int B, int64_t n_ctx, int D, const i
     check_ids(ctx_ids, int64_t(B) * n_ctx, "context", "context_ids");
     check_ids(tgt_ids, int64_t(B) * n_tgt, "target", "target_ids");
     const int64_t out_item = n_tgt * p.out_dim;
+    check_output(mul_sat({B, out_item}), params_.max_output_bytes, "predict");
+    check_finite(tokens, size_t(B) * size_t(n_ctx) * size_t(D), size_t(n_ctx) * size_t(D), "tokens", "predict");
     if (out_len / size_t(B) < size_t(out_item)) {
         fail(JEPA_ERR_INVALID_ARG, "predict: out holds %zu floats, needs %lld", out_len, (long long) (out_item * B));
     }

@@ -6,6 +6,7 @@
 
 #include "ac.h"
 #include "error.h"
+#include "input_checks.h"
 #include "lewm.h"
 
 #include <algorithm>
@@ -87,6 +88,9 @@ void Context::world_latents(const float * tokens, int B, int64_t N, int E, float
         fail_arg(JEPA_ERR_INVALID_ARG, "tokens", "world_latents: tokens have width %d, the encoder gives %d", E,
                  m.hp.enc.embed_dim);
     }
+    const int64_t out_item = m.hp.pred.kind == JEPA_PRED_AC ? N * E : m.hp.pred.embed_dim;
+    check_output(mul_sat({B, out_item}), params_.max_output_bytes, "world_latents");
+    check_finite(tokens, size_t(B) * size_t(N) * size_t(E), size_t(N) * size_t(E), "tokens", "world_latents");
     if (m.hp.pred.kind == JEPA_PRED_AC) {
         need_len(out_len, N * E, B, "world_latents", "out");
         normalize_rows(tokens, int64_t(B) * N, E, double(m.hp.pred.norm_reps_eps), out);
@@ -130,6 +134,13 @@ void Context::world_predict(const jepa_world_input & in, const jepa_world_output
         fail_arg(JEPA_ERR_INVALID_ARG, "states", "%s: states have width %d, this model's are %d wide", what, in.S,
                  p.state_dim);
     }
+    const int64_t rows = mul_sat({in.B, in.T, in.P});
+    const int n_out = 1 + (out.raw ? 1 : 0) + (out.act_emb ? 1 : 0);
+    check_output(mul_sat({rows, in.D, n_out}), params_.max_output_bytes, what);
+    const size_t steps = size_t(in.B) * size_t(in.T);
+    check_finite(in.latents, size_t(rows) * size_t(in.D), size_t(in.T) * size_t(in.P) * size_t(in.D), "latents", what);
+    check_finite(in.actions, steps * size_t(in.A), size_t(in.T) * size_t(in.A), "actions", what);
+    if (in.states) check_finite(in.states, steps * size_t(in.S), size_t(in.T) * size_t(in.S), "states", what);
     if (p.kind == JEPA_PRED_LEWM) {
         if (in.P != 1) fail_arg(JEPA_ERR_INVALID_ARG, "latents", "%s: a lewm step is one latent row, got %d", what, in.P);
         if (in.states) fail_arg(JEPA_ERR_INVALID_ARG, "states", "%s: a lewm model takes no states", what);

@@ -73,9 +73,45 @@ void fail_arg(jepa_status status, const char * param, const char * fmt, ...) {
     throw Error(status, s, param);
 }
 
+size_t utf8_valid_prefix(const char * s, size_t n) {
+    const auto * u = reinterpret_cast<const unsigned char *>(s);
+    size_t i = 0;
+    while (i < n) {
+        const unsigned c = u[i];
+        if (c < 0x80) {
+            ++i;
+            continue;
+        }
+        // Sequence length and the allowed range of the second byte (RFC 3629, table 3-7 of Unicode).
+        size_t len = 0;
+        unsigned lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) len = 2;
+        else if (c == 0xE0) len = 3, lo = 0xA0;
+        else if (c >= 0xE1 && c <= 0xEC) len = 3;
+        else if (c == 0xED) len = 3, hi = 0x9F;  // no surrogates
+        else if (c >= 0xEE && c <= 0xEF) len = 3;
+        else if (c == 0xF0) len = 4, lo = 0x90;
+        else if (c >= 0xF1 && c <= 0xF3) len = 4;
+        else if (c == 0xF4) len = 4, hi = 0x8F;  // <= U+10FFFF
+        else return i;
+        if (n - i < len || u[i + 1] < lo || u[i + 1] > hi) return i;
+        for (size_t k = 2; k < len; ++k) {
+            if (u[i + k] < 0x80 || u[i + k] > 0xBF) return i;
+        }
+        i += len;
+    }
+    return n;
+}
+
 void set_error(jepa_status status, const std::string & msg, const char * param) {
     t_status = status;
-    t_message = msg;
+    t_message.clear();
+    for (size_t i = 0; i < msg.size();) {
+        const size_t ok = utf8_valid_prefix(msg.data() + i, msg.size() - i);
+        t_message.append(msg, i, ok);
+        i += ok;
+        if (i < msg.size()) t_message += format("\\x%02x", unsigned(static_cast<unsigned char>(msg[i++])));
+    }
     t_param = param ? param : "";
 }
 

@@ -31,7 +31,13 @@ std::string format(const char * fmt, ...) __attribute__((format(printf, 1, 2)));
 [[noreturn]] void fail_arg(jepa_status status, const char * param, const char * fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+// The first byte at which s[0..n) stops being valid UTF-8 (overlongs, surrogates and code points
+// past U+10FFFF count as invalid), or n when it is all valid.
+size_t utf8_valid_prefix(const char * s, size_t n);
+
 // The calling thread's error slot (what jepa_error_text returns).
+// The message is stored as valid UTF-8 (a byte that is not becomes \xNN): messages quote file
+// contents and paths, and every caller above reads them as text.
 void set_error(jepa_status status, const std::string & msg, const char * param = "");
 void clear_error();
 

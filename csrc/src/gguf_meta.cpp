@@ -3,6 +3,7 @@
 #include "error.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace jepa {
 
@@ -121,6 +122,68 @@ std::vector<std::string> GgufMeta::get_str_array(const char * key, size_t max_n)
     out.reserve(n);
     for (size_t i = 0; i < n; ++i) out.emplace_back(gguf_get_arr_str(ctx_, id, i));
     return out;
+}
+
+}  // namespace jepa
+
+namespace jepa {
+
+namespace {
+
+// `s` as printable ASCII (other bytes as \xNN), at most 64 bytes of it: a name that is not text
+// can still be shown in a message.
+std::string escaped(const char * s) {
+    std::string out;
+    for (size_t i = 0; s[i] && i < 64; ++i) {
+        const unsigned char c = static_cast<unsigned char>(s[i]);
+        if (c >= 0x20 && c < 0x7F) out += char(c);
+        else out += format("\\x%02x", c);
+    }
+    return out;
+}
+
+bool is_text(const char * s) {
+    const size_t n = std::strlen(s);
+    return utf8_valid_prefix(s, n) == n;
+}
+
+void check_text(const char * s, const char * what, const std::string & key) {
+    const size_t n = std::strlen(s);
+    const size_t ok = utf8_valid_prefix(s, n);
+    if (ok != n) {
+        fail(JEPA_ERR_BAD_FILE, "%s %s: not valid UTF-8 (byte 0x%02x at offset %zu)", what, key.c_str(),
+             unsigned(static_cast<unsigned char>(s[ok])), ok);
+    }
+}
+
+}  // namespace
+
+void check_strings(const gguf_context * ctx) {
+    // ggml hands strings out as C strings, so what any reader sees (and what is checked) ends at
+    // the first NUL byte.
+    const int64_t n_kv = gguf_get_n_kv(ctx);
+    for (int64_t id = 0; id < n_kv; ++id) {
+        const char * key = gguf_get_key(ctx, id);
+        if (!is_text(key)) {
+            fail(JEPA_ERR_BAD_FILE, "metadata key #%lld (\"%s\"): the key's name is not valid UTF-8", (long long) id,
+                 escaped(key).c_str());
+        }
+        const gguf_type t = gguf_get_kv_type(ctx, id);
+        if (t == GGUF_TYPE_STRING) {
+            check_text(gguf_get_val_str(ctx, id), "metadata key", key);
+        } else if (t == GGUF_TYPE_ARRAY && gguf_get_arr_type(ctx, id) == GGUF_TYPE_STRING) {
+            const size_t n = gguf_get_arr_n(ctx, id);
+            for (size_t i = 0; i < n; ++i) check_text(gguf_get_arr_str(ctx, id, i), "metadata key", format("%s[%zu]", key, i));
+        }
+    }
+    const int64_t n_t = gguf_get_n_tensors(ctx);
+    for (int64_t id = 0; id < n_t; ++id) {
+        const char * name = gguf_get_tensor_name(ctx, id);
+        if (!is_text(name)) {
+            fail(JEPA_ERR_BAD_FILE, "tensor #%lld (\"%s\"): the tensor's name is not valid UTF-8", (long long) id,
+                 escaped(name).c_str());
+        }
+    }
 }
 
 }  // namespace jepa

@@ -31,4 +31,9 @@ private:
     const gguf_context * ctx_;
 };
 
+// Every string the file holds (key names, string values and array entries, tensor names) is valid
+// UTF-8, or BAD_FILE naming the key: the strings travel into info, labels and
+// messages, which Python and JSON read as text.
+void check_strings(const gguf_context * ctx);
+
 }  // namespace jepa

@@ -3,6 +3,7 @@
 
 #include "context.h"
 #include "error.h"
+#include "input_checks.h"
 #include "model.h"
 #include "vit.h"
 
@@ -166,6 +167,7 @@ jepa_context_params jepa_context_default_params(void) {
     p.max_batch = 32;
     p.flash_attn = -1;
     p.max_graph_bytes = 0;
+    p.max_output_bytes = jepa::default_max_output_bytes();
     return p;
 }
 
@@ -204,6 +206,14 @@ jepa_status jepa_context_set_max_batch(jepa_context * ctx, int max_batch) {
     if (!ctx) return invalid("jepa_context_set_max_batch: ctx must not be NULL");
     JEPA_GUARD({
         as_ctx(ctx)->set_max_batch(max_batch);
+        return JEPA_OK;
+    })
+}
+
+jepa_status jepa_context_check_output(const jepa_context * ctx, const char * what, int64_t n_floats) {
+    if (!ctx) return invalid("jepa_context_check_output: ctx must not be NULL");
+    JEPA_GUARD({
+        jepa::check_output(n_floats, as_ctx(ctx)->params().max_output_bytes, what ? what : "output");
         return JEPA_OK;
     })
 }

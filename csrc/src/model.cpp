@@ -3,6 +3,7 @@
 #include "error.h"
 #include "gemm.h"
 #include "gguf.h"
+#include "gguf_meta.h"
 #include "tensor_table.h"
 
 #include "ggml-alloc.h"
@@ -11,7 +12,9 @@
 #include "ggml-cuda.h"
 #endif
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <memory>
 #include <sys/stat.h>
@@ -257,7 +260,7 @@ Model * load_model(const char * path, const jepa_model_params & params) {
     install_ggml_logger();
     if (!path) fail(JEPA_ERR_INVALID_ARG, "model path is NULL");
     struct stat st {};
-    if (stat(path, &st) != 0) fail(JEPA_ERR_BAD_FILE, "cannot open %s: no such file", path);
+    if (stat(path, &st) != 0) fail(JEPA_ERR_BAD_FILE, "cannot open %s: %s", path, std::strerror(errno));
     if (!S_ISREG(st.st_mode)) fail(JEPA_ERR_BAD_FILE, "%s is not a regular file", path);
     if (params.device == JEPA_DEVICE_CUDA) {
 #ifndef JEPA_USE_CUDA
@@ -284,6 +287,7 @@ Model * load_model(const char * path, const jepa_model_params & params) {
         fail(JEPA_ERR_BAD_FILE, "%s is not a valid GGUF file%s%s", path, why.empty() ? "" : ": ", why.c_str());
     }
     model->ctx_w = meta;  // owned by the model from here on
+    check_strings(g.get());
     model->hp = parse_hparams(g.get());
 
     TensorTable table(g.get(), meta);

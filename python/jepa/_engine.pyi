@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Context', 'ContextParams', 'HeadKind', 'MAX_BATCH_LIMIT', 'Model', 'ModelInfo', 'PosType', 'PredictParams', 'PredictorKind', 'Preprocess', 'Resample', 'ResizeMode', 'context_default_params', 'ggml_version', 'has_cuda', 'predict_default_params', 'version']
+__all__: list[str] = ['Context', 'ContextParams', 'HeadKind', 'MAX_BATCH_LIMIT', 'Model', 'ModelInfo', 'PosType', 'PredictParams', 'PredictorKind', 'Preprocess', 'Resample', 'ResizeMode', 'context_default_params', 'ggml_version', 'has_cuda', 'predict_default_params', 'quantize', 'type_id', 'type_row_bytes', 'version']
 class PredictorKind:
     """
     The predictor a file holds (jepa.pred.kind).
@@ -451,6 +451,9 @@ class ContextParams:
     def max_graph_bytes(self) -> int:
         ...
     @property
+    def max_output_bytes(self) -> int:
+        ...
+    @property
     def n_threads(self) -> int:
         ...
 class PredictParams:
@@ -467,7 +470,7 @@ class PredictParams:
     def mask_index(self) -> int:
         ...
 class Context:
-    def __init__(self, model: typing.Any, n_threads: typing.SupportsInt | typing.SupportsIndex = 0, max_batch: typing.SupportsInt | typing.SupportsIndex = 32, flash_attn: typing.SupportsInt | typing.SupportsIndex = -1, max_graph_bytes: typing.SupportsInt | typing.SupportsIndex = 0) -> None:
+    def __init__(self, model: typing.Any, n_threads: typing.SupportsInt | typing.SupportsIndex = 0, max_batch: typing.SupportsInt | typing.SupportsIndex = 32, flash_attn: typing.SupportsInt | typing.SupportsIndex = -1, max_graph_bytes: typing.SupportsInt | typing.SupportsIndex = 0, max_output_bytes: typing.SupportsInt | typing.SupportsIndex | None = None) -> None:
         ...
     def classify(self, tokens: typing.Annotated[numpy.typing.ArrayLike, numpy.float32]) -> tuple:
         ...
@@ -490,6 +493,9 @@ class Context:
     def max_graph_bytes(self) -> int:
         ...
     @property
+    def max_output_bytes(self) -> int:
+        ...
+    @property
     def n_threads(self) -> int:
         ...
 def context_default_params() -> ContextParams:
@@ -500,6 +506,18 @@ def has_cuda() -> bool:
     ...
 def predict_default_params() -> PredictParams:
     ...
+def quantize(type: str, rows: typing.Annotated[numpy.typing.ArrayLike, numpy.float32]) -> numpy.typing.NDArray[numpy.uint8]:
+    """
+    float32 rows [R, N] -> their bytes in `type` [R, row_bytes] (uint8).
+    """
+def type_id(type: str) -> int:
+    """
+    The ggml type id of a jepa-quantize type name.
+    """
+def type_row_bytes(type: str, n_per_row: typing.SupportsInt | typing.SupportsIndex) -> int:
+    """
+    Bytes of one row in `type` (UnsupportedError when its blocks do not divide it).
+    """
 def version() -> str:
     ...
 MAX_BATCH_LIMIT: int = 4096

@@ -103,9 +103,11 @@ class Model:
         max_batch: int = CONTEXT_DEFAULTS.max_batch,
         flash_attn: bool | None = None,
         max_graph_bytes: int = CONTEXT_DEFAULTS.max_graph_bytes,
+        max_output_bytes: int | None = None,
     ) -> Context:
         return Context(
-            self, threads=threads, max_batch=max_batch, flash_attn=flash_attn, max_graph_bytes=max_graph_bytes
+            self, threads=threads, max_batch=max_batch, flash_attn=flash_attn,
+            max_graph_bytes=max_graph_bytes, max_output_bytes=max_output_bytes,
         )
 
 
@@ -119,18 +121,22 @@ class Context:
         max_batch: int = CONTEXT_DEFAULTS.max_batch,
         flash_attn: bool | None = None,
         max_graph_bytes: int = CONTEXT_DEFAULTS.max_graph_bytes,
+        max_output_bytes: int | None = None,
     ) -> None:
         """flash_attn: None lets the engine choose (flash everywhere; on a CPU with AVX-512 "flash" is the
         engine's own attention kernel); False keeps ggml's matmul + softmax + matmul graph.
         max_graph_bytes: cap on one graph's compute buffer; a call needing more is split into smaller
-        batches, or refused (ResourceLimitError) when one item alone needs more. 0: no cap."""
+        batches, or refused (ResourceLimitError) when one item alone needs more. 0: no cap.
+        max_output_bytes: cap on one call's output; a call whose output would take more is refused
+        (ResourceLimitError, param "max_output_bytes") before anything is allocated. None: the engine's
+        default, a quarter of the machine's memory (or of its cgroup limit); 0: no cap."""
         if not isinstance(model, Model):
             raise InvalidInputError("Context needs a jepa.Model")
         fa = CONTEXT_DEFAULTS.flash_attn if flash_attn is None else int(bool(flash_attn))
         self.model = model
         self._native = _engine.Context(
             model._native, int(threads or CONTEXT_DEFAULTS.n_threads), int(max_batch), fa,
-            int(max_graph_bytes),
+            int(max_graph_bytes), None if max_output_bytes is None else int(max_output_bytes),
         )
 
     # threads and max_batch read the engine's context params and set them through its own calls
@@ -154,6 +160,10 @@ class Context:
     @property
     def max_graph_bytes(self) -> int:
         return int(self._native.max_graph_bytes)
+
+    @property
+    def max_output_bytes(self) -> int:
+        return int(self._native.max_output_bytes)
 
     def encode(self, x: np.ndarray) -> np.ndarray:
         """Encode float32 images [B, C, H, W] or clips [B, C, T, H, W] -> tokens [B, N, D].

@@ -10,6 +10,8 @@
 // loudly (JEPA_ERR_RESOURCE instead of BAD_FILE) rather than quietly succeeding on overcommit.
 #include "jepa.h"
 
+#include "error.h"  // jepa::utf8_valid_prefix (held to a table in test_input_checks)
+
 #include "ggml.h"
 #include "gguf.h"
 
@@ -339,6 +341,9 @@ void expect_refused_path(const std::string & name, const std::string & path, con
     }
     for (const auto & n : e.needles) {
         if (problem.empty() && msg.find(n) == std::string::npos) problem = "message lacks \"" + n + "\"";
+    }
+    if (problem.empty() && jepa::utf8_valid_prefix(msg.data(), msg.size()) != msg.size()) {
+        problem = "the message is not valid UTF-8";
     }
     if (!problem.empty()) {
         report(name, problem + " — " + status_name(st) + ": " + msg);
@@ -852,6 +857,39 @@ void path_cases(const Bytes & v) {
     }
 }
 
+// Strings the file holds reach Python and JSON as text: each one is checked as UTF-8 by the loader,
+// read by it or not, and a bad one is named.
+void string_cases() {
+    const std::pair<const char *, const char *> bad_values[] = {
+        {"latin-1 byte", "caf\xe9"},          {"lone continuation", "\x80" "abc"},
+        {"overlong '/'", "\xc0\xaf"},         {"surrogate", "\xed\xa0\x80"},
+        {"past U+10FFFF", "\xf4\x90\x80\x80"}, {"cut-off sequence", "abc\xe2\x82"},
+    };
+    for (const auto & bv : bad_values) {
+        const std::string v = bv.second;
+        for (const char * key : {"general.name", "jepa.family", "jepa.enc.act", "jepa.unread_key"}) {
+            expect_refused(std::string("string ") + key + ": " + bv.first,
+                           build([&](gguf_context * g) { gguf_set_val_str(g, key, v.c_str()); }),
+                           bad({key, "not valid UTF-8"}));
+        }
+    }
+    expect_refused("key name not UTF-8", build([](gguf_context * g) { gguf_set_val_u32(g, "jepa.x\xff", 1); }),
+                   bad({"jepa.x\\xff", "not valid UTF-8"}));
+    expect_refused("string array entry not UTF-8", build([](gguf_context * g) {
+                       const char * v[] = {"ok", "caf\xe9"};
+                       gguf_set_arr_str(g, "jepa.extra_names", v, 2);
+                   }),
+                   bad({"jepa.extra_names[1]", "not valid UTF-8"}));
+    expect_refused("tensor name not UTF-8", with_tensors([](auto & t) {
+                       t.push_back({"enc.extra\xff", {4}});
+                   }),
+                   bad({"enc.extra\\xff", "not valid UTF-8"}));
+    expect_refused_path("path not UTF-8 (the message stays text)", g_dir + "/caf\xe9.gguf", bad({"caf\\xe9.gguf"}));
+    expect_loads("multi-byte UTF-8 name (control)", build([](gguf_context * g) {
+                     gguf_set_val_str(g, "general.name", "caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80");
+                 }));
+}
+
 // ---- random mutations ----------------------------------------------------------------------------
 
 void mutation_loop(const Bytes & v, int rounds, uint64_t seed) {
@@ -908,9 +946,13 @@ void mutation_loop(const Bytes & v, int rounds, uint64_t seed) {
             jepa_model_free(m);
         } else {
             ++refused;
-            if (jepa_error_status() == JEPA_OK || std::strlen(jepa_error_text()) == 0) {
+            const char * msg = jepa_error_text();
+            if (jepa_error_status() == JEPA_OK || std::strlen(msg) == 0) {
                 ++g_failures;
                 std::printf("FAIL   mutation %d (kind %d): NULL without a status and a message\n", r, kind);
+            } else if (jepa::utf8_valid_prefix(msg, std::strlen(msg)) != std::strlen(msg)) {
+                ++g_failures;
+                std::printf("FAIL   mutation %d (kind %d): the message is not valid UTF-8\n", r, kind);
             }
         }
     }
@@ -973,6 +1015,7 @@ int main(int argc, char ** argv) {
     if (g_rlimited) lie_cases();  // without the cap the lie is only visible as a slow, quiet allocation
     truncation_cases(valid);
     path_cases(valid);
+    string_cases();
     const int named = g_cases;
     mutation_loop(valid, rounds, seed);
 

@@ -22,6 +22,7 @@ int main(void) {
     CHECK(cp.max_batch == 32);
     CHECK(cp.flash_attn == -1);
     CHECK(cp.max_graph_bytes == 0);
+    CHECK(cp.max_output_bytes >= ((int64_t) 64 << 20)); /* a quarter of memory, at least 64 MiB */
 
     jepa_predict_params pp = jepa_predict_default_params();
     CHECK(pp.mask_index == 1);
@@ -42,6 +43,7 @@ int main(void) {
     CHECK(jepa_predict(NULL, NULL, 1, 1, 1, NULL, NULL, 1, NULL, NULL, 0) == JEPA_ERR_INVALID_ARG);
     CHECK(jepa_model_n_tokens(NULL, 3, 1, 16, 16) == -1);
     CHECK(jepa_model_label(NULL, 0) == NULL);
+    CHECK(jepa_context_check_output(NULL, "encode", 1) == JEPA_ERR_INVALID_ARG);
     jepa_model_free(NULL);
     jepa_context_free(NULL);
 
