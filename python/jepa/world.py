@@ -7,7 +7,11 @@ Two levels, each kind-generic (the model's predictor kind picks the rules):
 The network runs through the Context's kind-tagged calls (Context.world_latents / world_predict,
 jepa_world_* in the C API); the step logic and the planners are jepa.planning's, with the context's
 predictor as their `predict` callable. K candidates travel on the batch axis; on the CPU an item's
-rows do not depend on its batch, so a batched rollout equals K single ones bit for bit."""
+rows do not depend on its batch, so a batched rollout equals K single ones bit for bit.
+
+Every frames-in and latents-in call takes `stop`, a callable asked before each predictor step (so
+between a rollout's steps and between a plan's CEM iterations): when it returns True the call
+raises `Stopped`. The server passes its request's deadline and "the client has gone" this way."""
 
 from __future__ import annotations
 
@@ -17,9 +21,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import planning
-from .errors import InvalidInputError, UnsupportedError
+from .errors import InvalidInputError, JepaError, UnsupportedError
 
 if TYPE_CHECKING:
+    from .media.budget import Budget
     from .model import Context, Model
 
 
@@ -42,24 +47,49 @@ def _kind(ctx: Context, what: str) -> str:
     return kind
 
 
-def predictor(ctx: Context) -> Callable[..., np.ndarray]:
+Stop = Callable[[], bool]
+
+
+class Stopped(JepaError):
+    """A rollout or plan was stopped between predictor steps: its `stop` callable returned True."""
+
+
+def _check_stop(stop: Stop | None) -> None:
+    if stop is not None and stop():
+        raise Stopped("stopped between predictor steps (the caller's deadline passed or it went away)")
+
+
+def predictor(ctx: Context, stop: Stop | None = None) -> Callable[..., np.ndarray]:
     """The context's predictor as jepa.planning's `predict` callable (AC: (latents, actions,
-    states); LeWM: (embeddings, actions)), so the planners' step logic runs on the engine."""
+    states); LeWM: (embeddings, actions)), so the planners' step logic runs on the engine. `stop` is
+    asked before every step."""
     if _kind(ctx, "predictor") == "ac":
-        return lambda z, a, s: ctx.world_predict(z, a, s)
-    return lambda e, a: ctx.world_predict(e, a)
+
+        def ac(z: np.ndarray, a: np.ndarray, s: np.ndarray) -> np.ndarray:
+            _check_stop(stop)
+            return ctx.world_predict(z, a, s)
+
+        return ac
+
+    def lewm(e: np.ndarray, a: np.ndarray) -> np.ndarray:
+        _check_stop(stop)
+        return ctx.world_predict(e, a)
+
+    return lewm
 
 
 # ---- frames -> latents ---------------------------------------------------------------------------
 
 
-def prepare_frames(model: Model, frames: Any, what: str = "frames") -> np.ndarray:
+def prepare_frames(
+    model: Model, frames: Any, what: str = "frames", budget: Budget | None = None
+) -> np.ndarray:
     """Frames -> float32 [N, 3, S, S], each preprocessed on its own with the model's recipe.
 
     `frames` is one frame (a path, bytes, a PIL image, a uint8 [H, W, 3] array) or a sequence of
     them (a list, or a uint8 [N, H, W, 3] array); a float32 [N, 3, S, S] array is taken as already
     prepared (this function's own output). A video file is not a frame: decode it with
-    jepa.media.load_video and pass the frames."""
+    jepa.media.load_video and pass the frames. `budget` (a jepa.media.Budget) bounds the decoding."""
     from .media import prepare  # Pillow loads on first use: `import jepa` stays light
 
     if isinstance(frames, np.ndarray) and frames.dtype.kind == "f":
@@ -76,7 +106,7 @@ def prepare_frames(model: Model, frames: Any, what: str = "frames") -> np.ndarra
     for i, f in enumerate(seq):
         try:
             # [C, T, H, W]; a tubelet model repeats the frame to fill one tubelet: keep the first.
-            out.append(prepare(f, model, as_video=False)[:, 0])
+            out.append(prepare(f, model, as_video=False, budget=budget)[:, 0])
         except InvalidInputError as e:
             raise InvalidInputError(f"{what}[{i}]: {e.message}", param=what) from None
     return np.ascontiguousarray(np.stack(out))
@@ -153,6 +183,7 @@ def rollout_latents(
     goal: np.ndarray | None = None,
     state: Any = None,
     return_latents: bool = False,
+    stop: Stop | None = None,
 ) -> dict[str, Any]:
     """Score K candidate action sequences (actions [K, H, A] or [H, A]) from latents.
 
@@ -173,22 +204,29 @@ def rollout_latents(
         z = _f32(context, "context", 2)
         g = None if goal is None else _f32(goal, "goal", 2)
         out: dict[str, Any] = dict(planning.ac_rollout(
-            predictor(ctx), z, s, acts, g, return_latents=return_latents, norm_eps=info.pred_norm_reps_eps
+            predictor(ctx, stop), z, s, acts, g, return_latents=return_latents,
+            norm_eps=info.pred_norm_reps_eps
         ))
         out["best"] = int(np.argmin(out["energies"][:, -1]))
         return out
     hist = _f32(context, "context", 2)
     tgt = hist[-1] if goal is None else _f32(goal, "goal", 1)
     window = info.pred_n_frames
-    costs = planning.lewm_cost(predictor(ctx), hist, tgt, acts, window=window)
+    costs = planning.lewm_cost(predictor(ctx, stop), hist, tgt, acts, window=window)
     res: dict[str, Any] = {"costs": costs, "best": int(np.argmin(costs))}
     if return_latents:
-        res["latents"] = planning.lewm_rollout(predictor(ctx), hist, acts, window=window)
+        res["latents"] = planning.lewm_rollout(predictor(ctx, stop), hist, acts, window=window)
     return res
 
 
 def plan_latents(
-    ctx: Context, context: np.ndarray, goal: np.ndarray, state: Any = None, **options: Any
+    ctx: Context,
+    context: np.ndarray,
+    goal: np.ndarray,
+    state: Any = None,
+    *,
+    stop: Stop | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
     """The model's CEM plan from latents towards a goal latent.
 
@@ -208,11 +246,11 @@ def plan_latents(
         eps = info.pred_norm_reps_eps
 
         def energy(trajs: np.ndarray) -> np.ndarray:
-            return planning.ac_rollout(predictor(ctx), z, s, trajs, g, norm_eps=eps)["energies"][:, -1]
+            return planning.ac_rollout(predictor(ctx, stop), z, s, trajs, g, norm_eps=eps)["energies"][:, -1]
 
         return planning.ac_cem(energy, **options)
     hist, g = _f32(context, "context", 2), _f32(goal, "goal", 1)
-    cost = planning.lewm_cost_fn(predictor(ctx), hist, g, window=info.pred_n_frames)
+    cost = planning.lewm_cost_fn(predictor(ctx, stop), hist, g, window=info.pred_n_frames)
     return planning.lewm_cem(cost, action_dim=info.pred_action_dim, **options)
 
 
@@ -226,6 +264,7 @@ def rollout(
     goal: Any = None,
     state: Any = None,
     return_latents: bool = False,
+    stop: Stop | None = None,
 ) -> dict[str, Any]:
     """Score K candidate action sequences from frames, under the context's world model:
     `rollout_latents` on the latents of the frames (V-JEPA 2-AC: the last frame is the current
@@ -235,11 +274,17 @@ def rollout(
     check_state(context.model, state)
     z = _last(context, frames, "frames") if kind == "ac" else latents(context, frames, "frames")
     g = None if goal is None else _last(context, goal, "goal")
-    return rollout_latents(context, z, actions, g, state, return_latents)
+    return rollout_latents(context, z, actions, g, state, return_latents, stop)
 
 
 def plan(
-    context: Context, frames: Any, goal: Any, state: Any = None, **planner_options: Any
+    context: Context,
+    frames: Any,
+    goal: Any,
+    state: Any = None,
+    *,
+    stop: Stop | None = None,
+    **planner_options: Any,
 ) -> dict[str, Any]:
     """Plan an action sequence from frames towards a goal frame with the model's CEM planner:
     `plan_latents` on the latents of the frames (as `rollout`) and of the goal's last frame."""
@@ -248,4 +293,4 @@ def plan(
         raise InvalidInputError("goal: a plan needs a goal frame to plan towards", param="goal")
     check_state(context.model, state)
     z = _last(context, frames, "frames") if kind == "ac" else latents(context, frames, "frames")
-    return plan_latents(context, z, _last(context, goal, "goal"), state, **planner_options)
+    return plan_latents(context, z, _last(context, goal, "goal"), state, stop=stop, **planner_options)

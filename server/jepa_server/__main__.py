@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from aiohttp import web
 
 from .app import create_app, wait_ready
-from .errors import JepaAppRunner
 from .keys import RUNTIME
+from .protocol import JepaAppRunner
 from .settings import Settings, SettingsError, load_settings
 from .startup import startup_lines
 
@@ -41,8 +43,11 @@ def _configure_logging(verbose: int) -> None:
 
 
 async def serve(settings: Settings) -> int:
+    """Serve until SIGTERM or SIGINT, then shut down within a bounded time: stop accepting (new
+    requests on open connections answer 503), let in-flight requests finish for
+    --shutdown-timeout-s, cancel the rest (a rollout stops at its next step), stop the workers."""
     app = create_app(settings)
-    runner = JepaAppRunner(app, access_log=logging.getLogger("aiohttp.access"))
+    runner = JepaAppRunner(app, settings, access_log=logging.getLogger("aiohttp.access"))
     await runner.setup()
     try:
         site = web.TCPSite(runner, settings.host, settings.port)
@@ -55,18 +60,45 @@ async def serve(settings: Settings) -> int:
         engine = app[RUNTIME].require()
         for line in startup_lines(settings, engine, runner.addresses[0][1]):
             print(line, flush=True)
-        await _until_signalled()
+        name = await _until_signalled()
+        log.info("%s: shutting down (in-flight requests have %g s)", name, settings.shutdown_timeout_s)
+        app[RUNTIME].drain()
         return 0
     finally:
         await runner.cleanup()
 
 
-async def _until_signalled() -> None:
+async def _until_signalled() -> str:
+    """Wait for SIGINT or SIGTERM; return its name. A second signal exits at once."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    got: list[str] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        if got:
+            print(f"jepa-server: {sig.name} again: exiting now", file=sys.stderr, flush=True)
+            os._exit(1)
+        got.append(sig.name)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal, sig)
     await stop.wait()
+    return got[0]
+
+
+def _exit_now_if_stuck(rc: int) -> int:
+    """After shutdown, a decode thread still inside a decoder (non-daemon: Python would wait for it
+    at exit) must not keep the process alive: leave without waiting."""
+    stuck = [t.name for t in threading.enumerate()
+             if t is not threading.main_thread() and t.is_alive() and not t.daemon]
+    if stuck:
+        log.warning("exiting with threads still running: %s", ", ".join(stuck))
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
+    return rc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -90,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
     try:
-        return asyncio.run(serve(settings))
+        return _exit_now_if_stuck(asyncio.run(serve(settings)))
     except KeyboardInterrupt:
         return 0
     except OSError as exc:  # the port is taken, the address is not ours

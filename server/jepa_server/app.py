@@ -24,6 +24,9 @@ from .settings import Settings
 log = logging.getLogger("jepa_server")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# After in-flight requests had --shutdown-timeout-s: how long the workers may take to leave their
+# graph (a rollout stops at its next step; an encode graph is short).
+CLOSE_TIMEOUT_S = 5.0
 
 
 def create_app(settings: Settings, *, model: jepa.Model | None = None) -> web.Application:
@@ -57,7 +60,7 @@ async def _engine_ctx(app: web.Application) -> AsyncIterator[None]:
     loading.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await loading
-    await runtime.close()
+    await runtime.close(timeout=CLOSE_TIMEOUT_S)
 
 
 async def wait_ready(app: web.Application) -> None:
@@ -77,6 +80,12 @@ async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamR
     metrics.in_flight.inc()
     try:
         response = await _answer(request, handler)
+    except asyncio.CancelledError:
+        # The client went away (aiohttp cancels its handler: the work is dropped) or the server is
+        # shutting down; nobody reads an answer. 499 is the usual count for "client closed".
+        status = "499" if request.transport is None else "503"
+        metrics.requests.labels(_endpoint(request), status).inc()
+        raise
     finally:
         metrics.in_flight.dec()
     total = time.perf_counter() - started
@@ -84,11 +93,15 @@ async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamR
     response.headers.setdefault("x-queue-time", "0.000")
     response.headers.setdefault("x-inference-time", "0.000")
     response.headers["x-total-time"] = f"{total * 1000:.3f}"
-    resource = request.match_info.route.resource
-    endpoint = resource.canonical if resource is not None else "unmatched"
+    endpoint = _endpoint(request)
     metrics.requests.labels(endpoint, str(response.status)).inc()
     metrics.request_seconds.labels(endpoint).observe(total)
     return response
+
+
+def _endpoint(request: web.Request) -> str:
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "unmatched"
 
 
 async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -103,7 +116,21 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
                 f"{settings.max_body_bytes} (--max-body-mb {settings.max_body_mb:g})",
             )
         check_api_key(settings.api_key, request.path, request.headers.get("Authorization"))
-        return await handler(request)
+        if request.app[RUNTIME].draining:
+            raise ApiError(503, "the server is shutting down", code="shutting_down",
+                           headers={"Retry-After": "1"})
+        try:
+            # The request's deadline: a timeout cancels its queued work, and a running rollout stops
+            # at its next predictor step (Pipeline.world).
+            async with asyncio.timeout(settings.request_timeout_s):
+                return await handler(request)
+        except TimeoutError:
+            raise ApiError(
+                504,
+                f"the request did not finish within {settings.request_timeout_s:g} s (--request-timeout-s); "
+                "its work was stopped",
+                code="deadline_exceeded",
+            ) from None
     except ApiError as exc:
         if exc.status >= 500:
             log.warning("%s %s -> %d: %s", request.method, request.path, exc.status, exc.message)

@@ -9,10 +9,19 @@ from typing import Any
 
 import numpy as np
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 
 import jepa
 
 from .admission import Admission
+from .budget import (
+    check_response,
+    check_rollout_work,
+    classify_bytes,
+    embedding_bytes,
+    rollout_work,
+    world_bytes,
+)
 from .errors import ApiError, bad_request, from_jepa
 from .inputs import (
     Item,
@@ -38,7 +47,7 @@ def _engine(request: web.Request) -> Engine:
 
 def _limits(request: web.Request) -> Limits:
     s = request.app[SETTINGS]
-    return Limits(s.max_items, s.max_frames)
+    return Limits(s.max_items, s.max_frames, s.max_input_bytes)
 
 
 def _admission(request: web.Request) -> Admission:
@@ -46,9 +55,28 @@ def _admission(request: web.Request) -> Admission:
 
 
 async def _body(request: web.Request, allowed: set[str]) -> dict[str, Any]:
-    body = parse_body(await request.read())
+    body = parse_body(await read_body(request))
     check_keys(body, allowed)
     return body
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The whole body within --body-timeout-s; a body that cannot be read is the client's fault."""
+    s = request.app[SETTINGS]
+    try:
+        async with asyncio.timeout(s.body_timeout_s):
+            return await request.read()
+    except TimeoutError:
+        raise ApiError(
+            408,
+            f"the request body did not arrive within {s.body_timeout_s:g} s (--body-timeout-s)",
+            code="body_timeout",
+        ) from None
+    except RequestPayloadError as exc:  # a bad Content-Encoding, a broken chunked encoding
+        raise bad_request(f"the request body cannot be read: {exc}", code="invalid_body") from None
+    except ConnectionResetError:  # the client closed the connection mid-body: nobody reads the answer
+        raise ApiError(400, "the request body ended early: the client closed the connection",
+                       code="incomplete_body") from None
 
 
 def _check_model(engine: Engine, body: dict[str, Any]) -> None:
@@ -103,7 +131,14 @@ def _encode(v: np.ndarray, fmt: str) -> Any:
 
 async def _json(payload: Any, timing: Embedded | Classified | WorldResult | None = None) -> web.Response:
     # Large answers (token grids) serialise off the event loop.
-    text = await asyncio.to_thread(json.dumps, payload, separators=(",", ":"), allow_nan=False)
+    try:
+        text = await asyncio.to_thread(json.dumps, payload, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # NaN or infinity: JSON has no spelling for it
+        raise ApiError(
+            422,
+            "the model's answer for these inputs holds a non-finite number (an overflow inside the model)",
+            code="non_finite_output",
+        ) from None
     resp = web.Response(text=text, content_type="application/json")
     if timing is not None:
         resp.headers["x-queue-time"] = f"{timing.queue_s * 1000:.3f}"
@@ -123,6 +158,7 @@ async def embeddings(request: web.Request) -> web.StreamResponse:
     dims = _dimensions(engine, body)
     pool = _pool(engine.model, body)
     items = parse_items(body.get("input"), engine.pipeline.files.resolve, _limits(request))
+    check_response(embedding_bytes(engine.model, items, pool, fmt, dims), request.app[SETTINGS])
     result = await _embed(request, engine, items, pool)
     data = []
     for i, v in enumerate(result.vectors):
@@ -144,6 +180,7 @@ async def embed_tei(request: web.Request) -> web.StreamResponse:
     normalize = opt_bool(body, "normalize", False)
     pool = _pool(engine.model, body)
     items = parse_items(body.get("inputs"), engine.pipeline.files.resolve, _limits(request), name="inputs")
+    check_response(embedding_bytes(engine.model, items, pool, "float", dims), request.app[SETTINGS])
     result = await _embed(request, engine, items, pool)
     return await _json([truncate(v, dims, normalize).tolist() for v in result.vectors], result)
 
@@ -177,6 +214,8 @@ async def classify(request: web.Request) -> web.StreamResponse:
             "with one (a video classifier); use /v1/embeddings for embeddings",
             code="no_classifier_head",
         )
+    check_response(classify_bytes(items, min(top_k, int(engine.model.info.n_classes) or top_k)),
+                   request.app[SETTINGS])
     async with _admission(request).slot():
         result = await engine.pipeline.classify(items, top_k)
     data = [classification(i, c) for i, c in enumerate(result.results)]
@@ -201,9 +240,14 @@ async def rollout(request: web.Request) -> web.StreamResponse:
     _check_model(engine, body)
     job = parse_world_job(body, engine.model, engine.model_id, engine.pipeline.files.resolve,
                           _limits(request))
+    s = request.app[SETTINGS]
+    kind = engine.model.world_model
+    shape = None if job.actions is None else job.actions.shape
+    check_rollout_work(rollout_work(kind, shape, job.plan), s, "plan" if job.plan is not None else "actions")
+    if shape is not None:
+        check_response(world_bytes(engine.model, shape[0], shape[1], job.return_latents), s)
     async with _admission(request).slot():
         result = await engine.pipeline.world(job)
-    kind = engine.model.world_model
     head = {"object": "plan" if job.plan is not None else "rollout", "model": engine.model_id, "kind": kind}
     return await _json({**head, **_world_answer(result.value)}, result)
 
@@ -275,6 +319,14 @@ async def info(request: web.Request) -> web.StreamResponse:
                 "max_items": s.max_items,
                 "max_frames": s.max_frames,
                 "max_body_mb": s.max_body_mb,
+                "max_input_mb": s.max_input_mb,
+                "max_image_pixels": s.max_image_pixels,
+                "max_request_pixels": s.max_request_pixels,
+                "max_clip_pixels": s.max_clip_pixels,
+                "max_response_mb": s.max_response_mb,
+                "max_rollout_work": s.max_rollout_work,
+                "request_timeout_s": s.request_timeout_s,
+                "max_connections": s.max_connections,
                 "max_batch": s.max_batch,
                 "max_wait_ms": s.max_wait_ms,
                 "max_concurrent_requests": s.max_concurrent_requests,

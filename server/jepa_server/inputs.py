@@ -46,6 +46,15 @@ class Item:
 class Limits:
     max_items: int
     max_frames: int
+    max_input_bytes: int | None = None  # a b64 item's decoded size (--max-input-mb)
+
+
+# The deepest nesting a request needs is 4 (`actions` [K][H][dim] in the body); anything far deeper is
+# refused at once, so nothing after the parser (numpy, error messages) meets a 10,000-deep value.
+MAX_JSON_DEPTH = 32
+# The largest magnitude a number of `actions` or `state` may have: far past any pose delta or z-scored
+# action, and small enough that the model's arithmetic stays finite (3e38 overflows float32 inside it).
+MAX_ABS_NUMBER = 1e6
 
 
 # resolve(path, param) -> the canonical path to read, or an ApiError
@@ -58,9 +67,31 @@ def parse_body(raw: bytes) -> dict[str, Any]:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise bad_request(f"the body is not valid JSON: {exc}", code="invalid_json") from None
+    except RecursionError:  # the parser's own stack limit
+        raise _too_deep() from None
     if not isinstance(body, dict):
         raise bad_request(f"the body must be a JSON object, got {_kind(body)}", code="invalid_json")
+    if _depth(body) > MAX_JSON_DEPTH:
+        raise _too_deep()
     return body
+
+
+def _too_deep() -> ApiError:
+    return bad_request(f"the body is nested deeper than {MAX_JSON_DEPTH} levels", code="invalid_json")
+
+
+def _depth(value: Any) -> int:
+    """How deep arrays and objects nest in a parsed JSON value (iterative: no recursion to exhaust);
+    stops counting past MAX_JSON_DEPTH."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict | list):
+            deepest = max(deepest, d)
+            if d > MAX_JSON_DEPTH:
+                return d
+            stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return deepest
 
 
 def check_keys(body: Mapping[str, Any], allowed: set[str], where: str = "") -> None:
@@ -101,7 +132,7 @@ def parse_item(value: Any, param: str, resolve: Resolver, limits: Limits) -> Ite
     if "video" in value:
         check_keys(value, {"video", "frames"}, param)
         frames = _opt_int(value.get("frames"), f"{param}.frames", 1, limits.max_frames, "--max-frames")
-        source = _file(value["video"], f"{param}.video", resolve)
+        source = _file(value["video"], f"{param}.video", resolve, limits)
         return Item(source, param, as_video=True, frames=frames, local=isinstance(source, str))
     if "frames" in value:
         check_keys(value, {"frames"}, param)
@@ -114,18 +145,19 @@ def parse_item(value: Any, param: str, resolve: Resolver, limits: Limits) -> Ite
                 param=f"{param}.frames",
                 code="too_many_frames",
             )
-        sources = [_file(f, f"{param}.frames[{i}]", resolve) for i, f in enumerate(frames)]
+        sources = [_file(f, f"{param}.frames[{i}]", resolve, limits) for i, f in enumerate(frames)]
         return Item(sources, param, local=any(isinstance(s, str) for s in sources))
     if "b64" in value or "path" in value:
-        source = _file(value, param, resolve)
+        source = _file(value, param, resolve, limits)
         return Item(source, param, local=isinstance(source, str))
     raise bad_request(
         f"an item is {ITEM_FORMS}; got an object with {sorted(value)}", param=param, code="invalid_item"
     )
 
 
-def _file(value: Any, param: str, resolve: Resolver) -> Source:
+def _file(value: Any, param: str, resolve: Resolver, limits: Limits) -> Source:
     """A file given as {"b64": ...}, {"path": ...} or a path string."""
+    max_bytes = limits.max_input_bytes
     if isinstance(value, str):
         return _path(value, param, resolve)
     if isinstance(value, dict):
@@ -133,7 +165,7 @@ def _file(value: Any, param: str, resolve: Resolver) -> Source:
             raise _fetches_nothing(f"{param}.url")
         if "b64" in value:
             check_keys(value, {"b64"}, param)
-            return decode_b64(value["b64"], f"{param}.b64")
+            return decode_b64(value["b64"], f"{param}.b64", max_bytes)
         if "path" in value:
             check_keys(value, {"path"}, param)
             if not isinstance(value["path"], str):
@@ -156,10 +188,19 @@ def _fetches_nothing(param: str) -> ApiError:
     return bad_request(message, param=param, code="url")
 
 
-def decode_b64(value: Any, param: str) -> bytes:
+def decode_b64(value: Any, param: str, max_bytes: int | None = None) -> bytes:
     if not isinstance(value, str):
         raise bad_request(f"'b64' must be a string, got {_kind(value)}", param=param)
     text = _DATA_URL.sub("", value, count=1)
+    # Refused from the text's length, before decoding: base64 holds 3 bytes in 4 characters.
+    if max_bytes is not None and len(text) // 4 * 3 > max_bytes:
+        raise ApiError(
+            413,
+            f"'b64' holds about {len(text) // 4 * 3} bytes; this server reads at most {max_bytes} per input "
+            "(--max-input-mb)",
+            param=param,
+            code="input_too_large",
+        )
     try:
         data = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
@@ -182,8 +223,8 @@ def opt_str(body: Mapping[str, Any], key: str, choices: tuple[str, ...] | None =
     value = body.get(key)
     if value is None:
         return None
-    if not isinstance(value, str) or (choices is not None and value not in choices):
-        want = f"one of {', '.join(choices)}" if choices else "a string"
+    if not isinstance(value, str) or not value or (choices is not None and value not in choices):
+        want = f"one of {', '.join(choices)}" if choices else "a non-empty string"
         raise bad_request(f"'{key}' must be {want}, got {json.dumps(value)[:80]}", param=key)
     return value
 
@@ -232,6 +273,13 @@ def numeric_array(value: Any, param: str, ndims: tuple[int, ...], shapes: str) -
     if not numeric or arr.ndim not in ndims or arr.size == 0:
         got = f"shape {list(arr.shape)}" if numeric else "not a rectangular array of numbers"
         raise bad_request(f"'{param}' must be {shapes}; got {got}", param=param, code="invalid_shape")
+    big = np.abs(arr.astype(np.float64)) > MAX_ABS_NUMBER  # before the cast, which would overflow
+    if big.any():
+        raise bad_request(
+            f"'{param}' holds a number of magnitude over {MAX_ABS_NUMBER:g} (the bound on world-model "
+            "inputs)",
+            param=param,
+        )
     out = arr.astype(np.float32)
     if not np.isfinite(out).all():
         raise bad_request(f"'{param}' holds a non-finite number", param=param)

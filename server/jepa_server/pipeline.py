@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -62,65 +63,87 @@ class WorldResult:
 
 
 def world_op(
-    job: WorldJob, frames: np.ndarray, goal: np.ndarray | None
+    job: WorldJob, frames: np.ndarray, goal: np.ndarray | None, stop: threading.Event
 ) -> Callable[[jepa.Context], dict[str, Any]]:
     """The worker-side operation of a /rollout request: jepa.rollout or jepa.plan, whole, on one
-    context, from the prepared frames."""
+    context, from the prepared frames; it stops between predictor steps once `stop` is set."""
 
     def op(ctx: jepa.Context) -> dict[str, Any]:
         if job.plan is not None:
-            return jepa.plan(ctx, frames, goal, state=job.state, **job.plan)
+            return jepa.plan(ctx, frames, goal, state=job.state, stop=stop.is_set, **job.plan)
         return jepa.rollout(ctx, frames, job.actions, goal=goal, state=job.state,
-                            return_latents=job.return_latents)
+                            return_latents=job.return_latents, stop=stop.is_set)
 
     return op
 
 
 class Pipeline:
     def __init__(
-        self, model: jepa.Model, dispatcher: Dispatcher, files: LocalFiles, prep_threads: int, max_frames: int
+        self,
+        model: jepa.Model,
+        dispatcher: Dispatcher,
+        files: LocalFiles,
+        prep_threads: int,
+        max_frames: int,
+        budget: Callable[[], jepa.media.Budget],
     ) -> None:
         self.model = model
         self.dispatcher = dispatcher
         self.files = files
         self.max_frames = max_frames
+        self.budget = budget  # a fresh media budget per request
         self._prep = ThreadPoolExecutor(prep_threads, thread_name_prefix="jepa-prep")
+        self._running: set[threading.Event] = set()  # the stop events of running world requests
 
     def close(self) -> None:
-        self._prep.shutdown(wait=True, cancel_futures=True)
+        """Stop running rollouts between steps; drop queued decodes without waiting for a running
+        one (inputs are bounded, but shutdown must not wait on one)."""
+        self.stop_all()
+        self._prep.shutdown(wait=False, cancel_futures=True)
 
-    async def prepare(self, items: list[Item]) -> list[np.ndarray]:
-        """Decode and preprocess every item off the event loop: float32 [C, T, H, W] each."""
+    def stop_all(self) -> None:
+        for event in list(self._running):
+            event.set()
+
+    async def prepare(self, items: list[Item], budget: jepa.media.Budget | None = None) -> list[np.ndarray]:
+        """Decode and preprocess every item off the event loop: float32 [C, T, H, W] each, all within
+        one media budget."""
+        budget = budget or self.budget()
         loop = asyncio.get_running_loop()
-        jobs = [loop.run_in_executor(self._prep, self._prepare_one, item) for item in items]
+        jobs = [loop.run_in_executor(self._prep, self._prepare_one, item, budget) for item in items]
         results = await asyncio.gather(*jobs, return_exceptions=True)
         for r in results:
             if isinstance(r, BaseException):
                 raise r
         return results  # type: ignore[return-value]
 
-    def _prepare_one(self, item: Item) -> np.ndarray:
+    def _prepare_one(self, item: Item, budget: jepa.media.Budget) -> np.ndarray:
         return self._reading(item, lambda: jepa.media.prepare(
-            item.source, self.model, as_video=item.as_video, frames=item.frames))
+            item.source, self.model, as_video=item.as_video, frames=item.frames, budget=budget))
 
-    def _frames_of(self, item: Item) -> np.ndarray:
+    def _frames_of(self, item: Item, budget: jepa.media.Budget) -> np.ndarray:
         """A world model's frames, each prepared on its own, as [C, N, S, S] (the layout the
-        frame-count check reads)."""
+        frame-count check reads). A video's frames are prepared as they decode."""
+
+        def plane(rgb: np.ndarray) -> np.ndarray:
+            return jepa.media.prepare(rgb, self.model, as_video=False)[:, 0]
 
         def read() -> np.ndarray:
             src: Any = item.source
             if item.as_video:
                 n = item.frames or max(1, int(self.model.info.n_frames))
-                src = jepa.media.load_video(item.source, n)  # type: ignore[arg-type]
-            return jepa.world.prepare_frames(self.model, src, "frames").transpose(1, 0, 2, 3)
+                planes = jepa.media.load_video(item.source, n, budget=budget, transform=plane)  # type: ignore[arg-type]
+                src = np.ascontiguousarray(np.stack(planes))  # prepared: prepare_frames takes it as is
+            return jepa.world.prepare_frames(self.model, src, "frames", budget).transpose(1, 0, 2, 3)
 
         return self._reading(item, read)
 
     def _reading(self, item: Item, read: Callable[[], np.ndarray]) -> np.ndarray:
         try:
             x = read()
-        except jepa.ResourceLimitError as exc:
-            raise from_jepa(exc, item.param) from None
+        except jepa.ResourceLimitError as exc:  # a budget: 413 naming the item and the limit
+            message = f"{item.param}: {exc.message}"
+            raise ApiError(413, message, param=item.param, code="input_too_large") from None
         except (jepa.JepaError, ValueError, OSError, EOFError) as exc:
             # Decoders raise more than JepaError (Pillow, PyAV); all of it is the input's fault.
             if item.local:
@@ -146,7 +169,7 @@ class Pipeline:
 
     async def _batched(self, items: list[Item], op: BatchOp, arg: Any) -> tuple[list[np.ndarray], list[Done]]:
         """Prepare the items, then run op over them on the workers, grouped with compatible work."""
-        inputs = await self.prepare(items)
+        inputs = await self.prepare(items, self.budget())
         try:
             return inputs, await self.dispatcher.run_batched(op, arg, inputs)
         except jepa.JepaError as exc:
@@ -165,17 +188,27 @@ class Pipeline:
         worker (Dispatcher.run_whole) through jepa.rollout / jepa.plan."""
         loop = asyncio.get_running_loop()
         items = [job.context] if job.goal is None else [job.context, job.goal]
-        jobs = [loop.run_in_executor(self._prep, self._frames_of, item) for item in items]
+        budget = self.budget()
+        jobs = [loop.run_in_executor(self._prep, self._frames_of, item, budget) for item in items]
         prepared = await asyncio.gather(*jobs, return_exceptions=True)
         for r in prepared:
             if isinstance(r, BaseException):
                 raise r
         frames = [np.ascontiguousarray(x.transpose(1, 0, 2, 3)) for x in prepared]  # type: ignore[union-attr]
         goal = frames[1] if len(frames) > 1 else None
+        stop = threading.Event()
+        self._running.add(stop)
         try:
-            done = await self.dispatcher.run_whole(world_op(job, frames[0], goal))
+            done = await self.dispatcher.run_whole(world_op(job, frames[0], goal, stop))
+        except jepa.world.Stopped:  # only the server stops one: it is shutting down
+            raise ApiError(503, "the server is shutting down", code="shutting_down") from None
         except jepa.JepaError as exc:
             # By class (from_jepa) and by the argument the refusal names, never by its message.
             field = request_field(getattr(exc, "param", None), self.model.world_model)
             raise from_jepa(exc, field, computing=True) from None
+        finally:
+            # Cancelled (the deadline, the client gone, shutdown) or done: a rollout still running
+            # on its worker stops at its next predictor step.
+            stop.set()
+            self._running.discard(stop)
         return WorldResult(done.value, done.queue_s, done.inference_s)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import jepa
 
+from .budget import media_budget
 from .dispatcher import Dispatcher
 from .errors import ApiError
 from .metrics import Metrics
@@ -79,6 +80,7 @@ class Runtime:
         self.engine: Engine | None = None
         self.error: BaseException | None = None
         self.ready = asyncio.Event()  # set when loaded and warm, or when loading failed
+        self.draining = False  # shutting down: new requests are refused
         self._dispatch_task: asyncio.Task[None] | None = None
 
     def require(self) -> Engine:
@@ -101,7 +103,9 @@ class Runtime:
             workers = WorkerPool(model, s.workers, s.graph_threads, s.max_batch)
             await asyncio.to_thread(workers.start)
             dispatcher = Dispatcher(workers, s.max_batch, s.max_wait_ms, self.metrics)
-            pipeline = Pipeline(model, dispatcher, self.files, s.decode_threads, s.max_frames)
+            pipeline = Pipeline(
+                model, dispatcher, self.files, s.decode_threads, s.max_frames, lambda: media_budget(s)
+            )
             self._dispatch_task = asyncio.create_task(dispatcher.run(), name="jepa-dispatcher")
             self.engine = Engine(
                 model,
@@ -123,14 +127,21 @@ class Runtime:
         finally:
             self.ready.set()
 
-    async def close(self) -> None:
+    def drain(self) -> None:
+        """Refuse new requests from now on (shutdown has begun)."""
+        self.draining = True
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Fail queued work, stop running rollouts between steps, and let the workers exit, waiting
+        at most `timeout` for a graph that is running (a worker thread is a daemon: a stuck one does
+        not hold the process)."""
         engine, self.engine = self.engine, None
         if engine is None:
             return
         engine.dispatcher.close()
+        engine.pipeline.close()
         if self._dispatch_task is not None:
             self._dispatch_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._dispatch_task
-        await asyncio.to_thread(engine.workers.stop)
-        await asyncio.to_thread(engine.pipeline.close)
+        await asyncio.to_thread(engine.workers.stop, timeout)

@@ -65,14 +65,19 @@ class LocalFiles:
             )
         if not path or "\x00" in path:
             raise self.refusal(param, "an empty path or a NUL byte")
-        if self.root is None:
-            return os.path.realpath(path)
-        # Joining an absolute path yields that path: it is then checked like any other.
-        real = Path(os.path.realpath(self.root / path))
-        if real != self.root and self.root not in real.parents:
-            raise self.refusal(param, f"{path!r} resolves to {str(real)!r}, outside the root")
-        if not real.is_file():
-            raise self.refusal(param, f"{path!r} is not a regular file")
+        try:
+            if self.root is None:
+                return os.path.realpath(path)
+            # Joining an absolute path yields that path: it is then checked like any other.
+            real = Path(os.path.realpath(self.root / path))
+            if real != self.root and self.root not in real.parents:
+                raise self.refusal(param, f"{path[:200]!r} resolves to {str(real)[:200]!r}, outside the root")
+            # A first check only: the reader opens it without blocking and checks the open file
+            # (jepa.media.decode.open_regular), so a FIFO or device swapped in later is refused too.
+            if not real.is_file():
+                raise self.refusal(param, f"{path[:200]!r} is not a regular file")
+        except (OSError, ValueError) as exc:  # ENAMETOOLONG, ELOOP, EACCES, ...
+            raise self.refusal(param, f"{path[:200]!r}: {getattr(exc, 'strerror', None) or exc}") from None
         return str(real)
 
     def refusal(self, param: str, reason: str) -> ApiError:

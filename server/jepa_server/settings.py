@@ -26,6 +26,9 @@ from typing import Any, Union, cast, get_args, get_origin, get_type_hints
 # every request in it latency.
 MAX_BATCH_SERVED = 32
 ENV_PREFIX = "JEPA_"
+# The response budget's bytes per float in a JSON answer: the longest repr of a float32 value as a
+# Python float ("-1.1754943508222875e-38", 23 characters) and its separator, with room to spare.
+FLOAT_JSON_BYTES = 25
 CONFIG_HELP = "A TOML file of settings named as the fields (`max_batch = 16`); unknown names are refused."
 
 
@@ -98,10 +101,46 @@ class Settings:
     prep_threads: int = _opt(
         "--prep-threads", default=0, help="Threads decoding and preprocessing inputs; 0: min(4, cores)."
     )
-    # -- limits
+    # -- limits: the request budget (docs/serving.md "Budgets"); each is checked before its cost is paid
     max_items: int = _opt("--max-items", default=64, help="Most items in one request.")
     max_frames: int = _opt("--max-frames", default=128, help="Most frames in one clip or video item.")
     max_body_mb: float = _opt("--max-body-mb", default=32.0, help="Largest request body, in MiB (413 above).")
+    max_input_mb: float = _opt(
+        "--max-input-mb",
+        default=32.0,
+        help="Largest input file read (a local path, a video, a b64 item once decoded), in MiB; checked "
+        "from its size before reading (413 above).",
+    )
+    max_image_pixels: int = _opt(
+        "--max-image-pixels",
+        default=40_000_000,
+        help="Most pixels (width × height) in one image or video frame, read from its header before "
+        "decoding (413 above).",
+    )
+    max_request_pixels: int = _opt(
+        "--max-request-pixels",
+        default=300_000_000,
+        help="Most pixels one request decodes and keeps over all its images and sampled frames; a video's "
+        "frames × width × height is counted from its header (413 above).",
+    )
+    max_clip_pixels: int = _opt(
+        "--max-clip-pixels",
+        default=2_000_000_000,
+        help="Most pixels decoded for one video, every frame counted whether it is sampled or not "
+        "(413 above).",
+    )
+    max_response_mb: float = _opt(
+        "--max-response-mb",
+        default=32.0,
+        help="Largest answer, in MiB, estimated at its largest before anything is computed (a float as "
+        f"{FLOAT_JSON_BYTES} bytes of JSON, 16/3 in base64; 413 above).",
+    )
+    max_rollout_work: int = _opt(
+        "--max-rollout-work",
+        default=65_536,
+        help="Most candidate-steps one /rollout runs: candidates × steps for a rollout, samples × "
+        "horizon × cem_steps for a plan (400 above).",
+    )
     max_concurrent_requests: int = _opt(
         "--max-concurrent-requests", default=64, help="Requests computing or queued at once."
     )
@@ -109,6 +148,37 @@ class Settings:
         "--queue-timeout-s",
         default=30.0,
         help="How long a request waits for a slot before it answers 503 with Retry-After.",
+    )
+    # -- time and connections
+    request_timeout_s: float = _opt(
+        "--request-timeout-s",
+        default=120.0,
+        help="Deadline of a request from its arrival: its queued work is dropped and a running rollout "
+        "or plan stops between steps (504). Work whose client has gone is dropped the same way.",
+    )
+    header_timeout_s: float = _opt(
+        "--header-timeout-s",
+        default=10.0,
+        help="Time a client has to send a request line and headers once it started (408, closed after).",
+    )
+    body_timeout_s: float = _opt(
+        "--body-timeout-s",
+        default=30.0,
+        help="Time a client has to send a request's body (408 after).",
+    )
+    idle_timeout_s: float = _opt(
+        "--idle-timeout-s", default=60.0, help="How long an idle keep-alive connection stays open."
+    )
+    max_connections: int = _opt(
+        "--max-connections",
+        default=256,
+        help="Most open client connections; one more is answered 503 and closed.",
+    )
+    shutdown_timeout_s: float = _opt(
+        "--shutdown-timeout-s",
+        default=20.0,
+        help="On SIGTERM or SIGINT: stop accepting, let in-flight requests finish this long, cancel the "
+        "rest (a rollout stops between steps), exit.",
     )
     # -- local files
     allow_local_files: bool = _opt(
@@ -139,6 +209,18 @@ class Settings:
             (self.max_items < 1, "max_items must be at least 1"),
             (self.max_frames < 1, "max_frames must be at least 1"),
             (self.max_body_mb <= 0, "max_body_mb must be positive"),
+            (self.max_input_mb <= 0, "max_input_mb must be positive"),
+            (self.max_image_pixels < 1, "max_image_pixels must be at least 1"),
+            (self.max_request_pixels < 1, "max_request_pixels must be at least 1"),
+            (self.max_clip_pixels < 1, "max_clip_pixels must be at least 1"),
+            (self.max_response_mb <= 0, "max_response_mb must be positive"),
+            (self.max_rollout_work < 1, "max_rollout_work must be at least 1"),
+            (self.request_timeout_s <= 0, "request_timeout_s must be positive"),
+            (self.header_timeout_s <= 0, "header_timeout_s must be positive"),
+            (self.body_timeout_s <= 0, "body_timeout_s must be positive"),
+            (self.idle_timeout_s <= 0, "idle_timeout_s must be positive"),
+            (self.max_connections < 1, "max_connections must be at least 1"),
+            (self.shutdown_timeout_s < 0, "shutdown_timeout_s must be 0 or more"),
             (self.max_concurrent_requests < 1, "max_concurrent_requests must be at least 1"),
             (self.queue_timeout_s < 0, "queue_timeout_s must be 0 or more"),
             (self.gpu is not None and self.gpu < 0, "gpu must be a device number, 0 or more"),
@@ -169,6 +251,14 @@ class Settings:
     @property
     def max_body_bytes(self) -> int:
         return int(self.max_body_mb * 1024 * 1024)
+
+    @property
+    def max_input_bytes(self) -> int:
+        return int(self.max_input_mb * 1024 * 1024)
+
+    @property
+    def max_response_bytes(self) -> int:
+        return int(self.max_response_mb * 1024 * 1024)
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)

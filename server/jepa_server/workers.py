@@ -107,12 +107,16 @@ class WorkerPool:
         return self._next_group
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Let the workers finish what they hold and exit. Blocking."""
+        """Let the workers finish what they hold and exit, waiting `timeout` seconds in all (the
+        threads are daemons: one still in a graph then does not hold the process). Blocking."""
         self.gate.set()
         for _ in self._threads:
             self._jobs.put(None)
+        deadline = time.monotonic() + timeout
         for t in self._threads:
-            t.join(timeout)
+            t.join(max(0.0, deadline - time.monotonic()))
+            if t.is_alive():
+                log.warning("%s is still running a graph at shutdown; not waiting for it", t.name)
         self._threads.clear()
         self._contexts.clear()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import threading
 import warnings
 from collections.abc import Iterator
@@ -19,11 +20,27 @@ from typing import TypeAlias
 from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
 
 from ..errors import InvalidInputError
+from .budget import Budget
 
 ImageSource: TypeAlias = str | os.PathLike[str] | bytes | bytearray | memoryview | Image.Image
 
 # Extensions a directory walk treats as images (any file given by name is sniffed by content).
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
+# The only formats Pillow may decode: those the docs promise (JPEG includes a camera's multi-picture
+# MPO). Anything else (EPS, which shells out to Ghostscript, and Pillow's many rarely used
+# decoders) is not an image here.
+IMAGE_FORMATS = ("PNG", "JPEG", "WEBP", "BMP", "GIF", "TIFF")
+# Signatures of those formats: data that starts with one is an image, so a file Pillow cannot open
+# is a broken image (not something to try as a video).
+_SIGNATURES = (
+    (b"\x89PNG\r\n\x1a\n", "PNG"),
+    (b"\xff\xd8\xff", "JPEG"),
+    (b"GIF87a", "GIF"),
+    (b"GIF89a", "GIF"),
+    (b"BM", "BMP"),
+    (b"II*\x00", "TIFF"),
+    (b"MM\x00*", "TIFF"),
+)
 
 # Only header and metadata parsing runs under this lock, so serialising it costs little; it makes the
 # scoped warning filters safe against our own threads (warnings.catch_warnings is process-global
@@ -54,17 +71,60 @@ def check_pixels(width: int, height: int, what: str = "image") -> None:
         )
 
 
-def read_bytes(src: str | os.PathLike[str]) -> bytes:
-    """A file's bytes, with a missing or unreadable file as an InvalidInputError."""
+def _signature(data: bytes | bytearray | memoryview) -> str | None:
+    head = bytes(data[:12])
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "WebP"
+    return next((name for magic, name in _SIGNATURES if head.startswith(magic)), None)
+
+
+def open_regular(src: str | os.PathLike[str]) -> tuple[io.FileIO, int]:
+    """Open a path for reading only if it is a regular file: (the open file, its size).
+
+    The path is opened with O_NONBLOCK, so a FIFO or a device cannot block the open, and checked with
+    fstat on the open descriptor (no race with a rename) before a byte is read: a FIFO, a device, a
+    socket or a directory is refused with an InvalidInputError, as is a path the OS refuses
+    (ENAMETOOLONG, EACCES, ELOOP, ...)."""
+    path = os.fspath(src)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        with open(src, "rb") as f:
-            return f.read()
+        fd = os.open(path, flags)
     except FileNotFoundError:
-        raise InvalidInputError(f"no such file: {os.fspath(src)!r}") from None
-    except IsADirectoryError:
-        raise InvalidInputError(f"is a directory, not a file: {os.fspath(src)!r}") from None
-    except OSError as e:
-        raise InvalidInputError(f"cannot read {os.fspath(src)!r}: {e.strerror or e}") from None
+        raise InvalidInputError(f"no such file: {path!r}") from None
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise InvalidInputError(f"cannot read {path[:200]!r}: {reason}") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise InvalidInputError(f"is a directory, not a file: {path!r}")
+        if not stat.S_ISREG(st.st_mode):
+            raise InvalidInputError(f"not a regular file (a FIFO, a device or a socket): {path!r}")
+        return io.FileIO(fd, "rb", closefd=True), st.st_size
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(src: str | os.PathLike[str], budget: Budget | None = None) -> bytes:
+    """A regular file's bytes (open_regular's checks), its size checked against the budget's
+    max_input_bytes before it is read; a missing or unreadable file is an InvalidInputError."""
+    f, size = open_regular(src)
+    with f:
+        limit = None
+        if budget is not None:
+            budget.check_bytes(size, "the file")
+            limit = budget.max_input_bytes
+        try:
+            # Never more than the budget, even when the file grows after fstat.
+            data = f.read(size + 1 if limit is None else limit + 1)
+            if limit is None and len(data) > size:
+                data += f.read()
+        except OSError as e:
+            raise InvalidInputError(f"cannot read {os.fspath(src)!r}: {e.strerror or e}") from None
+    if budget is not None:
+        budget.check_bytes(len(data), "the file")
+    return data
 
 
 @contextmanager
@@ -79,13 +139,19 @@ def _pillow_quiet() -> Iterator[None]:
 
 
 def _open(data: bytes | bytearray | memoryview) -> Image.Image:
-    """Open the data (the header only: pixels decode later, outside the lock)."""
+    """Open the data (the header only: pixels decode later, outside the lock), in IMAGE_FORMATS only."""
     if len(data) == 0:
         raise NotAnImageError("not an image: the data is empty")
     with _pillow_quiet():
         try:
-            return Image.open(io.BytesIO(data))
+            return Image.open(io.BytesIO(data), formats=IMAGE_FORMATS)
         except UnidentifiedImageError:
+            kind = _signature(data)
+            if kind is not None:
+                raise InvalidInputError(
+                    f"truncated or invalid {kind} image ({len(data)} bytes): Pillow cannot read its header "
+                    "(cut short, zero-sized or broken)"
+                ) from None
             raise NotAnImageError(
                 "not an image: Pillow cannot identify it "
                 "(an unknown format, or a broken or zero-sized header)"
@@ -111,17 +177,21 @@ def to_rgb(img: Image.Image) -> Image.Image:
     return img if img.mode == "RGB" else img.convert("RGB")
 
 
-def decode_image(src: ImageSource) -> Image.Image:
-    """A path, bytes or PIL image -> an RGB PIL image (a GIF or animated WebP gives its first frame)."""
+def decode_image(src: ImageSource, budget: Budget | None = None) -> Image.Image:
+    """A path, bytes or PIL image -> an RGB PIL image (a GIF or animated WebP gives its first frame).
+    With a budget, the header's size is checked against it (and counted) before pixels decode."""
     if isinstance(src, Image.Image):
         img, from_file = src, False
     elif isinstance(src, bytes | bytearray | memoryview):
         img, from_file = _open(src), True
     elif isinstance(src, str | os.PathLike):
-        img, from_file = _open(read_bytes(src)), True
+        img, from_file = _open(read_bytes(src, budget)), True
     else:
         raise InvalidInputError(f"cannot decode an image from {type(src).__name__}")
     check_pixels(*img.size)
+    if budget is not None:
+        budget.check_image(*img.size)
+        budget.charge(img.size[0] * img.size[1], "an image")
     try:
         img.load()
         # Files are turned upright like transformers' load_image does; a PIL image given by the

@@ -15,6 +15,7 @@ import numpy as np
 from PIL import Image
 
 from ..errors import InvalidInputError
+from .budget import Budget
 from .decode import NotAnImageError, check_pixels, decode_image, read_bytes
 from .transform import preprocess_image
 from .video import VIDEO_EXTENSIONS, NotAVideoError, load_video, sample_indices
@@ -62,39 +63,49 @@ def _rgb_array(a: np.ndarray) -> Image.Image:
     return Image.fromarray(np.ascontiguousarray(a))
 
 
-def _frame(x: Frame) -> Image.Image:
+def _frame(x: Frame, budget: Budget | None) -> Image.Image:
     """One frame of a clip, or one image, as an RGB PIL image."""
     if isinstance(x, np.ndarray):
         return _rgb_array(x)
-    return decode_image(x)
+    return decode_image(x, budget)
 
 
 def _is_file_like(item: object) -> bool:
     return isinstance(item, str | os.PathLike | bytes | bytearray | memoryview)
 
 
-def _from_file(item: Frame, as_video: bool | None, n_video: int) -> tuple[list[Any], bool]:
-    """(frames, is_clip) for a path or bytes."""
+def _from_file(
+    item: Frame, as_video: bool | None, n_video: int, budget: Budget | None, plane: Plane
+) -> tuple[list[Any], bool]:
+    """(frames, is_clip) for a path or bytes. A video's frames come back preprocessed (`plane`
+    runs on each as it is decoded, so full-resolution frames are never all held)."""
     if as_video is True:
-        return load_video(item, n_video), True  # type: ignore[arg-type]
+        return load_video(item, n_video, budget=budget, transform=plane), True  # type: ignore[arg-type]
     if as_video is False:
-        return [decode_image(item)], False  # type: ignore[arg-type]
+        return [decode_image(item, budget)], False  # type: ignore[arg-type]
     if isinstance(item, str | os.PathLike):
         if os.path.splitext(os.fspath(item))[1].lower() in VIDEO_EXTENSIONS:
-            return load_video(item, n_video), True
-        item = read_bytes(item)
+            return load_video(item, n_video, budget=budget, transform=plane), True
+        item = read_bytes(item, budget)
     try:
-        return [decode_image(item)], False  # type: ignore[arg-type]
+        return [decode_image(item, budget)], False  # type: ignore[arg-type]
     except NotAnImageError:
         pass
     try:
-        return load_video(item, n_video), True  # type: ignore[arg-type]
+        return load_video(item, n_video, budget=budget, transform=plane), True  # type: ignore[arg-type]
     except NotAVideoError as e:
         raise InvalidInputError(f"not an image or a video: Pillow cannot identify it, {e.reason}") from None
 
 
-def _load(item: Item, as_video: bool | None, frames: int | None, n_video: int) -> tuple[list[Any], bool]:
-    """(frames, is_clip): the frames as RGB PIL images or uint8 arrays, not yet preprocessed."""
+# A decoded video frame (uint8 [H, W, 3]) -> its preprocessed plane float32 [C, S, S].
+Plane = Any
+
+
+def _load(
+    item: Item, as_video: bool | None, frames: int | None, n_video: int, budget: Budget | None, plane: Plane
+) -> tuple[list[Any], bool]:
+    """(frames, is_clip): the frames as RGB PIL images or uint8 arrays not yet preprocessed, or (a
+    video's) float32 planes already preprocessed."""
     if isinstance(item, Image.Image):
         return [decode_image(item)], False
     if isinstance(item, np.ndarray):
@@ -105,7 +116,7 @@ def _load(item: Item, as_video: bool | None, frames: int | None, n_video: int) -
             return [_rgb_array(f) for f in seq], True
         return [_rgb_array(item)], False
     if _is_file_like(item):
-        return _from_file(item, as_video, n_video)  # type: ignore[arg-type]
+        return _from_file(item, as_video, n_video, budget, plane)  # type: ignore[arg-type]
     if isinstance(item, Sequence):
         if as_video is False:
             raise InvalidInputError("a list of frames is one clip: it cannot be embedded with as_video=False")
@@ -113,7 +124,7 @@ def _load(item: Item, as_video: bool | None, frames: int | None, n_video: int) -
             raise InvalidInputError("a clip needs at least one frame, got an empty list")
         clip = cast(Sequence[Frame], item)  # bytes, a Sequence of ints, went to _from_file above
         picked = clip if frames is None else [clip[i] for i in sample_indices(len(clip), frames)]
-        return [_frame(x) for x in picked], True
+        return [_frame(x, budget) for x in picked], True
     raise InvalidInputError(
         f"cannot embed a {type(item).__name__}: "
         "give a path, bytes, a PIL image, a uint8 array or a list of frames"
@@ -126,18 +137,29 @@ def _check_frames(frames: int | None) -> None:
 
 
 def prepare(
-    item: Item, model: HasInfo, *, as_video: bool | None = None, frames: int | None = None
+    item: Item,
+    model: HasInfo,
+    *,
+    as_video: bool | None = None,
+    frames: int | None = None,
+    budget: Budget | None = None,
 ) -> np.ndarray:
     """Any item -> float32 [C, T, H, W] for `model`, preprocessed with its recipe.
 
     as_video: None decides by content (an image file is an image, a video file a clip, a list a clip);
     True reads a file as a video even when Pillow could open it (an animated GIF gives all its frames);
     False requires an image (a GIF gives its first frame). frames: how many frames to sample from a
-    video or a list (default: all of a list, the model's n_frames from a video)."""
+    video or a list (default: all of a list, the model's n_frames from a video). budget: what the
+    item may cost to read and decode (jepa.media.Budget), checked before the cost is paid."""
     _check_frames(frames)
     info = model.info
     n_video = frames or max(1, info.n_frames)
-    loaded, is_clip = _load(item, as_video, frames, n_video)
+    recipe = recipe_for(model)
+
+    def plane(rgb: np.ndarray) -> np.ndarray:
+        return preprocess_image(_rgb_array(rgb), recipe)
+
+    loaded, is_clip = _load(item, as_video, frames, n_video, budget, plane)
     if is_clip and len(loaded) > 1 and info.modality == "image":
         raise InvalidInputError(
             f"a clip of {len(loaded)} frames needs a video model; this is an image model "
@@ -147,12 +169,14 @@ def prepare(
     if len(loaded) % tubelet:
         # Upstream V-JEPA repeats the last frame to fill the last tubelet.
         loaded = loaded + [loaded[-1]] * (tubelet - len(loaded) % tubelet)
-    recipe = recipe_for(model)
     done: dict[int, np.ndarray] = {}  # a repeated frame is preprocessed once
     planes = []
     for f in loaded:
         if id(f) not in done:
-            done[id(f)] = preprocess_image(f if isinstance(f, Image.Image) else _rgb_array(f), recipe)
+            if isinstance(f, np.ndarray) and f.dtype == np.float32:
+                done[id(f)] = f  # a video's frame, preprocessed as it was decoded
+            else:
+                done[id(f)] = preprocess_image(f if isinstance(f, Image.Image) else _rgb_array(f), recipe)
         planes.append(done[id(f)])
     if len(planes) == 1:
         return planes[0][:, None]  # one image: [C, 1, H, W] as a view, no copy (a plane is contiguous)

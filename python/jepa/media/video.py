@@ -9,13 +9,14 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Callable, Sequence
-from typing import IO, TypeAlias
+from typing import IO, Any, TypeAlias
 
 import av
 import numpy as np
 
 from ..errors import InvalidInputError
-from .decode import check_pixels
+from .budget import Budget, ClipCounter
+from .decode import check_pixels, open_regular
 
 VideoSource: TypeAlias = str | os.PathLike[str] | bytes | bytearray | memoryview
 
@@ -23,6 +24,11 @@ VideoSource: TypeAlias = str | os.PathLike[str] | bytes | bytearray | memoryview
 VIDEO_EXTENSIONS = frozenset(
     {".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ogv", ".ts"}
 )
+# The only FFmpeg demuxers that may open an input: the containers of VIDEO_EXTENSIONS, and GIF (an
+# animated GIF read as a clip). FFmpeg probes content, and without this list it would open any of
+# its hundreds of formats (playlists that name other files among them).
+CONTAINERS = ("mov", "matroska", "avi", "mpeg", "mpegts", "ogg", "gif")
+_OPEN_OPTIONS = {"format_whitelist": ",".join(CONTAINERS)}
 
 
 class NotAVideoError(InvalidInputError):
@@ -44,74 +50,120 @@ def sample_indices(total: int, n: int) -> np.ndarray:
     return np.round(np.linspace(0, total - 1, n)).astype(np.int64)
 
 
-def _opener(src: VideoSource) -> Callable[[], IO[bytes]]:
+def _opener(src: VideoSource, budget: Budget | None) -> Callable[[], IO[bytes]]:
     if isinstance(src, bytes | bytearray | memoryview):
         if len(src) == 0:
             raise NotAVideoError("the data is empty")
+        if budget is not None:
+            budget.check_bytes(len(src), "the video")
         data = bytes(src)
         return lambda: io.BytesIO(data)
     if isinstance(src, str | os.PathLike):
         path = os.fspath(src)
-        if not os.path.isfile(path):
-            what = "is a directory, not a file" if os.path.isdir(path) else "no such file"
-            raise InvalidInputError(f"{what}: {path!r}")
+        f, size = open_regular(path)  # only a regular file; checked before FFmpeg sees a byte
+        f.close()
+        if budget is not None:
+            budget.check_bytes(size, "the video")
+
         # A file object, never the name: FFmpeg would read a name as a URL or protocol ("concat:", "http:").
-        return lambda: open(path, "rb")
+        def reopen() -> IO[bytes]:
+            return open_regular(path)[0]
+
+        return reopen
     raise InvalidInputError(f"cannot decode a video from {type(src).__name__}")
 
 
+def _open_container(f: IO[bytes]) -> Any:
+    try:
+        return av.open(f, mode="r", options=_OPEN_OPTIONS)
+    except av.ArgumentError:
+        # FFmpeg probed a format that is not in CONTAINERS (an audio file, a playlist, ...).
+        raise NotAVideoError(
+            "no video stream in a container read here (mp4/mov, mkv/webm, avi, mpeg, ts, ogg, gif)"
+        ) from None
+    except av.FFmpegError as e:
+        raise NotAVideoError(f"FFmpeg cannot read it: {_reason(e)}") from None
+
+
+Transform = Callable[[np.ndarray], Any]
+
+
 def _collect(
-    open_file: Callable[[], IO[bytes]], wanted: Sequence[int] | None
-) -> tuple[dict[int, np.ndarray], int]:
-    """One decoding pass: the frames at `wanted` as RGB uint8, and the number of frames decoded."""
+    open_file: Callable[[], IO[bytes]],
+    wanted: Sequence[int] | None,
+    transform: Transform | None,
+    counter: ClipCounter | None,
+) -> tuple[dict[int, Any], int]:
+    """One decoding pass: the frames at `wanted` (RGB uint8, through `transform` when given, one
+    frame at a time), and the number of frames decoded."""
     keep = set(wanted or ())
-    frames: dict[int, np.ndarray] = {}
-    with open_file() as f:
+    frames: dict[int, Any] = {}
+    with open_file() as f, _open_container(f) as container:
+        if not container.streams.video:
+            raise NotAVideoError("the file has no video stream")
+        stream = container.streams.video[0]
+        check_pixels(stream.codec_context.width, stream.codec_context.height, "video frame")
+        if counter is not None:
+            ctx = stream.codec_context
+            counter.budget.check_image(ctx.width, ctx.height, "a video frame")
+        n = 0
         try:
-            container = av.open(f, mode="r")
+            for frame in container.decode(stream):
+                if counter is not None:
+                    counter.frame(frame.width, frame.height)
+                if n in keep:
+                    check_pixels(frame.width, frame.height, "video frame")
+                    rgb = np.ascontiguousarray(frame.to_ndarray(format="rgb24"))
+                    # Transformed at once: full-resolution frames are never all held.
+                    frames[n] = rgb if transform is None else transform(rgb)
+                n += 1
         except av.FFmpegError as e:
-            raise NotAVideoError(f"FFmpeg cannot read it: {_reason(e)}") from None
-        with container:
-            if not container.streams.video:
-                raise NotAVideoError("the file has no video stream")
-            stream = container.streams.video[0]
-            check_pixels(stream.codec_context.width, stream.codec_context.height, "video frame")
-            n = 0
-            try:
-                for frame in container.decode(stream):
-                    if n in keep:
-                        check_pixels(frame.width, frame.height, "video frame")
-                        frames[n] = np.ascontiguousarray(frame.to_ndarray(format="rgb24"))
-                    n += 1
-            except av.FFmpegError as e:
-                raise InvalidInputError(f"corrupt or unsupported video: {_reason(e)}") from None
+            raise InvalidInputError(f"corrupt or unsupported video: {_reason(e)}") from None
     return frames, n
 
 
 def _frame_count_hint(open_file: Callable[[], IO[bytes]]) -> int:
-    with open_file() as f:
-        try:
-            with av.open(f, mode="r") as container:
-                return int(container.streams.video[0].frames) if container.streams.video else 0
-        except av.FFmpegError as e:
-            raise NotAVideoError(f"FFmpeg cannot read it: {_reason(e)}") from None
+    with open_file() as f, _open_container(f) as container:
+        return int(container.streams.video[0].frames) if container.streams.video else 0
 
 
-def load_video(src: VideoSource, n_frames: int) -> list[np.ndarray]:
+def _frame_size(open_file: Callable[[], IO[bytes]]) -> tuple[int, int]:
+    """(width, height) of the first video stream, from the header; (0, 0) without one."""
+    with open_file() as f, _open_container(f) as container:
+        if not container.streams.video:
+            return 0, 0
+        ctx = container.streams.video[0].codec_context
+        return int(ctx.width), int(ctx.height)
+
+
+def load_video(
+    src: VideoSource, n_frames: int, *, budget: Budget | None = None, transform: Transform | None = None
+) -> list[Any]:
     """A video file (path or bytes) -> n_frames RGB uint8 [H, W, 3] frames, evenly sampled (a frame
-    picked twice is the same array twice)."""
+    picked twice is the same array twice).
+
+    transform: applied to each kept frame as soon as it is decoded (what is returned instead of the
+    frame), so a caller that resizes holds one full-resolution frame at a time. budget: the file's
+    size, the frame size and the n_frames kept are checked from the header before decoding, and every
+    decoded frame counts against the clip's limit."""
     if int(n_frames) < 1:
         raise InvalidInputError(f"n_frames must be at least 1, got {n_frames}")
-    open_file = _opener(src)
+    open_file = _opener(src, budget)
     hint = _frame_count_hint(open_file)
+    counter = None
+    if budget is not None:
+        width, height = _frame_size(open_file)
+        budget.check_image(width, height, "a video frame")
+        budget.charge(int(n_frames) * width * height, f"{n_frames} video frames of {width}x{height}")
+        counter = budget.clip_counter()
     indices = sample_indices(hint, n_frames) if hint > 0 else None
-    frames, total = _collect(open_file, None if indices is None else indices.tolist())
+    frames, total = _collect(open_file, None if indices is None else indices.tolist(), transform, counter)
     if total == 0:
         raise InvalidInputError("the video has no decodable frames")
     if indices is None or total != hint:
         # The container's count was absent or wrong: sample from the frames that really decode.
         indices = sample_indices(total, n_frames)
-        frames, again = _collect(open_file, indices.tolist())
+        frames, again = _collect(open_file, indices.tolist(), transform, counter)
         if again != total:
             raise InvalidInputError(f"the video decodes to {total} frames, then {again}: corrupt data")
     return [frames[int(i)] for i in indices]
