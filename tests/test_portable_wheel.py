@@ -1,0 +1,110 @@
+"""The Docker images' build steps, without Docker: the portable wheel (JEPA_NATIVE=OFF, no tests) builds,
+installs with the server extra into a fresh virtual environment, and serves the demo model there.
+This is what docker/Dockerfile.cpu runs (docker/README.md); CI runs it in the image's place."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+@pytest.fixture(scope="module")
+def portable_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("portable")
+    wheels = tmp / "wheels"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(wheels),
+            "-C",
+            f"build-dir={tmp / 'build'}",
+            "-C",
+            "cmake.define.JEPA_NATIVE=OFF",
+            "-C",
+            "cmake.define.JEPA_BUILD_TESTS=OFF",
+            str(ROOT),
+        ],
+        check=True,
+        timeout=1800,
+    )
+    (wheel,) = wheels.glob("jepa-*.whl")
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--quiet", f"{wheel}[server]"], check=True, timeout=1800
+    )
+    return venv
+
+
+def test_portable_wheel_serves_the_demo(portable_venv: Path, tmp_path: Path) -> None:
+    py = portable_venv / "bin" / "python"
+    # The installed package is the wheel's, not this checkout's editable one.
+    where = subprocess.run(
+        [str(py), "-c", "import jepa; print(jepa.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    ).stdout.strip()
+    assert str(portable_venv) in where, where
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JEPA_")}
+    proc = subprocess.Popen(
+        [str(portable_venv / "bin" / "jepa-server"), "--demo", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        status = 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                status, _ = _get(f"http://127.0.0.1:{port}/health")
+            except OSError:
+                status = 0
+            if status == 200:
+                break
+            time.sleep(0.5)
+        assert status == 200, (
+            proc.stdout.read().decode() if proc.poll() is not None and proc.stdout else status
+        )
+        status, body = _get(f"http://127.0.0.1:{port}/v1/models")
+        assert status == 200 and json.loads(body)["data"], body
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
