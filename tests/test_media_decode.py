@@ -173,7 +173,7 @@ def test_zero_sized() -> None:
     with pytest.raises(jepa.InvalidInputError, match="zero-sized image"):
         media.decode_image(Image.new("RGB", (0, 5)))
     # Pillow does not identify a PNG of width 0: it is a broken PNG, never tried as a video.
-    with pytest.raises(jepa.InvalidInputError, match="invalid PNG image .*zero-sized"):
+    with pytest.raises(jepa.InvalidInputError, match=r"invalid PNG image .*zero-sized"):
         media.decode_image(png_header_only(0, 7))
 
 

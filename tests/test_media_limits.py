@@ -23,7 +23,8 @@ from jepa import media
 
 def _png(size: tuple[int, int] = (16, 12)) -> bytes:
     buf = io.BytesIO()
-    Image.fromarray(np.random.default_rng(0).integers(0, 256, (size[1], size[0], 3), np.uint8)).save(buf, "PNG")
+    pixels = np.random.default_rng(0).integers(0, 256, (size[1], size[0], 3), np.uint8)
+    Image.fromarray(pixels).save(buf, "PNG")
     return buf.getvalue()
 
 
@@ -46,13 +47,13 @@ def _video(n: int, size: tuple[int, int]) -> bytes:
 class _Info:
     """The ModelInfo fields jepa.media reads, for a 32-pixel image model."""
 
-    class preprocess:  # noqa: N801 - mirrors ModelInfo.preprocess
+    class preprocess:
         mean, std, rescale, resize_short, crop = (0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 1 / 255, 32, 32
 
-        class resize_mode:  # noqa: N801
+        class resize_mode:
             name = "SHORTEST_EDGE"
 
-        class resample:  # noqa: N801
+        class resample:
             name = "BILINEAR"
 
     family, modality, n_frames, tubelet_size = "hfvit", "video", 4, 1
@@ -77,7 +78,7 @@ def test_eps_is_not_decoded(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_cut_short_png_is_a_broken_image_not_a_video() -> None:
     data = _png()
     for n in (33, 40, len(data) // 2):
-        with pytest.raises(jepa.InvalidInputError, match="truncated or (invalid|corrupt)") as e:
+        with pytest.raises(jepa.InvalidInputError, match=r"truncated or (invalid|corrupt)") as e:
             media.prepare(data[:n], _Model())
         assert "video" not in e.value.message
 
@@ -97,7 +98,7 @@ def _in_thread(fn: object, timeout: float = 10.0) -> BaseException | None:
         try:
             fn()  # type: ignore[operator]
             out.append(None)
-        except BaseException as exc:  # noqa: BLE001 - returned to the test
+        except BaseException as exc:
             out.append(exc)
 
     t = threading.Thread(target=run, daemon=True)
@@ -130,7 +131,7 @@ def test_the_input_size_is_checked_before_reading(tmp_path: Path) -> None:
     budget = media.Budget(max_input_bytes=1 << 20, names={"max_input_bytes": "--max-input-mb"})
     tracemalloc.start()
     try:
-        with pytest.raises(jepa.ResourceLimitError, match="at most 1048576 .*--max-input-mb"):
+        with pytest.raises(jepa.ResourceLimitError, match=r"at most 1048576 .*--max-input-mb"):
             media.read_bytes(big, budget)
         with pytest.raises(jepa.ResourceLimitError):
             media.prepare(str(big), _Model(), budget=budget)
@@ -144,7 +145,7 @@ def test_the_input_size_is_checked_before_reading(tmp_path: Path) -> None:
 
 def test_pixels_are_checked_from_the_header() -> None:
     bomb = png_header_only(9000, 9000)  # 81 Mpx, a few dozen bytes
-    with pytest.raises(jepa.ResourceLimitError, match="9000x9000 .*per image \\(--max-image-pixels\\)"):
+    with pytest.raises(jepa.ResourceLimitError, match=r"9000x9000 .*per image \(--max-image-pixels\)"):
         media.prepare(bomb, _Model(), budget=media.Budget(max_image_pixels=40_000_000,
                                                           names={"max_image_pixels": "--max-image-pixels"}))
     budget = media.Budget(max_request_pixels=16 * 12 * 2)
@@ -161,7 +162,8 @@ def test_a_videos_kept_and_decoded_pixels_are_bounded() -> None:
         media.prepare(video, _Model(), budget=media.Budget(max_request_pixels=4 * 64 * 48 - 1))
     with pytest.raises(jepa.ResourceLimitError, match="decodes to more than"):  # 6 frames decoded
         media.prepare(video, _Model(), budget=media.Budget(max_clip_pixels=5 * 64 * 48))
-    media.prepare(video, _Model(), budget=media.Budget(max_clip_pixels=6 * 64 * 48, max_request_pixels=4 * 64 * 48))
+    enough = media.Budget(max_clip_pixels=6 * 64 * 48, max_request_pixels=4 * 64 * 48)
+    media.prepare(video, _Model(), budget=enough)
 
 
 def test_video_frames_are_preprocessed_as_they_decode() -> None:

@@ -31,6 +31,12 @@ from .settings import Settings
 _TIMING = ("x-queue-time", "x-inference-time", "x-total-time")
 
 
+# After refusing a request whose body is unread (408, 413), aiohttp reads and drops the rest for a
+# while, so a client still sending sees the answer rather than a reset; its default 10 s would let a
+# slow body hold the connection long past --body-timeout-s.
+LINGER_S = 2.0
+
+
 @dataclass(frozen=True)
 class HttpLimits:
     header_timeout_s: float
@@ -71,6 +77,7 @@ def _never_ran(resp: web.StreamResponse) -> web.StreamResponse:
 
 class _JsonErrorRequestHandler(RequestHandler):
     _header_timer: asyncio.TimerHandle | None = None
+    _refusing = False  # answered and closing: whatever else arrives is dropped
 
     @property
     def _limits(self) -> HttpLimits:
@@ -85,6 +92,8 @@ class _JsonErrorRequestHandler(RequestHandler):
             self._close_with(error)
 
     def data_received(self, data: bytes) -> None:
+        if self._refusing:
+            return
         waiting = not self._request_in_progress and not self._messages and self._payload_parser is None
         if data and waiting and self._header_timer is None and not self._force_close:
             # The first byte of a request: its line and headers must all arrive in time.
@@ -104,9 +113,17 @@ class _JsonErrorRequestHandler(RequestHandler):
             code="header_timeout"))
 
     def _close_with(self, error: ApiError) -> None:
-        if self.transport is not None:
-            self.transport.write(raw_response(error))
-        self.force_close()
+        """Answer and close. The close waits LINGER_S with our side shut for writing, dropping what
+        still arrives: closing with unread data would reset the connection, and the client could
+        lose the answer."""
+        transport = self.transport
+        if transport is None or self._refusing:
+            return
+        self._refusing = True
+        transport.write(raw_response(error))
+        if isinstance(transport, asyncio.WriteTransport) and transport.can_write_eof():
+            transport.write_eof()
+        self._loop.call_later(LINGER_S, self.force_close)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         if self._header_timer is not None:
@@ -155,8 +172,10 @@ def _guarded(handler: Handler) -> Handler:
     async def guarded(request: BaseRequest) -> web.StreamResponse:
         version = request.version
         if version not in (HttpVersion10, HttpVersion11):
-            # Answered in HTTP/1.1, not in the version the client named.
-            request._message = request._message._replace(version=HttpVersion11)
+            # Answered in HTTP/1.1, not in the version the client named (the response's status line
+            # reads request.version, a cached copy of _version).
+            request._version = HttpVersion11
+            request._cache.pop("version", None)
             error = ApiError(505, f"HTTP/{version.major}.{version.minor} is not served here: use HTTP/1.1")
             return _never_ran(error.response())
         expect = request.headers.get("Expect")
@@ -178,6 +197,7 @@ class JepaAppRunner(web.AppRunner):
             handler_cancellation=True,  # work whose client has gone is dropped
             keepalive_timeout=settings.idle_timeout_s,
             shutdown_timeout=settings.shutdown_timeout_s,
+            lingering_time=LINGER_S,
             **kwargs,
         )
         self._limits = HttpLimits(settings.header_timeout_s, settings.max_connections)
