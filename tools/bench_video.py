@@ -117,7 +117,14 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, default=None, help=f"JSON to write (default {DEFAULT_OUT} for the full cell)"
     )
     args = ap.parse_args(argv)
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     cell = video_cell(args.threads, args.rounds, args.layers, args.frames)
+    # The run's record, as every results file has it (docs tables name the machine, build and commit).
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_engine import git_commit, machine_info
+
+    cell = {"benchmark": "bench-video", "measured_at": started, "commit": git_commit(),
+            "machine": machine_info(args.threads), **cell}
     out = args.out or (
         DEFAULT_OUT if args.layers == 24 else Path(tempfile.gettempdir()) / "bench-video-smoke.json"
     )

@@ -43,6 +43,8 @@ VARIANT_LABELS = {
     "torch": "PyTorch",
 }
 MODEL_LABELS = {"vit-s16": "ViT-S/16", "vit-l16": "ViT-L/16"}
+# The build every benchmark here runs unless its JSON says otherwise (`make install`: -march=native).
+NATIVE_BUILD = "the native build (JEPA_NATIVE=ON)"
 
 
 def _table(header: list[str], rows: list[list[str]], align: str) -> list[str]:
@@ -140,7 +142,8 @@ def render_bench_engine_peers(data: dict[str, Any]) -> str:
               if all(k in r for r in pk["runs"])}
     lines = [
         f"Measured {data['started'][:10]} at commit `{data.get('commit', '?')}` on {m['cpu']} "
-        f"({m['cores']} cores; {', '.join(m['simd'])}), {_threads(m['threads'])} for every engine; jepa "
+        f"({m['cores']} cores; {', '.join(m['simd'])}), {data.get('build', NATIVE_BUILD)}, "
+        f"{_threads(m['threads'])} for every engine; jepa "
         f"{v['jepa']} on ggml {v['ggml']}, PyTorch {v['torch']}, transformers {v['transformers']}, "
         f"ONNX Runtime {v['onnxruntime']}, OpenVINO {v['openvino'].split('-')[0]}. Random weights" + kind,
         "",
@@ -391,7 +394,8 @@ def render_bench_world(data: dict[str, Any]) -> str:
     kind = " — a `--smoke` run (tiny dims)." if data.get("smoke") else (
         " — a `--quick` run." if data.get("quick") else ".")
     lines = [
-        f"Measured {data['started'][:10]} on {m['cpu']} ({m['cores']} cores, {', '.join(m['simd'])}), "
+        f"Measured {data['started'][:10]} at commit `{data.get('commit', '?')}` on {m['cpu']} ({m['cores']} "
+        f"cores, {', '.join(m['simd'])}), {data.get('build', NATIVE_BUILD)}, "
         f"{m['threads']} threads; jepa {v['jepa']} on ggml {v['ggml']}. Random weights; V-JEPA 2-AC "
         f"predictor {ac['n_layer']} blocks × {ac['embed_dim']} ({ac['n_head']} heads, MLP {ac['ffn_dim']}) "
         f"on {ac['enc_dim']}-wide latents, {ac['tokens_per_frame']} patch tokens per frame" + kind,
@@ -440,8 +444,42 @@ def render_bench_world(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_record(data: dict[str, Any]) -> str:
+    """The line every results table starts with: when, on what, from which commit and build."""
+    m = data.get("machine", {})
+    when = data.get("measured_at") or data.get("started") or "an unrecorded date"
+    cpu = m.get("cpu") or m.get("model") or "an unrecorded CPU"
+    flags = m.get("cpu_flags") or m.get("simd") or []
+    build = data.get("build") or NATIVE_BUILD
+    return (f"Measured {when} on {cpu} ({m.get('cores', '?')} cores"
+            + (f"; {', '.join(flags)}" if flags else "") + f"), {build}, commit "
+            f"`{data.get('commit', 'unrecorded')}`.")
+
+
+def render_bench_video(data: dict[str, Any]) -> str:
+    """bench-video.json: the V-JEPA 2 ViT-L/16 clip against transformers' VJEPA2Model."""
+    lines = [run_record(data), "",
+             f"{data['model']}; {data['threads']} threads, {data['rounds']} timed rounds (interleaved, "
+             f"after a warm-up); {data.get('torch', 'PyTorch')}.", ""]
+    rows = []
+    labels = {"jepa-f32": "jepa f32 (flash attention, auto)", "jepa-f16": "jepa f16 weights"}
+    for k, label in labels.items():
+        if k not in data["seconds_per_clip"]:
+            continue
+        par = data["parity_vs_torch"][k]
+        sec = data["seconds_per_clip"]
+        rows.append([label, f"{sec[k]:.2f}", f"{sec['torch']:.2f}", _ratio(data["ratio_torch_over_jepa"][k]),
+                     _ratio(data["ratio_of_best_torch_over_jepa"][k]),
+                     f"{_one_minus(par['min_cos'])}, rel {par['rel']:.1e}"])
+    lines += _table(["variant", "jepa s/clip", "torch s/clip", "torch / jepa (median)", "best-round ratio",
+                     "tokens vs torch (min cosine, max\\|Δ\\| / max\\|ref\\|)"], rows, "lrrrrl")
+    return "\n".join(lines) + "\n"
+
+
 RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench-engine": render_bench_engine,
+    "bench-quant": render_bench_engine,  # bench_engine.py's q8_0 / q4_k rows (docs/quantize.md)
+    "bench-video": render_bench_video,
     "bench-world": render_bench_world,
 }
 
