@@ -6,8 +6,15 @@ BIN    := $(VENV)/bin
 BUILD  := build/dev
 MODEL  ?=
 ARGS   ?=
+# The sanitizer + fuzz build (clang, ASan + UBSan, libFuzzer): docs/fuzzing.md.
+FUZZ_BUILD   := build/fuzz
+FUZZ         ?= 1         # 0: `make test` skips the sanitizer build and fuzz_gguf, saying so
+FUZZ_SECONDS ?= 60        # per libFuzzer target under ctest (CI's bounded run)
+FUZZ_RUNS    ?= 1000000   # per target in `make fuzz` (the long local runs)
+FUZZ_LOGS    := $(FUZZ_BUILD)/logs
 
 .PHONY: run test install venv bench-deps native-test py-test lint clean
+.PHONY: fuzz-deps fuzz-build sanitize fuzz-test fuzz fuzz-corpus
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +32,7 @@ run: install
 	$(BIN)/jepa-server $(if $(MODEL),-m $(MODEL),--demo) $(ARGS)
 
 test: install bench-deps
-	$(MAKE) native-test py-test lint
+	$(MAKE) native-test py-test lint $(if $(filter 0,$(strip $(FUZZ))),fuzz-skipped,sanitize fuzz-test)
 
 # The test requirements and the benchmarks' peers (the tests run every benchmark's smoke mode).
 bench-deps: venv
@@ -42,6 +49,56 @@ py-test:
 lint:
 	$(BIN)/ruff check python server tests tools
 	$(BIN)/mypy
+
+# ---- sanitizers and fuzzing (docs/fuzzing.md) ------------------------------------------------
+
+# clang with libFuzzer, from Debian only when it is missing (CI images run as root). A machine
+# where it cannot be installed fails here, loudly: `make test FUZZ=0` is the explicit way round.
+FUZZ_PROBE := extern "C" int LLVMFuzzerTestOneInput(const unsigned char *, unsigned long) { return 0; }
+fuzz-deps:
+	@if ! echo '$(FUZZ_PROBE)' | clang++ -x c++ -fsanitize=fuzzer,address,undefined -o /dev/null - 2>/dev/null; then \
+	    echo "fuzz-deps: no clang with libFuzzer; installing clang libclang-rt-14-dev (apt-get)"; \
+	    { apt-get update -qq && apt-get install -y -qq --no-install-recommends clang libclang-rt-14-dev; } || { \
+	        echo "fuzz-deps: FAILED to install clang + libFuzzer: the ASan/UBSan suites and fuzz_gguf cannot run" >&2; \
+	        echo "fuzz-deps: install them (docs/fuzzing.md), or skip explicitly with: make test FUZZ=0" >&2; exit 1; }; \
+	fi
+
+# ggml, the engine, the native suites and the libFuzzer targets under ASan + UBSan, with clang.
+fuzz-build: fuzz-deps venv
+	PATH=$(abspath $(BIN)):$$PATH CC=clang CXX=clang++ $(BIN)/cmake -S . -B $(FUZZ_BUILD) -G Ninja \
+	    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DJEPA_FUZZ=ON -DJEPA_BUILD_PYTHON=OFF -DJEPA_BUILD_TESTS=ON \
+	    -DJEPA_FUZZ_SECONDS=$(strip $(FUZZ_SECONDS))
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/cmake --build $(FUZZ_BUILD) -j$$(nproc)
+
+# The native ctest suites under ASan + UBSan.
+sanitize: fuzz-build
+	$(BIN)/ctest --test-dir $(FUZZ_BUILD) --output-on-failure -LE fuzz
+
+# fuzz_gguf for FUZZ_SECONDS over its seed corpus (a ctest test; a crash fails it).
+fuzz-test: fuzz-build
+	$(BIN)/ctest --test-dir $(FUZZ_BUILD) --output-on-failure -L fuzz
+
+fuzz-skipped:
+	@echo "WARNING: FUZZ=0: the ASan/UBSan native suites and the fuzz_gguf run were NOT run" >&2
+
+# The long local runs, one target after another (FUZZ_RUNS executions each), logs in $(FUZZ_LOGS);
+# the atheris targets keep going past a finding and write each distinct one to $(FUZZ_LOGS)/findings-*.
+fuzz: fuzz-build bench-deps
+	mkdir -p $(FUZZ_LOGS) $(FUZZ_BUILD)/corpus-media $(FUZZ_BUILD)/corpus-request
+	$(FUZZ_BUILD)/tests/fuzz/fuzz_gguf -runs=$(strip $(FUZZ_RUNS)) -timeout=20 -rss_limit_mb=3072 \
+	    -print_final_stats=1 -dict=tests/fuzz/gguf.dict -artifact_prefix=$(FUZZ_LOGS)/ \
+	    $(FUZZ_BUILD)/tests/fuzz/corpus-gguf tests/fuzz/corpus/gguf 2> $(FUZZ_LOGS)/gguf.log
+	for t in media request; do \
+	    JEPA_FUZZ_FINDINGS=$(abspath $(FUZZ_LOGS))/findings-$$t $(BIN)/python tests/fuzz/fuzz_$$t.py \
+	        -runs=$(strip $(FUZZ_RUNS)) -timeout=20 -rss_limit_mb=3072 -print_final_stats=1 \
+	        -dict=tests/fuzz/$$t.dict -artifact_prefix=$(abspath $(FUZZ_LOGS))/ \
+	        $(FUZZ_BUILD)/corpus-$$t tests/fuzz/corpus/$$t 2> $(FUZZ_LOGS)/$$t.log || exit 1; \
+	done
+	grep -h "stat::number_of_executed_units\|stat::average_exec_per_sec\|findings:" $(FUZZ_LOGS)/*.log
+
+# Rewrite the committed seed corpora and the GGUF dictionary (after a schema change).
+fuzz-corpus: venv
+	$(BIN)/python tests/fuzz/make_corpus.py
 
 clean:
 	rm -rf build $(VENV)

@@ -63,7 +63,8 @@ struct Weight {
         ctx = ggml_init(ip);
         w = ggml_new_tensor_2d(ctx, type, K, N);
         b = bias ? ggml_new_tensor_1d(ctx, GGML_TYPE_F32, N) : nullptr;
-        const size_t wb = (ggml_nbytes(w) + 63) / 64 * 64, bb = b ? ggml_nbytes(b) : 0;
+        // aligned_alloc needs a size that is a multiple of the alignment (ASan holds us to it).
+        const size_t wb = (ggml_nbytes(w) + 63) / 64 * 64, bb = b ? (ggml_nbytes(b) + 63) / 64 * 64 : 0;
         mem = std::aligned_alloc(64, wb + bb + 64);
         buf = ggml_backend_cpu_buffer_from_ptr(mem, wb + bb + 64);
         ggml_backend_tensor_alloc(buf, w, mem);
