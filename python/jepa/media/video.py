@@ -73,6 +73,13 @@ def _opener(src: VideoSource, budget: Budget | None) -> Callable[[], IO[bytes]]:
     raise InvalidInputError(f"cannot decode a video from {type(src).__name__}")
 
 
+def _codec(stream: Any) -> Any:
+    """The stream's decoder; a stream FFmpeg has no decoder for has none (codec_context is None)."""
+    if stream.codec_context is None:
+        raise InvalidInputError("corrupt or unsupported video: no decoder for its video stream")
+    return stream.codec_context
+
+
 def _open_container(f: IO[bytes]) -> Any:
     try:
         return av.open(f, mode="r", options=_OPEN_OPTIONS)
@@ -102,9 +109,9 @@ def _collect(
         if not container.streams.video:
             raise NotAVideoError("the file has no video stream")
         stream = container.streams.video[0]
-        check_pixels(stream.codec_context.width, stream.codec_context.height, "video frame")
+        ctx = _codec(stream)
+        check_pixels(ctx.width, ctx.height, "video frame")
         if counter is not None:
-            ctx = stream.codec_context
             counter.budget.check_image(ctx.width, ctx.height, "a video frame")
         n = 0
         try:
@@ -132,7 +139,7 @@ def _frame_size(open_file: Callable[[], IO[bytes]]) -> tuple[int, int]:
     with open_file() as f, _open_container(f) as container:
         if not container.streams.video:
             return 0, 0
-        ctx = container.streams.video[0].codec_context
+        ctx = _codec(container.streams.video[0])
         return int(ctx.width), int(ctx.height)
 
 
