@@ -1,37 +1,51 @@
 #!/usr/bin/env python3
-"""A saturated jepa-server against in-process jepa.embed on the same photos -> tests/results/server-bench.json
+"""jepa-server on loopback over a grid of --max-batch x concurrent clients, against in-process
+jepa.embed on the same photos, plus a planner cell -> tests/results/server-bench.json
 
 The model is a ViT-S/16 (384 wide, 12 blocks, 6 heads, 224 px) with random weights written by
 jepa.demo.write_demo_model (numpy only, no torch), f16 matrices; the inputs are real photos from
 scikit-image (astronaut, chelsea, coffee, rocket, immunohistochemistry, hubble_deep_field) encoded
-as JPEG in memory. One jepa-server subprocess per --max-batch setting (B, and 1 for the batching
-gain) listens on a free loopback port and dies with this process. The cells run interleaved, round
-after round, the order rotating, so a neighbour's load falls on all of them alike:
+as JPEG in memory, one per request. One jepa-server subprocess per configuration -- --max-batch 1,
+8 and 32 at the default --max-wait-ms, and --max-batch 8 at --max-wait-ms 0 -- listens on a free
+loopback port and dies with this process. The cells run interleaved, round after round, the order
+rotating, so a neighbour's load falls on all of them alike:
 
-  inproc      jepa.embed(ctx, items) on the same JPEG bytes: one context per worker with the server's
-              threads and max-batch (decode + preprocess, then batched encodes, on one thread)
-  server-bB   N concurrent clients (asyncio + aiohttp, prepared bodies, one image per request) post
-              /v1/embeddings without pause; the timed window runs from the warm-up-th answer to
-              `requests` answers later, and the clients keep sending until it closes (steady state)
+  inproc-bB        jepa.embed(ctx, items) on the same JPEG bytes, a context of max_batch B with the
+                   server's threads: the ceiling each server cell is measured against
+  embed-bB-cC      C concurrent clients (asyncio + aiohttp, prepared bodies) post /v1/embeddings
+                   without pause to the max-batch B server; the timed window runs from the
+                   warm-up-th answer to `requests` answers later, and the clients keep sending until
+                   it closes (steady state); C = 1, 8, 32
+  health-bB-cC     the control: C clients GET /health on the same server (the HTTP stack's rate)
+  embed-b8-c1-wait0  one client against the --max-wait-ms 0 server (a lone item never waits)
 
-Per cell: img/s (= req/s), p50/p95/p99 latency, the mean batch and the workers' busy share of the
-window (/metrics at its two ends), the mean x-queue-time / x-inference-time / x-total-time, CPU
-milliseconds per image, and the share of the cores the server, the client (this process) and
-everything else on the machine took. Ratios are paired within a round, then the median over rounds:
-server / in-process, and the batching gain (max-batch B over max-batch 1 at the same clients); a
-round in which other processes took more than QUIET of the cores in any cell is not quiet, and the
-ratio over the quiet rounds alone is reported too. Decode + preprocess is timed inside each
-in-process run (every jepa.media.prepare call jepa.embed makes), as ms per image and as a share of
-the run; per photo, decode and preprocess are also timed apart. Every server vector is checked bit
-for bit against in-process jepa.embed.
+Per embed cell: req/s, the p50/p95/p99 latency the client saw, the mean batch and the workers' busy
+share of the window (/metrics read at its two ends: the batching that happened, not the cap), the
+mean x-queue-time / x-inference-time / x-total-time, CPU milliseconds per image, and the share of
+the cores the server, the client (this process) and everything else on the machine took
+(others_cpu_share). Every answer's vector, warm-up and tail included, is checked bit for bit
+against in-process jepa.embed after the cell (so the check costs the window nothing). Ratios are
+paired within a round, then the median over rounds: server / in-process at the same max-batch, and
+the batching gain (max-batch B over max-batch 1 at the same clients, and in-process the same: the
+engine's own gain, which bounds the server's). A round in which other processes took more than
+QUIET of the cores in either cell of a pair is not quiet; the ratios over the quiet rounds alone
+are reported too. Decode + preprocess is timed inside each in-process run and per photo.
 
-    python tools/bench_server.py                   # the full run (two to three minutes on 2 cores)
+The planner cell: a LeWM file at its published size (jepa.convert.random_world.write_random_lewm,
+numpy only) served with --workers N --threads cores/N; /rollout requests with a "plan" (CEM:
+PLAN below) from one client, then from N concurrent clients. Plans/s, candidate rollouts/s
+(samples x CEM steps per plan), client latency, and the server's resident memory (VmRSS sampled
+from /proc every 10 ms): idle, peak with one planner, peak with N; the difference over N - 1 is the
+memory each concurrent planner adds. Every plan is checked bit for bit against in-process jepa.plan.
+
+    python tools/bench_server.py                   # the full run (about five minutes on 2 cores)
     python tools/bench_server.py --encoding base64 # answers as base64 (what the openai client asks)
-    python tools/bench_server.py --smoke           # tiny demo model, a few requests: the test runs it
+    python tools/bench_server.py --smoke           # tiny models, a few requests: the test runs it
 
 A benchmark, not a test: the numbers depend on the machine and on what else runs on it. The engine
 file's fingerprint is recorded at the start and checked at the end (a rebuild during a run mixes two
-builds and can crash the processes that have it mapped; the run then exits non-zero)."""
+builds and can crash the processes that have it mapped; the run then exits non-zero, as it does on
+any mismatched vector or plan)."""
 
 from __future__ import annotations
 
@@ -47,9 +61,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,15 +77,27 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "tests" / "results" / "server-bench.json"
 SMOKE_OUT = Path(tempfile.gettempdir()) / "server-bench-smoke.json"
+SCHEMA = 2
 PHOTOS = ("astronaut", "chelsea", "coffee", "rocket", "immunohistochemistry", "hubble_deep_field")
 VIT_S16 = dict(embed_dim=384, n_layer=12, n_head=6, patch_size=16, img_size=224)
 SMOKE_MODEL = dict(embed_dim=64, n_layer=2, n_head=2, patch_size=16, img_size=64)
-GOAL_RATIO = 0.95  # issue 15: a saturated server at least this share of in-process throughput
-QUIET = 0.05  # a round is quiet when other processes took at most this share of the cores in every cell
+BATCHES, CLIENTS = (1, 8, 32), (1, 8, 32)
+SMOKE_BATCHES, SMOKE_CLIENTS = (1, 4), (1, 4)
+WAIT0_BATCH = 8  # the --max-wait-ms 0 server's max-batch (at 1 client only one item is ever queued)
+GOAL_RATIO = 0.95  # issue 11: a saturated server at least this share of in-process throughput
+GOAL_BATCHING = 1.4  # issue 11: batching gain at the most clients, where the hardware allows it
+QUIET = 0.05  # a pair is quiet when other processes took at most this share of the cores in both cells
+# The planner: LeWM's published CEM (300 samples, top 30, horizon 5) with 10 of its 30 steps, so a
+# plan takes seconds, not tens of seconds, on 2 cores.
+PLAN: dict[str, Any] = dict(samples=300, topk=30, cem_steps=10, horizon=5, seed=0)
+SMOKE_PLAN: dict[str, Any] = dict(samples=16, topk=4, cem_steps=2, horizon=5, seed=0)
+PLAN_NAMES = dict(samples="num_samples", topk="topk", cem_steps="n_steps", horizon="horizon", seed="seed")
 
-
-# The machine record and CPU-time counters are the engine benchmark's (one definition).
-from bench_engine import machine_busy_s, machine_info, self_busy_s  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The machine record, the commit and the CPU-time counters are the engine benchmark's (one
+# definition); the LeWM sizes the world benchmark's.
+from bench_engine import git_commit, machine_busy_s, machine_info, self_busy_s  # noqa: E402
+from bench_world import LEWM_FULL, LEWM_SMOKE  # noqa: E402
 
 
 def process_busy_s(pid: int) -> float:
@@ -79,6 +107,37 @@ def process_busy_s(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    """A process's resident memory (VmRSS), MiB; 0 where /proc is absent."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+@contextmanager
+def rss_peak(pid: int, every_s: float = 0.01) -> Iterator[list[float]]:
+    """Sample a process's VmRSS on a thread while the block runs; the list holds the samples."""
+    samples = [rss_mb(pid)]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(every_s):
+            samples.append(rss_mb(pid))
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    try:
+        yield samples
+    finally:
+        done.set()
+        t.join()
+        samples.append(rss_mb(pid))
 
 
 def engine_fingerprint() -> str:
@@ -110,15 +169,11 @@ def versions() -> dict[str, Any]:
     }
 
 
-def git_commit() -> dict[str, Any]:
-    def git(*args: str) -> str:
-        r = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=30)
-        return r.stdout.strip() if r.returncode == 0 else ""
-
-    return {
-        "commit": git("rev-parse", "HEAD"),
-        "server_dirty": bool(git("status", "--porcelain", "--", "server", "python/jepa")),
-    }
+def server_dirty() -> bool:
+    """Whether the server's or the package's sources differ from the commit measured."""
+    r = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "server", "python/jepa"],
+                       capture_output=True, text=True, timeout=30)  # fmt: skip
+    return bool(r.stdout.strip())
 
 
 # -- inputs
@@ -174,6 +229,11 @@ class Server:
         self.url = ""
         self.startup: list[str] = []
 
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
     def start(self, timeout: float = 120.0) -> Server:
         self.proc = subprocess.Popen(
             self.args, stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=ROOT,
@@ -192,6 +252,10 @@ class Server:
         self.log.seek(0)
         return self.log.read()[-4000:]
 
+    def failed(self, exc: BaseException) -> RuntimeError:
+        status = None if self.proc is None else self.proc.poll()
+        return RuntimeError(f"the server failed ({exc!r}; exit status {status}): {self.stderr()}")
+
     def stop(self) -> None:
         if self.proc is None:
             return
@@ -207,12 +271,13 @@ class Server:
 
 @contextmanager
 def servers(
-    model: str, workers: int, threads: int, batches: list[int], extra: list[str]
-) -> Iterator[dict[int, Server]]:
-    started: dict[int, Server] = {}
+    model: str, workers: int, threads: int, configs: dict[str, tuple[int, list[str]]]
+) -> Iterator[dict[str, Server]]:
+    """One server per configuration: name -> (max-batch, extra flags)."""
+    started: dict[str, Server] = {}
     try:
-        for b in batches:
-            started[b] = Server(model, workers, threads, b, extra).start()
+        for name, (b, extra) in configs.items():
+            started[name] = Server(model, workers, threads, b, extra).start()
         yield started
     finally:
         for s in started.values():
@@ -249,107 +314,178 @@ def vector_of(answer: dict[str, Any]) -> np.ndarray:
     return np.asarray(e, np.float32)
 
 
-async def _load(
-    url: str, bodies: list[bytes], clients: int, n: int, warmup: int, expected: list[np.ndarray] | None
-) -> dict[str, Any]:
-    """Steady state: `clients` concurrent clients send requests (body i % len(bodies)) without pause;
-    the timed window runs from the warmup-th answer to the (warmup + n)-th, and the clients keep
-    sending until it closes, so the server is saturated all through it."""
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    return a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def percentiles(seconds: list[float]) -> dict[str, float]:
+    ms = np.asarray(seconds) * 1000
+    return {f"p{p}": round(float(np.percentile(ms, p)), 2 if ms.max() < 10 else 1) for p in (50, 95, 99)}
+
+
+# -- load
+
+
+@dataclass
+class Window:
+    """What a steady-state load saw: the timed window and the answers of the whole run."""
+
+    seconds: float
+    latencies: list[float]  # the timed window's, client-side
+    headers: dict[str, list[float]]  # x-*-time of the timed window's answers
+    answers: list[tuple[int, bytes]]  # (body index, raw answer) of every answer, warm-up and tail too
+    metrics: tuple[dict[str, float], dict[str, float]] | None  # /metrics at the window's two ends
+
+
+async def _steady(
+    url: str,
+    send: Callable[[Any, int], Awaitable[tuple[int, bytes, Any]]],
+    clients: int,
+    n: int,
+    warmup: int,
+    metrics: bool,
+) -> Window:
+    """`clients` concurrent clients call send(session, i) without pause; the timed window runs from
+    the warmup-th answer to the (warmup + n)-th, and the clients keep sending until it closes, so the
+    server is as loaded at the window's end as in its middle."""
     import aiohttp
 
     total = warmup + n + clients  # the last `clients` keep the window's end saturated
     latencies: list[float] = []
     headers: dict[str, list[float]] = {"x-queue-time": [], "x-inference-time": [], "x-total-time": []}
-    mismatches = 0
-    checked: set[int] = set()
+    answers: list[tuple[int, bytes]] = []
     sent = answered = 0
     marks: dict[str, Any] = {}
 
-    async def metrics(session: aiohttp.ClientSession) -> dict[str, float]:
+    async def read_metrics(session: aiohttp.ClientSession) -> dict[str, float]:
         async with session.get(url + "/metrics") as r:
             return histogram_sums(await r.text())
 
+    def mark(name: str, session: aiohttp.ClientSession, at: float) -> None:
+        marks[name] = at
+        if metrics:
+            marks[name + "-metrics"] = asyncio.ensure_future(read_metrics(session))
+
     async def client(session: aiohttp.ClientSession) -> None:
-        nonlocal sent, answered, mismatches
+        nonlocal sent, answered
         while sent < total and "end" not in marks:
             i = sent
             sent += 1
-            k = i % len(bodies)
             t = time.perf_counter()
-            async with session.post(
-                url + "/v1/embeddings", data=bodies[k], headers={"Content-Type": "application/json"}
-            ) as resp:
-                raw = await resp.read()
-                if resp.status != 200:
-                    raise RuntimeError(f"request {i}: HTTP {resp.status}: {raw[:200]!r}")
-                done = time.perf_counter()
-                answered += 1
-                timed = "start" in marks and "end" not in marks
-                if answered == warmup:
-                    marks["start"] = done
-                    marks["before"] = asyncio.ensure_future(metrics(session))
-                elif answered == warmup + n:
-                    marks["end"] = done
-                    marks["after"] = asyncio.ensure_future(metrics(session))
-                if timed:
-                    latencies.append(done - t)
-                    for h, values in headers.items():
-                        values.append(float(resp.headers[h]))
-            if expected is not None and k not in checked:
-                checked.add(k)
-                got = vector_of(json.loads(raw))
-                mismatches += int(not np.array_equal(got.view(np.uint32), expected[k].view(np.uint32)))
+            status, raw, resp_headers = await send(session, i)
+            done = time.perf_counter()
+            if status != 200:
+                raise RuntimeError(f"request {i}: HTTP {status}: {raw[:200]!r}")
+            answered += 1
+            answers.append((i, raw))
+            timed = "start" in marks and "end" not in marks
+            if answered == warmup:
+                mark("start", session, done)
+            elif answered == warmup + n:
+                mark("end", session, done)
+            if timed:
+                latencies.append(done - t)
+                for h, values in headers.items():
+                    if h in resp_headers:
+                        values.append(float(resp_headers[h]))
 
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=600)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         if warmup == 0:
-            marks["start"] = time.perf_counter()
-            marks["before"] = asyncio.ensure_future(metrics(session))
+            mark("start", session, time.perf_counter())
         await asyncio.gather(*(client(session) for _ in range(clients)))
-        before, after = await marks["before"], await marks["after"]
-    seconds = marks["end"] - marks["start"]
+        ends = (await marks["start-metrics"], await marks["end-metrics"]) if metrics else None
+    return Window(marks["end"] - marks["start"], latencies, headers, answers, ends)
+
+
+def _poster(url: str, bodies: list[bytes]) -> Callable[[Any, int], Awaitable[tuple[int, bytes, Any]]]:
+    async def send(session: Any, i: int) -> tuple[int, bytes, Any]:
+        async with session.post(url + "/v1/embeddings", data=bodies[i % len(bodies)],
+                                headers={"Content-Type": "application/json"}) as resp:  # fmt: skip
+            return resp.status, await resp.read(), resp.headers
+
+    return send
+
+
+def _getter(url: str) -> Callable[[Any, int], Awaitable[tuple[int, bytes, Any]]]:
+    async def send(session: Any, i: int) -> tuple[int, bytes, Any]:
+        async with session.get(url + "/health") as resp:
+            return resp.status, await resp.read(), resp.headers
+
+    return send
+
+
+@contextmanager
+def cpu_shares(server: Server) -> Iterator[dict[str, Any]]:
+    """The share of all the machine's cores the server, this process and everything else took while
+    the block ran (warm-up and tail included); filled in when the block ends."""
+    busy, mine, theirs = machine_busy_s(), self_busy_s(), process_busy_s(server.pid)
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {}
+    yield out
+    wall = (time.perf_counter() - t0) * (os.cpu_count() or 1)
+    busy, mine = machine_busy_s() - busy, self_busy_s() - mine
+    theirs = process_busy_s(server.pid) - theirs
+    out["server_cpu_s"] = theirs
+
+    def share(cpu_s: float) -> float:  # /proc counts in 10 ms ticks: a short cell can read past 1
+        return round(min(1.0, max(0.0, cpu_s / wall)), 3)
+
+    out["cpu_share"] = {
+        "server": share(theirs),
+        "client": share(mine),
+        "others": share(busy - theirs - mine),
+    }
+    out["others_cpu_share"] = out["cpu_share"]["others"]
+
+
+def embed_cell(
+    server: Server, bodies: list[bytes], clients: int, n: int, warmup: int, expected: list[np.ndarray]
+) -> dict[str, Any]:
+    with cpu_shares(server) as shares:
+        try:
+            w = asyncio.run(_steady(server.url, _poster(server.url, bodies), clients, n, warmup, True))
+        except Exception as exc:
+            raise server.failed(exc) from exc
+    assert w.metrics is not None
+    before, after = w.metrics
     d = {k: after[k] - before[k] for k in after}
     graphs = d["jepa_batch_size_count"]
-    lat = np.asarray(latencies) * 1000
+    # Every answer against in-process jepa.embed, after the window (it costs the window nothing).
+    mismatches = sum(not same_bits(vector_of(json.loads(raw)), expected[i % len(expected)])
+                     for i, raw in w.answers)  # fmt: skip
     return {
-        "seconds": seconds,
-        "img_s": n / seconds,
-        "req_s": n / seconds,
-        "latency_ms": {f"p{p}": round(float(np.percentile(lat, p)), 1) for p in (50, 95, 99)},
+        "seconds": round(w.seconds, 3),
+        "req_s": round(n / w.seconds, 3),
+        "latency_ms": percentiles(w.latencies),
         "mean_batch": round(d["jepa_batch_size_sum"] / graphs, 2) if graphs else None,
+        "graphs": int(graphs),
         "graph_ms": round(1000 * d["jepa_inference_seconds_sum"] / graphs, 1) if graphs else None,
         # the share of the window the workers spent in graphs (the rest: waiting for work)
-        "worker_busy": round(d["jepa_inference_seconds_sum"] / seconds, 3),
-        "server_ms": {h.removeprefix("x-"): round(statistics.fmean(v), 2) for h, v in headers.items()},
+        "worker_busy": round(d["jepa_inference_seconds_sum"] / w.seconds / server.workers, 3),
+        "server_ms": {h.removeprefix("x-"): round(statistics.fmean(v), 2) for h, v in w.headers.items() if v},
+        # CPU-seconds per image: steady under a neighbour's load, unlike req/s
+        "cpu_ms_per_img": round(shares["server_cpu_s"] / len(w.answers) * 1000, 2),
+        "cpu_share": shares["cpu_share"],
+        "others_cpu_share": shares["others_cpu_share"],
         "mismatches": mismatches,
-        "answered": answered,  # all answers, warm-up and tail included
+        "answered": len(w.answers),  # all answers, warm-up and tail included
     }  # fmt: skip
 
 
-def server_cell(
-    server: Server, bodies: list[bytes], clients: int, n: int, warmup: int, expected: list[np.ndarray]
-) -> dict[str, Any]:
-    assert server.proc is not None
-    busy, mine, theirs = machine_busy_s(), self_busy_s(), process_busy_s(server.proc.pid)
-    t0 = time.perf_counter()
-    try:
-        cell = asyncio.run(_load(server.url, bodies, clients, n, warmup, expected))
-    except Exception as exc:
-        status = server.proc.poll()
-        raise RuntimeError(f"the server failed ({exc!r}; exit status {status}): {server.stderr()}") from exc
-    wall = (time.perf_counter() - t0) * (os.cpu_count() or 1)
-    busy, mine = machine_busy_s() - busy, self_busy_s() - mine
-    theirs = process_busy_s(server.proc.pid) - theirs
-    cell["worker_busy"] = round(cell["worker_busy"] / server.workers, 3)
-    # CPU-seconds per image: steady under a neighbour's load, unlike img/s (see the module doc)
-    cell["cpu_ms_per_img"] = round(theirs / cell["answered"] * 1000, 2)
-    cell["cpu_share"] = {  # of all the machine's cores, over the whole cell (warm-up and tail too)
-        "server": round(theirs / wall, 3),
-        "client": round(mine / wall, 3),
-        "others": round(max(0.0, busy - theirs - mine) / wall, 3),
-    }
-    return cell
+def health_cell(server: Server, clients: int, n: int) -> dict[str, Any]:
+    with cpu_shares(server) as shares:
+        try:
+            w = asyncio.run(_steady(server.url, _getter(server.url), clients, n, clients, False))
+        except Exception as exc:
+            raise server.failed(exc) from exc
+    bad = sum(json.loads(raw).get("status") != "ok" for _, raw in w.answers)
+    return {"seconds": round(w.seconds, 3), "req_s": round(n / w.seconds, 1),
+            "latency_ms": percentiles(w.latencies), "cpu_share": shares["cpu_share"],
+            "others_cpu_share": shares["others_cpu_share"], "mismatches": bad,
+            "answered": len(w.answers)}  # fmt: skip
 
 
 @contextmanager
@@ -375,7 +511,9 @@ def timed_prepare() -> Iterator[list[float]]:
         jepa.media.prepare = original
 
 
-def inproc_cell(model: Any, workers: int, threads: int, max_batch: int, items: list[bytes]) -> dict[str, Any]:
+def inproc_cell(
+    model: Any, workers: int, threads: int, max_batch: int, items: list[bytes], expected: list[np.ndarray]
+) -> dict[str, Any]:
     """jepa.embed on the same bytes: `workers` contexts on threads of their own, as the server runs."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -389,21 +527,25 @@ def inproc_cell(model: Any, workers: int, threads: int, max_batch: int, items: l
     with timed_prepare() as spent:
         t0 = time.perf_counter()
         with ThreadPoolExecutor(workers) as pool:
-            list(
+            outs = list(
                 pool.map(lambda cs: jepa.embed(cs[0], cs[1], pool="mean"), zip(contexts, shares, strict=True))
             )
         seconds = time.perf_counter() - t0
     busy, mine = machine_busy_s() - busy, self_busy_s() - mine
     cores = os.cpu_count() or 1
+    mismatches = sum(not same_bits(row, expected[(w + j * workers) % len(expected)])
+                     for w, out in enumerate(outs) for j, row in enumerate(out))  # fmt: skip
+    others = round(min(1.0, max(0.0, busy - mine) / (seconds * cores)), 3)
     return {
-        "seconds": seconds,
-        "img_s": len(items) / seconds,
+        "seconds": round(seconds, 3),
+        "img_s": round(len(items) / seconds, 3),
         "cpu_ms_per_img": round(mine / len(items) * 1000, 2),
         # decode + preprocess inside this run: ms per image, and its share of the workers' time
         "prepare_ms": round(statistics.fmean(spent) * 1000, 2),
         "prepare_share": round(sum(spent) / (seconds * workers), 4),
-        "cpu_share": {"self": round(mine / (seconds * cores), 3),
-                      "others": round(max(0.0, busy - mine) / (seconds * cores), 3)},
+        "cpu_share": {"self": round(mine / (seconds * cores), 3), "others": others},
+        "others_cpu_share": others,
+        "mismatches": mismatches,
     }  # fmt: skip
 
 
@@ -442,30 +584,230 @@ def decode_cost(model: Any, data: dict[str, bytes], repeats: int) -> dict[str, A
     }
 
 
-def paired(rounds: list[dict[str, Any]], num: str, den: str) -> float | None:
-    r = [c[num]["img_s"] / c[den]["img_s"] for c in rounds if num in c and den in c]
+# -- the planner cell
+
+
+def planner_cell(
+    tmp: Path, smoke: bool, planners: int, requests: int, data: dict[str, bytes], cores: int
+) -> dict[str, Any]:
+    """LeWM plans over /rollout: `requests` from one client, then `planners` x `requests` from
+    `planners` concurrent clients, on a server with one worker per planner; RSS sampled throughout."""
+    import aiohttp
+
+    import jepa
+    from jepa.convert.random_world import write_random_lewm
+
+    shape = LEWM_SMOKE if smoke else LEWM_FULL
+    plan = SMOKE_PLAN if smoke else PLAN
+    threads = max(1, cores // planners)
+    path = write_random_lewm(tmp / "lewm.gguf", ftype="f32", **shape)
+    frames = list(data.values())
+    context, goal = frames[0], frames[-1]
+    # In-process jepa.plan on the same bytes, the server's threads: the reference and the ceiling.
+    ctx = jepa.Model(path).context(threads=threads)
+    t0 = time.perf_counter()
+    want = jepa.plan(ctx, [context], goal, **{PLAN_NAMES[k]: v for k, v in plan.items()})
+    inproc_s = time.perf_counter() - t0
+    del ctx
+    body = json.dumps({"context": [{"b64": base64.b64encode(context).decode()}],
+                       "goal": {"b64": base64.b64encode(goal).decode()}, "plan": plan}).encode()  # fmt: skip
+    server = Server(path, planners, threads, 8, []).start()
+    try:
+        idle = rss_mb(server.pid)
+
+        async def phase(clients: int, each: int) -> tuple[float, list[float], list[float], list[bytes]]:
+            latencies: list[float] = []
+            queued: list[float] = []
+            answers: list[bytes] = []
+
+            async def client(session: aiohttp.ClientSession) -> None:
+                for _ in range(each):
+                    t = time.perf_counter()
+                    url, head = server.url + "/rollout", {"Content-Type": "application/json"}
+                    async with session.post(url, data=body, headers=head) as resp:
+                        raw = await resp.read()
+                        if resp.status != 200:
+                            raise RuntimeError(f"/rollout: HTTP {resp.status}: {raw[:300]!r}")
+                        queued.append(float(resp.headers["x-queue-time"]))
+                    latencies.append(time.perf_counter() - t)
+                    answers.append(raw)
+
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=900)) as session:
+                t = time.perf_counter()
+                await asyncio.gather(*(client(session) for _ in range(clients)))
+                return time.perf_counter() - t, latencies, queued, answers
+
+        def run(clients: int, each: int) -> tuple[float, list[float], list[float], list[bytes]]:
+            try:
+                return asyncio.run(phase(clients, each))
+            except Exception as exc:
+                raise server.failed(exc) from exc
+
+        # Memory first, on cold workers: one plan (one worker's buffers), then `planners` at once
+        # (every worker's). A worker keeps its buffers, so later plans show no growth.
+        peak: dict[int, float] = {}
+        answered: list[bytes] = []
+        for n in (1, planners):
+            with rss_peak(server.pid) as rss:
+                answered += run(n, 1)[3]
+            peak[n] = max(rss)
+        # Then the timed phases, every worker warm.
+        out: dict[str, Any] = {}
+        for n in (1, planners):
+            with cpu_shares(server) as shares:
+                seconds, lat, queued, answers = run(n, requests)
+            answered += answers
+            plans = len(answers)
+            out[str(n)] = {
+                "planners": n,
+                "plans": plans,
+                "seconds": round(seconds, 2),
+                "plans_s": round(plans / seconds, 3),
+                "rollouts_s": round(plans * plan["samples"] * plan["cem_steps"] / seconds, 1),
+                "latency_ms": {**percentiles(lat), "max": round(max(lat) * 1000, 1)},
+                "queue_ms_max": round(max(queued), 1),
+                # summed latency over the wall time: how many plans ran at once on average
+                "overlap": round(sum(lat) / seconds, 2),
+                "rss_mb_peak": round(peak[n], 1),  # the cold phase's, with as many planners
+                "cpu_share": shares["cpu_share"],
+                "others_cpu_share": shares["others_cpu_share"],
+            }
+        mismatches = sum(not same_bits(json.loads(raw)["actions"], want["actions"]) for raw in answered)
+        startup = server.startup
+    finally:
+        server.stop()
+    per = (peak[planners] - peak[1]) / (planners - 1) if planners > 1 else None
+    return {
+        "model": {"family": "lewm", "weights": "random", "ftype": "f32", **shape},
+        "plan": plan,
+        "planners": planners,
+        "workers": planners,
+        "threads": threads,
+        "requests_per_client": requests,
+        "inproc_plan_s": round(inproc_s, 2),
+        "inproc_rollouts_s": round(plan["samples"] * plan["cem_steps"] / inproc_s, 1),
+        "rss_mb_idle": round(idle, 1),
+        "rss_mb_first_planner": round(peak[1] - idle, 1),
+        "rss_mb_per_added_planner": None if per is None else round(per, 1),
+        "phases": out,
+        "server_startup": startup,
+        "plans_checked": len(answered),
+        "mismatches": mismatches,
+    }
+
+
+# -- the run
+
+
+def paired(rounds: list[dict[str, Any]], num: str, den: str, key: str = "req_s") -> float | None:
+    """The median over rounds of num / den within a round (in-process cells hold img_s)."""
+
+    def rate(c: dict[str, Any]) -> float:
+        return float(c.get(key, c.get("img_s", 0.0)))
+
+    r = [rate(c[num]) / rate(c[den]) for c in rounds if num in c and den in c]
     return round(statistics.median(r), 4) if r else None
+
+
+def quiet(rounds: list[dict[str, Any]], *cells: str) -> list[dict[str, Any]]:
+    """The rounds in which other processes took at most QUIET of the cores during these cells."""
+    return [c for c in rounds if all(c[k]["others_cpu_share"] <= QUIET for k in cells)]
+
+
+def median_of(rounds: list[dict[str, Any]], cell: str, *path: str, digits: int = 2) -> float | None:
+    values = []
+    for c in rounds:
+        v: Any = c[cell]
+        for k in path:
+            v = v[k]
+        if v is not None:
+            values.append(v)
+    return round(statistics.median(values), digits) if values else None
+
+
+def summarise(
+    rounds: list[dict[str, Any]], batches: tuple[int, ...], clients: tuple[int, ...], wait0_batch: int
+) -> dict[str, Any]:
+    """One row per cell (medians over rounds, ratios paired within rounds) and the goals."""
+    cells = []
+    for b in batches:
+        for c in clients:
+            name, inproc, base = f"embed-b{b}-c{c}", f"inproc-b{b}", f"embed-b1-c{c}"
+            cells.append(
+                _row(rounds, name, inproc, base if b != 1 else None, f"health-b{b}-c{c}", b, c, None)
+            )
+    wait0 = f"embed-b{wait0_batch}-c1-wait0"
+    if wait0 in rounds[0]:
+        cells.append(_row(rounds, wait0, f"inproc-b{wait0_batch}", None, None, wait0_batch, 1, 0.0))
+    top, most = max(clients), max(batches)
+    gains = {b: paired(rounds, f"embed-b{b}-c{top}", f"embed-b1-c{top}") for b in batches if b != 1}
+    best = max(gains, key=lambda b: gains[b] or 0.0) if gains else None
+    main_b = 8 if 8 in batches else most  # the default --max-batch
+    main = f"embed-b{main_b}-c{top}"
+    inproc_gain = {b: paired(rounds, f"inproc-b{b}", "inproc-b1", "img_s") for b in batches if b != 1}
+    return {
+        "cells": cells,
+        "goals": {"batching_gain": GOAL_BATCHING, "server_over_inproc": GOAL_RATIO},
+        "batching_gain_at_most_clients": gains,
+        "best_batching_gain": None if best is None else {"max_batch": best, "gain": gains[best]},
+        # the engine's own gain from batching (jepa.embed at max_batch B over 1): the server's bound
+        "inproc_batching_gain": inproc_gain,
+        "saturated": {
+            "cell": main,
+            "max_batch": main_b,
+            "server_over_inproc": paired(rounds, main, f"inproc-b{main_b}"),
+            "server_over_inproc_quiet": paired(
+                quiet(rounds, main, f"inproc-b{main_b}"), main, f"inproc-b{main_b}"
+            ),
+        },
+        "mismatches": sum(c[k].get("mismatches", 0) for c in rounds for k in c),
+    }
+
+
+def _row(rounds: list[dict[str, Any]], name: str, inproc: str, base: str | None, health: str | None,
+         b: int, c: int, wait: float | None) -> dict[str, Any]:  # fmt: skip
+    q = quiet(rounds, name, inproc)
+    return {
+        "cell": name,
+        "max_batch": b,
+        "clients": c,
+        "max_wait_ms": wait,  # None: the server's default
+        "req_s": median_of(rounds, name, "req_s"),
+        "latency_ms": {p: median_of(rounds, name, "latency_ms", p, digits=1) for p in ("p50", "p95", "p99")},
+        "mean_batch": median_of(rounds, name, "mean_batch"),
+        "worker_busy": median_of(rounds, name, "worker_busy", digits=3),
+        "cpu_ms_per_img": median_of(rounds, name, "cpu_ms_per_img", digits=1),
+        "inproc_img_s": median_of(rounds, inproc, "img_s"),
+        "server_over_inproc": paired(rounds, name, inproc),
+        "server_over_inproc_quiet": paired(q, name, inproc),
+        "quiet_rounds": len(q),
+        "batching_gain": None if base is None else paired(rounds, name, base),
+        "health_req_s": None if health is None else median_of(rounds, health, "req_s", digits=0),
+        "others_cpu_share": median_of(rounds, name, "others_cpu_share", digits=3),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--smoke", action="store_true", help="a tiny model and a few requests (the test runs it)")
+    p.add_argument("--smoke", action="store_true", help="tiny models and a few requests (the test runs it)")
     p.add_argument("--model", default=None, help="serve this GGUF instead of writing a random ViT-S/16")
     p.add_argument(
         "--ftype", default="f16", choices=("f32", "f16", "bf16"), help="the random model's matrices"
     )
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--threads", type=int, default=0, help="threads per graph (0: cores / workers)")
-    p.add_argument("--max-batch", type=int, default=8)
-    p.add_argument("--no-batch1", action="store_true", help="skip the max-batch 1 server (no batching gain)")
-    p.add_argument("--clients", type=int, default=32)
     p.add_argument(
-        "--requests", type=int, default=64, help="timed requests per server cell (and images in-process)"
+        "--requests", type=int, default=64, help="timed requests per embed cell (and images in-process)"
     )
+    p.add_argument("--health-requests", type=int, default=1000, help="timed GET /health per control cell")
     p.add_argument(
-        "--warmup", type=int, default=None, help="untimed requests before each server cell (default: clients)"
+        "--warmup", type=int, default=None, help="untimed requests before each cell (default: its clients)"
     )
-    p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument(
+        "--planners", type=int, default=4, help="concurrent planners in the planner cell (0: none)"
+    )
+    p.add_argument("--plan-requests", type=int, default=2, help="plans per planner client in each phase")
     p.add_argument(
         "--encoding", default="float", choices=("float", "base64"), help="the answers' encoding_format"
     )
@@ -478,117 +820,117 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--note", default="", help="free text stored in the JSON")
     args = p.parse_args(argv)  # fmt: skip
+    batches, clients = (SMOKE_BATCHES, SMOKE_CLIENTS) if args.smoke else (BATCHES, CLIENTS)
     if args.smoke:
-        args.clients, args.requests, args.rounds = min(args.clients, 4), min(args.requests, 8), 1
+        args.requests, args.health_requests, args.rounds = min(args.requests, 8), 16, 1
+        args.planners = min(args.planners, 2)
 
     import jepa
 
     cores = os.cpu_count() or 1
     threads = args.threads or max(1, cores // args.workers)
-    warmup = args.clients if args.warmup is None else args.warmup
     out: Path = args.out or (SMOKE_OUT if args.smoke else DEFAULT_OUT)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     t0 = time.perf_counter()
     result_versions = versions()
     data = photos(PHOTOS[:2] if args.smoke else PHOTOS)
     names = list(data)
-    batches = [args.max_batch] + ([] if args.no_batch1 or args.max_batch == 1 else [1])
+    wait0_batch = WAIT0_BATCH if WAIT0_BATCH in batches else max(batches)
+    wait0 = f"embed-b{wait0_batch}-c1-wait0"
+    configs = {f"b{b}": (b, args.server_arg) for b in batches}
+    configs["wait0"] = (wait0_batch, [*args.server_arg, "--max-wait-ms", "0"])
+
+    def warmup(c: int) -> int:
+        return c if args.warmup is None else args.warmup
+
     with tempfile.TemporaryDirectory(prefix="jepa-bench-server-") as tmp:
         shape = SMOKE_MODEL if args.smoke else VIT_S16
         path = args.model or write_model(Path(tmp) / "model.gguf", shape, args.ftype)
         model = jepa.Model(path)
-        ref_ctx = model.context(threads=threads, max_batch=args.max_batch)
-        expected = list(jepa.embed(ref_ctx, [data[n] for n in names], pool="mean"))
+        ref_ctx = model.context(threads=threads, max_batch=1)
+        expected = [jepa.embed(ref_ctx, [data[n]], pool="mean")[0] for n in names]  # each alone
         del ref_ctx
         bodies = [request_body(data[n], args.encoding) for n in names]
         items = [data[names[i % len(names)]] for i in range(args.requests)]
         cost = decode_cost(model, data, 3 if args.smoke else 9)
         rounds: list[dict[str, Any]] = []
-        with servers(path, args.workers, threads, batches, args.server_arg) as running:
-            cells = ["inproc", *(f"server-b{b}" for b in batches)]
+        with servers(path, args.workers, threads, configs) as running:
+            cells = [f"inproc-b{b}" for b in batches]
+            cells += [f"embed-b{b}-c{c}" for b in batches for c in clients]
+            cells += [f"health-b{b}-c{c}" for b in batches for c in clients]
+            cells.append(wait0)
             for r in range(args.rounds):
                 done: dict[str, Any] = {}
                 for name in cells[r % len(cells) :] + cells[: r % len(cells)]:
-                    if name == "inproc":
-                        done[name] = inproc_cell(model, args.workers, threads, args.max_batch, items)
+                    kind, *spec = name.split("-")
+                    b = int(spec[0].removeprefix("b"))
+                    if kind == "inproc":
+                        done[name] = inproc_cell(model, args.workers, threads, b, items, expected)
+                        rate = done[name]["img_s"]
                     else:
-                        b = int(name.removeprefix("server-b"))
-                        done[name] = server_cell(
-                            running[b], bodies, args.clients, args.requests, warmup, expected
-                        )
-                    print(f"round {r} {name}: {done[name]['img_s']:.2f} img/s", file=sys.stderr, flush=True)
+                        c = int(spec[1].removeprefix("c"))
+                        server = running["wait0" if name == wait0 else f"b{b}"]
+                        if kind == "health":
+                            done[name] = health_cell(server, c, args.health_requests)
+                        else:
+                            done[name] = embed_cell(server, bodies, c, args.requests, warmup(c), expected)
+                        rate = done[name]["req_s"]
+                    print(f"round {r} {name}: {rate:.2f}/s", file=sys.stderr, flush=True)
                 rounds.append(done)
-            startup = {b: s.startup for b, s in running.items()}
+            startup = {k: s.startup for k, s in running.items()}
+        planner = None
+        if args.planners:
+            print("planner cell", file=sys.stderr, flush=True)
+            planner = planner_cell(Path(tmp), args.smoke, args.planners, args.plan_requests, data, cores)
 
     engine_changed = engine_fingerprint() != result_versions["engine"]
     if engine_changed:
         print("warning: the engine was rebuilt during the run; its figures mix two builds", file=sys.stderr)
-    main_cell = f"server-b{args.max_batch}"
-
-    def med(cell: str, *path: str, digits: int = 2) -> float:
-        """The median over rounds of one figure of one cell."""
-        values = []
-        for c in rounds:
-            v: Any = c[cell]
-            for k in path:
-                v = v[k]
-            values.append(v or 0)
-        return round(statistics.median(values), digits)
-
-    summary: dict[str, Any] = {
-        "inproc_img_s": med("inproc", "img_s"),
-        "server_img_s": med(main_cell, "img_s"),
-        "server_over_inproc": paired(rounds, main_cell, "inproc"),
-        "goal": GOAL_RATIO,
-        "mean_batch": med(main_cell, "mean_batch"),
-        "latency_ms_p50": med(main_cell, "latency_ms", "p50", digits=1),
-        "latency_ms_p99": med(main_cell, "latency_ms", "p99", digits=1),
-        "prepare_ms": med("inproc", "prepare_ms"),
-        "prepare_share_of_worker": med("inproc", "prepare_share", digits=4),
-        "inproc_cpu_ms_per_img": med("inproc", "cpu_ms_per_img", digits=1),
-        "server_cpu_ms_per_img": med(main_cell, "cpu_ms_per_img", digits=1),
-        "worker_busy": med(main_cell, "worker_busy", digits=3),
-        "mismatches": sum(c[k].get("mismatches", 0) for c in rounds for k in c),
-    }
-
-    def quiet(*cells: str) -> list[dict[str, Any]]:
-        """The rounds in which other processes took at most QUIET of the cores during these cells."""
-        return [c for c in rounds if all(c[k]["cpu_share"]["others"] <= QUIET for k in cells)]
-
-    summary["quiet_pairs"] = len(quiet(main_cell, "inproc"))
-    summary["server_over_inproc_quiet"] = paired(quiet(main_cell, "inproc"), main_cell, "inproc")
-    if "server-b1" in rounds[0] and args.max_batch != 1:
-        summary["server_b1_img_s"] = med("server-b1", "img_s")
-        summary["batching_gain"] = paired(rounds, main_cell, "server-b1")
-        summary["batching_gain_quiet"] = paired(quiet(main_cell, "server-b1"), main_cell, "server-b1")
-        summary["worker_busy_b1"] = med("server-b1", "worker_busy", digits=3)
+    summary = summarise(rounds, batches, clients, wait0_batch)
+    summary["prepare_ms"] = median_of(rounds, f"inproc-b{max(batches)}", "prepare_ms")
+    summary["prepare_share_of_worker"] = median_of(
+        rounds, f"inproc-b{max(batches)}", "prepare_share", digits=4
+    )
+    if planner is not None:
+        summary["mismatches"] += planner["mismatches"]
     result = {
         "benchmark": "server-bench",
-        "description": "jepa-server (subprocess, loopback, concurrent aiohttp clients posting one image per "
-        "/v1/embeddings request) against in-process jepa.embed on the same JPEG bytes, model, threads and "
-        "max-batch; cells interleaved round by round; ratios paired within rounds, medians over rounds",
+        "schema": SCHEMA,
+        "description": "jepa-server (subprocesses on loopback, one per configuration: --max-batch "
+        f"{'/'.join(map(str, batches))}, and {wait0_batch} at --max-wait-ms 0) under "
+        f"{'/'.join(map(str, clients))} concurrent aiohttp clients posting one photo per /v1/embeddings "
+        "request, a GET /health control on the same servers, in-process jepa.embed on the same JPEG "
+        "bytes, model, threads and max-batch as the ceiling; cells interleaved round by round, ratios "
+        "paired within rounds, medians over rounds; and a LeWM planner cell (/rollout with a plan)",
         "started": started,
         "seconds": round(time.perf_counter() - t0, 1),
         "smoke": bool(args.smoke),
         "note": args.note,
+        "commit": git_commit(),
+        "server_dirty": server_dirty(),
         "machine": machine_info(threads),
         "versions": result_versions,
         "engine_changed_during_run": engine_changed,
-        "git": git_commit(),
         "model": {"file": "random" if args.model is None else os.path.basename(args.model),
                   **({} if args.model else shape), "ftype": args.ftype if args.model is None else None},
-        "settings": {"workers": args.workers, "threads": threads, "max_batch": args.max_batch,
-                     "clients": args.clients, "requests": args.requests, "warmup": warmup,
-                     "rounds": args.rounds, "encoding_format": args.encoding, "server_args": args.server_arg,
-                     "photos": names},
+        "settings": {"workers": args.workers, "threads": threads, "max_batch": list(batches),
+                     "clients": list(clients), "requests": args.requests, "warmup": args.warmup,
+                     "health_requests": args.health_requests, "rounds": args.rounds,
+                     "encoding_format": args.encoding, "server_args": args.server_arg, "photos": names,
+                     "quiet": QUIET},
         "server_startup": startup,
         "decode": cost,
         "rounds": rounds,
+        "planner": planner,
         "summary": summary,
     }  # fmt: skip
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps(summary, indent=1), file=sys.stderr)
+    brief = {k: v for k, v in summary.items() if k != "cells"}
+    print(json.dumps(brief, indent=1), file=sys.stderr)
+    if planner is not None:
+        print(json.dumps({k: v for k, v in planner.items() if k not in ("phases", "server_startup")}),
+              file=sys.stderr)  # fmt: skip
     print(f"wrote {out}", file=sys.stderr)
     return 1 if summary["mismatches"] or engine_changed else 0
 

@@ -476,11 +476,150 @@ def render_bench_video(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_server_bench(data: dict[str, Any]) -> str:
+    """server-bench.json (tools/bench_server.py): the max-batch x clients grid against in-process
+    jepa.embed, the /health control, --max-wait-ms 0, and the planner cell; schema 1 (one saturated
+    server at max-batch 8 and 1) renders its summary."""
+    if data.get("schema", 1) < 2:
+        return _render_server_bench_v1(data)
+    s, st, m = data["summary"], data["settings"], data["model"]
+    goals = s["goals"]
+    top = max(st["clients"])
+    kind = " — a `--smoke` run (tiny models)." if data.get("smoke") else "."
+    model = (f"a ViT {m['embed_dim']} wide × {m['n_layer']} blocks at {m['img_size']} px ({m['ftype']} "
+             "matrices, random weights)" if m.get("file") == "random" else f"`{m['file']}`")
+    lines = [
+        run_record(data),
+        "",
+        f"{model}; {len(st['photos'])} scikit-image photos as JPEG, one per `/v1/embeddings` request "
+        f"({st['encoding_format']} answers); one server per row's `--max-batch`, `--workers "
+        f"{st['workers']} --threads {st['threads']}`; {st['requests']} timed requests per cell after a "
+        f"warm-up, {st['rounds']} interleaved rounds, medians over rounds, ratios paired within a round"
+        + kind,
+        "",
+        "*Mean batch*: the graphs' mean size over the timed window, read off `/metrics` (what happened, "
+        "not the cap). *Batching*: req/s over `--max-batch 1` at the same clients. *Server / in-process*: "
+        "req/s over `jepa.embed`'s img/s on the same bytes, model, threads and max-batch. */health*: the "
+        "control, GET /health at the same clients on the same server. *Other load*: the share of the "
+        f"cores other processes took during the cell. Under its goal at {top} clients in **bold** "
+        f"(batching ≥ {goals['batching_gain']}×, server / in-process ≥ {goals['server_over_inproc']:.2f}).",
+        "",
+    ]
+    rows = []
+    for c in s["cells"]:
+        gain, ratio = _ratio(c["batching_gain"]), f"{c['server_over_inproc']:.2f}"
+        if c["clients"] == top and c["max_wait_ms"] is None:
+            if c["batching_gain"] is not None and c["batching_gain"] < goals["batching_gain"]:
+                gain = f"**{gain}**"
+            if c["server_over_inproc"] < goals["server_over_inproc"]:
+                ratio = f"**{ratio}**"
+        lat = c["latency_ms"]
+        rows.append([
+            str(c["max_batch"])
+            + ("" if c["max_wait_ms"] is None else f", `--max-wait-ms {c['max_wait_ms']:g}`"),
+            str(c["clients"]), f"{c['req_s']:.1f}", _ms(lat["p50"]), _ms(lat["p95"]), _ms(lat["p99"]),
+            "–" if c["mean_batch"] is None else f"{c['mean_batch']:.2f}", gain, f"{c['inproc_img_s']:.1f}",
+            ratio, "–" if c["health_req_s"] is None else f"{c['health_req_s']:.0f}", _others(c),
+        ])  # fmt: skip
+    lines += _table(["max-batch", "clients", "req/s", "p50 ms", "p95 ms", "p99 ms", "mean batch", "batching",
+                     "jepa.embed img/s", "server / in-process", "/health req/s", "other load"], rows,
+                    "lrrrrrrrrrrr")  # fmt: skip
+    best, sat = s["best_batching_gain"], s["saturated"]
+    engine = s["inproc_batching_gain"]
+    most = max(engine, key=int)
+    lines += [
+        "",
+        f"Against the goals at {top} clients: batching {_goal(best['gain'], goals['batching_gain'], 'x')} at "
+        f"best (`--max-batch "
+        f"{best['max_batch']}`; goal {goals['batching_gain']}×), where `jepa.embed` itself gains "
+        f"{_ratio(engine[most])} from max_batch {most} over 1 on this machine (the bound on what the "
+        f"server's batching can give); a saturated server (`--max-batch "
+        f"{sat['max_batch']}`) at {_goal(sat['server_over_inproc'], goals['server_over_inproc'])} of "
+        "in-process (goal "
+        f"{goals['server_over_inproc']:.2f}). Decode + preprocess: {s['prepare_ms']:.1f} ms a photo, "
+        f"{100 * s['prepare_share_of_worker']:.0f} % of an in-process run. Every vector the servers "
+        + ("returned equals in-process `jepa.embed`'s bit for bit." if not s["mismatches"] else
+           f"returned was checked: **{s['mismatches']} differed** from in-process `jepa.embed`."),
+    ]
+    p = data.get("planner")
+    if p:
+        pm, plan = p["model"], p["plan"]
+        lines += [
+            "",
+            f"Planner: a LeWM file ({pm['enc_dim']}-wide ViT, {_blocks(pm['enc_layers'])} at "
+            f"{pm['img_size']} px; predictor {_blocks(pm['n_layer'])}; random weights) behind `--workers "
+            f"{p['workers']} --threads {p['threads']}`, `/rollout` with a plan (CEM: {plan['samples']} "
+            f"samples, top {plan['topk']}, "
+            f"{plan['cem_steps']} steps, horizon {plan['horizon']}) from 1 client, then {p['planners']} at "
+            f"once. A rollout is one candidate sequence scored ({plan['samples']} × {plan['cem_steps']} a "
+            f"plan). In-process `jepa.plan` at {_threads(p['threads'])}: {p['inproc_plan_s']:.2f} s a plan "
+            f"({p['inproc_rollouts_s']:.0f} rollouts/s).",
+            "",
+        ]
+        rows = []
+        for ph in p["phases"].values():
+            lat = ph["latency_ms"]
+            rows.append([str(ph["planners"]), str(ph["plans"]), f"{ph['plans_s']:.2f}",
+                         f"{ph['rollouts_s']:.0f}", _ms(lat["p50"]), _ms(lat["max"]), f"{ph['overlap']:.1f}",
+                         f"{ph['rss_mb_peak']:.0f}",
+                         _others(ph)])  # fmt: skip
+        lines += _table(["planners", "plans", "plans/s", "rollouts/s", "p50 ms", "max ms", "running at once",
+                         "peak RSS MiB", "other load"], rows, "rrrrrrrrr")  # fmt: skip
+        per = p["rss_mb_per_added_planner"]
+        lines += [
+            "",
+            "Server memory (VmRSS sampled every 10 ms, on the workers' first plans: a worker keeps its "
+            f"buffers; *peak RSS* above): {p['rss_mb_idle']:.0f} MiB idle; the first planner "
+            f"adds {p['rss_mb_first_planner']:.0f} MiB"
+            + ("" if per is None else f", each further concurrent planner {per:.0f} MiB")
+            + ". Every plan " + ("equals in-process `jepa.plan`'s bit for bit." if not p["mismatches"] else
+                                 f"was checked: **{p['mismatches']} differed** from in-process `jepa.plan`."),
+        ]
+    lines += ["", f"Source: `tests/results/server-bench.json` ({data['seconds'] / 60:.0f} min run; every "
+              "round's cells, latency headers, CPU shares and per-photo decode times are in the file)."]
+    return "\n".join(lines) + "\n"
+
+
+def _goal(v: float | None, goal: float, unit: str = "") -> str:
+    """A measured figure against its goal: bold when under it."""
+    if v is None:
+        return "–"
+    txt = _ratio(v) if unit == "x" else f"{v:.2f}"
+    return f"**{txt}** (under the goal)" if v < goal else txt
+
+
+def _blocks(n: int) -> str:
+    return f"{n} block" + ("" if n == 1 else "s")
+
+
+def _render_server_bench_v1(data: dict[str, Any]) -> str:
+    s, st = data["summary"], data["settings"]
+    rec = run_record({**data, "commit": data.get("git", {}).get("commit", "unrecorded")[:12]})
+    lines = [
+        "_A run of the first version of the benchmark: one saturated server (max-batch "
+        f"{st['max_batch']} and 1, {st['clients']} clients), before the grid, the /health control and the "
+        "planner cell; rerun `tools/bench_server.py` for them._",
+        "",
+        rec,
+        "",
+    ]
+    rows = [["in-process `jepa.embed`", f"{s['inproc_img_s']:.1f}", "–", "–", "–", "–"],
+            [f"server, max-batch {st['max_batch']}", f"{s['server_img_s']:.1f}", f"{s['mean_batch']:.2f}",
+             _ms(s["latency_ms_p50"]), _ms(s["latency_ms_p99"]), f"{s['server_over_inproc']:.2f}"],
+            ["server, max-batch 1", f"{s['server_b1_img_s']:.1f}", "1.00", "–", "–", "–"]]  # fmt: skip
+    lines += _table(["cell", "img/s", "mean batch", "p50 ms", "p99 ms", "server / in-process"], rows,
+                    "lrrrrr")
+    lines += ["", f"Batching (max-batch {st['max_batch']} over 1): {_ratio(s['batching_gain'])}.", "",
+              "Source: `tests/results/server-bench.json`."]
+    return "\n".join(lines) + "\n"
+
+
 RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench-engine": render_bench_engine,
     "bench-quant": render_bench_engine,  # bench_engine.py's q8_0 / q4_k rows (docs/quantize.md)
     "bench-video": render_bench_video,
     "bench-world": render_bench_world,
+    "server-bench": render_server_bench,
 }
 
 
