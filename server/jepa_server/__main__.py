@@ -102,8 +102,13 @@ def _exit_now_if_stuck(rc: int) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["check"]:  # `jepa-server check ...`: the preflight (a systemd ExecStartPre)
+        from .check import main as check
+
+        return check(args[1:])
     try:
-        settings = load_settings(argv)
+        settings = load_settings(args)
         if not settings.model and not settings.demo:
             raise SettingsError("no model: give -m/--model PATH, or --demo for the built-in demo model")
         if settings.files_root is not None:

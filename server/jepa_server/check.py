@@ -1,0 +1,152 @@
+"""`jepa-server check`: a preflight that exits non-zero with its reasons (a systemd ExecStartPre).
+
+It reads the settings exactly as `jepa-server` does (flags > JEPA_* > --config TOML > defaults) and
+checks, without loading a model: the model file is a readable regular file whose GGUF header is a
+jepa file of schema v1 of a family this build serves, the files root (if set) is a readable
+directory, and the port is free. With --warm it also loads the model, runs one encode of the
+model's native shape (the server's own warm-up) and frees it again."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import socket
+import stat
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .settings import Settings, SettingsError, load_settings
+
+
+@dataclass(frozen=True)
+class Finding:
+    ok: bool
+    what: str
+
+    def line(self) -> str:
+        return f"{'ok  ' if self.ok else 'FAIL'} {self.what}"
+
+
+def _model_file(path: str) -> list[Finding]:
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return [Finding(False, f"model {path}: {exc.strerror}")]
+    if not stat.S_ISREG(st.st_mode):
+        return [Finding(False, f"model {path}: not a regular file")]
+    if not os.access(path, os.R_OK):
+        return [Finding(False, f"model {path}: not readable by this user")]
+    return [Finding(True, f"model {path}: a readable file of {st.st_size / 2**20:.1f} MiB"), _header(path)]
+
+
+def _header(path: str) -> Finding:
+    """The GGUF header and metadata, read through a memory map (no tensor data is loaded)."""
+    import gguf
+
+    from jepa.convert.gguf_keys import FAMILIES
+
+    try:
+        r = gguf.GGUFReader(path)
+    except Exception as exc:  # gguf-py raises what its parser meets: any failure means a bad file
+        return Finding(False, f"model {path}: not a readable GGUF file ({type(exc).__name__}: {exc})")
+
+    def value(key: str) -> object:
+        field = r.fields.get(key)
+        return None if field is None else field.contents()
+
+    arch, version, family = value("general.architecture"), value("jepa.schema_version"), value("jepa.family")
+    if arch != "jepa":
+        return Finding(False, f"model {path}: general.architecture is {arch!r}, not 'jepa'")
+    if version != 1:
+        return Finding(False, f"model {path}: jepa.schema_version is {version!r}; this build reads 1")
+    if family not in FAMILIES:
+        return Finding(False, f"model {path}: jepa.family {family!r} is not one this build runs")
+    end = max((int(t.data_offset) + int(t.n_bytes) for t in r.tensors), default=0)
+    if end > os.path.getsize(path):
+        return Finding(False, f"model {path}: truncated (its tensors need {end} bytes)")
+    return Finding(True, f"model {path}: a jepa GGUF (family {family}, {len(r.tensors)} tensors)")
+
+
+def _files_root(s: Settings) -> list[Finding]:
+    if s.files_root is None:
+        return []
+    root = os.fspath(s.files_root)
+    if not os.path.isdir(root) or not os.access(root, os.R_OK | os.X_OK):
+        return [Finding(False, f"files root {root}: not a readable directory")]
+    return [Finding(True, f"files root {root}: a readable directory")]
+
+
+def _port(s: Settings) -> Finding:
+    if s.port == 0:
+        return Finding(True, "port 0: the server picks a free one")
+    family = socket.AF_INET6 if ":" in s.host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((s.host, s.port))
+        except OSError as exc:
+            why = "in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+            return Finding(False, f"{s.host}:{s.port}: cannot bind ({why})")
+    return Finding(True, f"{s.host}:{s.port}: free")
+
+
+def _warm(path: str, s: Settings) -> Finding:
+    import jepa
+
+    from .workers import warm_input
+
+    t0 = time.perf_counter()
+    try:
+        model = jepa.Model(path, device=s.device)
+        ctx = model.context(threads=s.graph_threads)
+        ctx.encode(warm_input(model))
+        del ctx, model
+    except jepa.JepaError as exc:
+        return Finding(False, f"model {path}: loads but cannot serve ({type(exc).__name__}: {exc})")
+    return Finding(True, f"model {path}: loaded, one encode ran, freed ({time.perf_counter() - t0:.2f} s)")
+
+
+def preflight(s: Settings, warm: bool = False) -> list[Finding]:
+    """Every check, in order; the server would not start if any fails."""
+    if s.demo:
+        from jepa.demo import demo_model_path
+
+        path = demo_model_path()
+    elif s.model:
+        path = os.fspath(s.model)
+    else:
+        return [Finding(False, "no model: give -m FILE (or --demo)")]
+    found = _model_file(path) + _files_root(s) + [_port(s)]
+    if warm and all(f.ok for f in found):
+        found.append(_warm(path, s))
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """jepa-server check [--warm] [the server's own flags]."""
+    p = argparse.ArgumentParser(prog="jepa-server check", add_help=False)
+    p.add_argument("--warm", action="store_true")
+    p.add_argument("-h", "--help", action="store_true")
+    own, rest = p.parse_known_args(argv)
+    if own.help:
+        print(__doc__)
+        print("usage: jepa-server check [--warm] [jepa-server's flags: -m FILE, --config FILE, ...]")
+        return 0
+    try:
+        s = load_settings(rest)
+    except SettingsError as exc:
+        print(f"FAIL settings: {exc}")
+        return 1
+    found = preflight(s, warm=own.warm)
+    for f in found:
+        print(f.line())
+    failed = [f for f in found if not f.ok]
+    print(f"jepa-server check: {len(failed)} problem(s)" if failed else "jepa-server check: ready")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""`jepa-server check`: the preflight a systemd ExecStartPre runs. It passes on a servable setup and
+fails, naming why, on each thing that would keep the server from serving."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+
+from jepa_server.check import main
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    rc = main(list(argv))
+    return rc, capsys.readouterr().out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_servable_setup_passes(tiny_vit_path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = _run(capsys, "-m", tiny_vit_path, "--port", str(_free_port()))
+    assert rc == 0 and "ready" in out and "a jepa GGUF (family" in out, out
+    rc, out = _run(capsys, "--warm", "-m", tiny_vit_path, "--port", "0")
+    assert rc == 0 and "one encode ran" in out, out
+
+
+def test_each_problem_fails_with_its_reason(
+    tiny_vit_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = str(_free_port())
+    rc, out = _run(capsys, "-m", str(tmp_path / "missing.gguf"), "--port", port)
+    assert rc == 1 and "No such file" in out, out
+    rc, out = _run(capsys, "-m", str(tmp_path), "--port", port)
+    assert rc == 1 and "not a regular file" in out, out
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes(Path(tiny_vit_path).read_bytes()[:-4096])
+    rc, out = _run(capsys, "-m", str(truncated), "--port", port)
+    assert rc == 1 and ("truncated" in out or "not a readable GGUF" in out), out
+    other = tmp_path / "llama.gguf"
+    w = gguf.GGUFWriter(str(other), "llama")
+    w.add_tensor("x", np.zeros(4, np.float32))
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    rc, out = _run(capsys, "-m", str(other), "--port", port)
+    assert rc == 1 and "not 'jepa'" in out, out
+    rc, out = _run(capsys, "-m", tiny_vit_path, "--port", port, "--files-root", str(tmp_path / "nowhere"))
+    assert rc == 1 and "files root" in out, out
+    config = tmp_path / "bad.toml"
+    config.write_text("no_such_setting = 1\n")
+    rc, out = _run(capsys, "--config", str(config))
+    assert rc == 1 and "FAIL settings" in out, out
+
+
+def test_a_taken_port_fails(tiny_vit_path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        rc, out = _run(capsys, "-m", tiny_vit_path, "--port", str(s.getsockname()[1]))
+    assert rc == 1 and "in use" in out, out
+
+
+def test_warm_fails_a_model_that_loads_its_header_but_cannot_serve(
+    tiny_vit_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file whose header is fine but a required tensor is missing: the header check passes, the
+    warm load names the problem."""
+    r = gguf.GGUFReader(tiny_vit_path)
+    broken = tmp_path / "no-norm.gguf"
+    w = gguf.GGUFWriter(str(broken), "jepa")
+    for field in r.fields.values():
+        if field.name.startswith("GGUF.") or field.name == "general.architecture":
+            continue
+        sub = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(field.name, field.contents(), field.types[0], sub_type=sub)
+    for t in r.tensors:
+        if t.name != "enc.norm.weight":
+            w.add_tensor(t.name, np.asarray(t.data).reshape(tuple(reversed(t.shape.tolist()))))
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    rc, out = _run(capsys, "-m", str(broken), "--port", "0")
+    assert rc == 0, out  # the header alone is a valid jepa file
+    rc, out = _run(capsys, "--warm", "-m", str(broken), "--port", "0")
+    assert rc == 1 and "cannot serve" in out and "enc.norm.weight" in out, out
+
+
+def test_the_console_script_runs_it(tiny_vit_path: str) -> None:
+    """`jepa-server check` is the server's own command (what the systemd unit's ExecStartPre runs)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "jepa_server", "check", "-m", tiny_vit_path, "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0 and "ready" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run(
+        [sys.executable, "-m", "jepa_server", "check", "-m", "/nonexistent.gguf"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 1 and "FAIL" in r.stdout, r.stdout + r.stderr
