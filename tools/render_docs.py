@@ -118,7 +118,7 @@ def _yes_no(vals: list[bool | None]) -> str:
     return "yes" if all(seen) else f"**no** ({sum(not v for v in seen)} of {len(seen)} cells)"
 
 
-def render_bench_engine_peers(data: dict[str, Any]) -> str:
+def render_bench_engine_peers(data: dict[str, Any], source: str = "bench-engine") -> str:
     m, v, pk = data["machine"], data["versions"], data["peaks"]
     cells, models = data["cells"], data.get("models", {})
     variants = [k for k in ENGINE_VARIANTS if any(k in c["ms_per_img"] for c in cells)]
@@ -151,8 +151,8 @@ def render_bench_engine_peers(data: dict[str, Any]) -> str:
         f"the cells): **f32 {_gf(pk['f32_gflops'])} GFLOP/s** ("
         + ", ".join(f"{k} {g:.0f}" for k, g in f32_by.items())
         + f"; OpenBLAS core {blas}), **bf16 {_gf(pk['bf16_gflops'])} GFLOP/s** (oneDNN `{onednn}`). "
-        f"Weight-matrix kernels: jepa `{jk.get('matmul', 'not reported')}`; OpenVINO "
-        + "; ".join(f"{p.split('-')[1]} `{k}`" for p, k in ovk.items())
+        f"Weight-matrix kernels: jepa `{jk.get('matmul', 'not reported')}`"
+        + ("; OpenVINO " + "; ".join(f"{p.split('-')[1]} `{k}`" for p, k in ovk.items()) if ovk else "")
         + f"; PyTorch {data.get('kernels', {}).get('torch', {}).get('cpu_capability', '?')} (MKL f32).",
         "",
         "Milliseconds per item (an image, or one clip for the video encoder): the median of the "
@@ -236,13 +236,16 @@ def render_bench_engine_peers(data: dict[str, Any]) -> str:
     failed = [f"{label(n)}: " + "; ".join(f"{x} — {err[:200]}" for x, err in e.get("attempts", {}).items()
                                           if err != "ok")
               for n, e in exports.items() if any(err != "ok" for err in e.get("attempts", {}).values())]
+    if any(v.startswith(("ort", "ov")) for v in variants):
+        lines += [
+            "",
+            f"ONNX peers run the transformers model exported once per model by `torch.onnx.export` "
+            f"({', '.join(used)} exporter, opset {next(iter(exports.values()), {}).get('opset', '?')}, f32, "
+            "dynamic batch)" + (". Export failures: " + " | ".join(failed) if failed else "") + ".",
+        ]
     lines += [
         "",
-        f"ONNX peers run the transformers model exported once per model by `torch.onnx.export` "
-        f"({', '.join(used)} exporter, opset {next(iter(exports.values()), {}).get('opset', '?')}, f32, "
-        "dynamic batch)" + (". Export failures: " + " | ".join(failed) if failed else "") + ".",
-        "",
-        f"Source: `tests/results/bench-engine.json` ({data['seconds'] / 60:.0f} min run; per-round samples, "
+        f"Source: `tests/results/{source}.json` ({data['seconds'] / 60:.0f} min run; per-round samples, "
         "the peaks' details, the CPU's full flag list and the kernels each engine reported are in the file).",
     ]
     return "\n".join(lines) + "\n"
@@ -616,7 +619,8 @@ def _render_server_bench_v1(data: dict[str, Any]) -> str:
 
 RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench-engine": render_bench_engine,
-    "bench-quant": render_bench_engine,  # bench_engine.py's q8_0 / q4_k rows (docs/quantize.md)
+    # bench_engine.py's q8_0 / q4_k rows (docs/quantize.md)
+    "bench-quant": lambda data: render_bench_engine_peers(data, "bench-quant"),
     "bench-video": render_bench_video,
     "bench-world": render_bench_world,
     "server-bench": render_server_bench,
