@@ -82,7 +82,8 @@ def _codec(stream: Any) -> Any:
 
 def _open_container(f: IO[bytes]) -> Any:
     try:
-        return av.open(f, mode="r", options=_OPEN_OPTIONS)
+        # A container's metadata is not ours to read: bytes that are not UTF-8 must not fail it.
+        return av.open(f, mode="r", options=_OPEN_OPTIONS, metadata_errors="replace")
     except av.ArgumentError:
         # FFmpeg probed a format that is not in CONTAINERS (an audio file, a playlist, ...).
         raise NotAVideoError(
