@@ -82,13 +82,15 @@ def test_portable_wheel_serves_the_demo(portable_venv: Path, tmp_path: Path) -> 
     assert str(portable_venv) in where, where
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("JEPA_")}
-    proc = subprocess.Popen(
-        [str(portable_venv / "bin" / "jepa-server"), "--demo", "--port", str(port)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    log = tmp_path / "server.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(portable_venv / "bin" / "jepa-server"), "--demo", "--port", str(port)],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 180
         status = 0
