@@ -102,9 +102,7 @@ def test_portable_wheel_serves_the_demo(portable_venv: Path, tmp_path: Path) -> 
             if status == 200:
                 break
             time.sleep(0.5)
-        assert status == 200, (
-            proc.stdout.read().decode() if proc.poll() is not None and proc.stdout else status
-        )
+        assert status == 200, log.read_text()
         status, body = _get(f"http://127.0.0.1:{port}/v1/models")
         assert status == 200 and json.loads(body)["data"], body
     finally:
