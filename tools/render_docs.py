@@ -629,17 +629,30 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
 
 def _declared() -> dict[str, Callable[[], str]]:
     """Blocks rendered from a declaration in the package rather than from a results file: the GGUF
-    schema's key and tensor tables (docs/gguf.md)."""
-    sys.path.insert(0, str(ROOT / "python"))
+    schema's key and tensor tables (docs/gguf.md), and the server's settings, budgets and refusals
+    (docs/serving.md)."""
+    sys.path[:0] = [str(ROOT / "python"), str(ROOT / "server")]
     try:
         from jepa.convert import schema_doc
+        from jepa_server.budget_table import budgets_table
+        from jepa_server.refusals import refusals_table
+        from jepa_server.settings import settings_table
     finally:
-        sys.path.pop(0)
-    return {"gguf-keys": schema_doc.render_keys, "gguf-tensors": schema_doc.render_tensors}
+        del sys.path[:2]
+    return {
+        "gguf-keys": schema_doc.render_keys,
+        "gguf-tensors": schema_doc.render_tensors,
+        "serving-settings": lambda: settings_table() + "\n",
+        "serving-budgets": budgets_table,
+        "serving-refusals": refusals_table,
+    }
+
+
+DECLARED = ("gguf-keys", "gguf-tensors", "serving-settings", "serving-budgets", "serving-refusals")
 
 
 def render_block(name: str) -> str:
-    if name.startswith("gguf-"):
+    if name in DECLARED:
         return _declared()[name]()
     renderer = RENDERERS.get(name)
     if renderer is None:

@@ -4,7 +4,7 @@ Every setting is a field of `Settings` with its flag, help and default in the fi
 Values come from, highest first: command-line flags, JEPA_<NAME> environment variables, a TOML
 file (--config), the declared default. Flags default to "unset" so they never override an
 environment or file value by accident. The table in docs/serving.md is rendered from this
-declaration (`python -m jepa_server.settings docs/serving.md`) and a test checks it is current.
+declaration by tools/render_docs.py (its serving-settings block), whose --check the test suite runs.
 """
 
 from __future__ import annotations
@@ -12,12 +12,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import sys
 import tomllib
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Union, cast, get_args, get_origin, get_type_hints
 
 # The server's own bound on --max-batch, not the engine's (jepa._engine.MAX_BATCH_LIMIT is far
@@ -393,8 +391,7 @@ def load_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
 
 # -- the docs table ---------------------------------------------------------------------------
 
-TABLE_BEGIN = "<!-- settings-table:begin (rendered from server/jepa_server/settings.py) -->"
-TABLE_END = "<!-- settings-table:end -->"
+# -- the docs table: docs/serving.md's serving-settings block (tools/render_docs.py) ------------
 
 
 def settings_table() -> str:
@@ -414,27 +411,3 @@ def _show_default(value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return f"`{value}`"
-
-
-def render_into(text: str) -> str:
-    """`text` with the part between the table markers replaced by the current table."""
-    head, sep, rest = text.partition(TABLE_BEGIN)
-    _, sep2, tail = rest.partition(TABLE_END)
-    if not sep or not sep2:
-        raise SettingsError("the settings-table markers are missing")
-    return f"{head}{TABLE_BEGIN}\n{settings_table()}\n{TABLE_END}{tail}"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Rewrite the settings table in a markdown file: `python -m jepa_server.settings FILE`."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1:
-        print("usage: python -m jepa_server.settings docs/serving.md", file=sys.stderr)
-        return 2
-    path = Path(args[0])
-    path.write_text(render_into(path.read_text(encoding="utf-8")), encoding="utf-8")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
