@@ -94,7 +94,7 @@ fuzz: fuzz-build bench-deps
 	        -dict=tests/fuzz/$$t.dict -artifact_prefix=$(abspath $(FUZZ_LOGS))/ \
 	        $(FUZZ_BUILD)/corpus-$$t tests/fuzz/corpus/$$t 2> $(FUZZ_LOGS)/$$t.log || exit 1; \
 	done
-	grep -h "stat::number_of_executed_units\|stat::average_exec_per_sec\|findings:" $(FUZZ_LOGS)/*.log
+	grep -H "stat::number_of_executed_units\|stat::average_exec_per_sec\|== finding" $(FUZZ_LOGS)/*.log
 
 # Rewrite the committed seed corpora and the GGUF dictionary (after a schema change).
 fuzz-corpus: venv

@@ -8,6 +8,9 @@ change (`make fuzz-corpus`).
   mode byte fuzz_media.py reads first, plus truncated variants;
 - request: request bodies of every endpoint, with the engine byte fuzz_request.py reads first.
 
+Files named regress-* are inputs the fuzzers found (docs/fuzzing.md), kept by hand: this script
+leaves them in place.
+
     python tests/fuzz/make_corpus.py
 """
 
