@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import io
-import struct
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,6 +13,8 @@ from PIL import Image
 
 import jepa
 from jepa import media
+
+from conftest import import_tool
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +30,7 @@ def encoded(img: Image.Image, fmt: str, **kw: object) -> bytes:
 
 def png_header_only(width: int, height: int) -> bytes:
     """A PNG whose header claims width x height and that has no pixel data."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b"")
+    return import_tool("media_samples").png_header(width, height)  # one copy (tools/)
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ import threading
 import tracemalloc
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 from PIL import EpsImagePlugin, Image
@@ -21,6 +20,8 @@ from test_media_decode import png_header_only
 
 import jepa
 from jepa import media
+
+from conftest import import_tool
 
 
 def _png(size: tuple[int, int] = (16, 12)) -> bytes:
@@ -31,19 +32,7 @@ def _png(size: tuple[int, int] = (16, 12)) -> bytes:
 
 
 def _video(n: int, size: tuple[int, int]) -> bytes:
-    buf = io.BytesIO()
-    with av.open(buf, mode="w", format="mp4") as out:
-        stream = out.add_stream("mpeg4", rate=8)
-        stream.width, stream.height = size
-        stream.pix_fmt = "yuv420p"
-        rng = np.random.default_rng(1)
-        for _ in range(n):
-            frame = av.VideoFrame.from_ndarray(rng.integers(0, 256, (size[1], size[0], 3), np.uint8))
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode():
-            out.mux(packet)
-    return buf.getvalue()
+    return import_tool("media_samples").video_bytes(n, size, seed=1)  # one copy (tools/)
 
 
 class _Info:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import io
 import json
 import os
 import signal
@@ -28,7 +27,15 @@ import pytest
 import jepa
 from jepa_server.startup import read_startup
 
+from conftest import import_tool
+
 BIN = Path(sys.executable).parent
+
+# Synthetic media: one copy, shared with tools/soak.py.
+_samples = import_tool("media_samples")
+png_bytes = _samples.png_bytes
+video_bytes = _samples.video_bytes
+
 
 
 def demo_path() -> str:
@@ -49,43 +56,12 @@ def demo_model() -> jepa.Model:
         return _MODEL[0]
 
 
-def png_bytes(seed: int, size: tuple[int, int] = (64, 48)) -> bytes:
-    """A random RGB PNG, width x height."""
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    pixels = rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
-    buf = io.BytesIO()
-    Image.fromarray(pixels).save(buf, format="PNG")
-    return buf.getvalue()
-
-
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
 def image_item(seed: int, size: tuple[int, int] = (64, 48)) -> dict[str, str]:
     return {"b64": b64(png_bytes(seed, size))}
-
-
-def video_bytes(n_frames: int = 4, size: tuple[int, int] = (64, 48)) -> bytes:
-    """A tiny MPEG-4 video of random frames."""
-    import av
-
-    buf = io.BytesIO()
-    rng = np.random.default_rng(7)
-    with av.open(buf, mode="w", format="mp4") as out:
-        stream = out.add_stream("mpeg4", rate=8)
-        stream.width, stream.height = size
-        stream.pix_fmt = "yuv420p"
-        for _ in range(n_frames):
-            frame = av.VideoFrame.from_ndarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8))
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode():
-            out.mux(packet)
-    return buf.getvalue()
-
 
 
 def decode_embeddings(body: dict[str, Any]) -> np.ndarray:

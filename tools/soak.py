@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import io
 import json
 import os
 import platform
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from media_samples import png_bytes, png_header, video_bytes  # tools/, beside this file
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER_TIMEOUT_S = 1.0
@@ -43,44 +43,6 @@ BODY_TIMEOUT_S = 1.0
 
 
 # -- inputs -----------------------------------------------------------------------------------------
-
-
-def png(seed: int, size: tuple[int, int]) -> bytes:
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    buf = io.BytesIO()
-    Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), np.uint8)).save(buf, "PNG")
-    return buf.getvalue()
-
-
-def mp4(n: int = 4, size: tuple[int, int] = (64, 48)) -> bytes:
-    import av
-
-    buf = io.BytesIO()
-    rng = np.random.default_rng(3)
-    with av.open(buf, mode="w", format="mp4") as out:
-        stream = out.add_stream("mpeg4", rate=8)
-        stream.width, stream.height = size
-        stream.pix_fmt = "yuv420p"
-        for _ in range(n):
-            frame = av.VideoFrame.from_ndarray(rng.integers(0, 256, (size[1], size[0], 3), np.uint8))
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode():
-            out.mux(packet)
-    return buf.getvalue()
-
-
-def png_header(width: int, height: int) -> bytes:
-    import struct
-    import zlib
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b"")
 
 
 def b64(data: bytes) -> str:
@@ -171,9 +133,9 @@ class Kind:
 
 def kinds(body_limit: int) -> list[Kind]:
     rng = random.Random(0)
-    photos = [png(i, (rng.randint(40, 400), rng.randint(40, 400))) for i in range(8)]
-    video = mp4()
-    tiny = png(99, (1, 1))
+    photos = [png_bytes(i, (rng.randint(40, 400), rng.randint(40, 400))) for i in range(8)]
+    video = video_bytes(seed=3)
+    tiny = png_bytes(99, (1, 1))
 
     def image() -> dict[str, str]:
         return {"b64": b64(rng.choice(photos))}
