@@ -1,5 +1,5 @@
 // libFuzzer target: bytes -> a GGUF file in memory (memfd) -> jepa_model_load; a model that loads is
-// described, counted and, when tiny, run once. Built by -DJEPA_FUZZ=ON with clang
+// described, counted and, when tiny, run once: an encode, then its head, predictor or world model. Built by -DJEPA_FUZZ=ON with clang
 // (-fsanitize=fuzzer,address,undefined over the engine and ggml): docs/fuzzing.md.
 //
 // Beyond "no sanitizer report": every refusal carries a status and a non-empty UTF-8 message, and a
@@ -54,6 +54,55 @@ void refused(const char * call) {
     if (!utf8(jepa_error_param())) broken(call, "param is not UTF-8");
 }
 
+// What else the file holds, on the tokens one encode gave: the classifier, the masked predictor
+// (half the tokens as context, the rest as targets) or one world-model step on zero latents.
+void heads(jepa_context * ctx, const jepa_model_info & info, std::vector<float> & tokens, int n_tok) {
+    const int D = info.embed_dim;
+    if (info.head_kind != JEPA_HEAD_NONE && size_t(info.n_classes) <= kMaxRunFloats) {
+        std::vector<float> logits(static_cast<size_t>(info.n_classes)), pooled(static_cast<size_t>(D));
+        if (jepa_classify(ctx, tokens.data(), 1, n_tok, D, logits.data(), logits.size(), pooled.data(), pooled.size()) !=
+            JEPA_OK) {
+            refused("jepa_classify");
+        }
+    }
+    if (info.pred_kind == JEPA_PRED_MASKED && n_tok >= 2) {
+        const int n_ctx = n_tok / 2, n_tgt = n_tok - n_ctx;
+        std::vector<int32_t> ctx_ids(static_cast<size_t>(n_ctx)), tgt_ids(static_cast<size_t>(n_tgt));
+        for (int i = 0; i < n_ctx; ++i) ctx_ids[size_t(i)] = i;
+        for (int i = 0; i < n_tgt; ++i) tgt_ids[size_t(i)] = n_ctx + i;
+        std::vector<float> pred(size_t(n_tgt) * size_t(D));
+        if (jepa_predict(ctx, tokens.data(), 1, n_ctx, D, ctx_ids.data(), tgt_ids.data(), n_tgt, nullptr, pred.data(),
+                         pred.size()) != JEPA_OK) {
+            refused("jepa_predict");
+        }
+    }
+    if (info.pred_kind == JEPA_PRED_AC || info.pred_kind == JEPA_PRED_LEWM) {
+        const size_t lat = info.pred_kind == JEPA_PRED_AC ? size_t(n_tok) * size_t(D) : size_t(info.wm_embed_dim);
+        std::vector<float> latents(lat);
+        if (jepa_world_latents(ctx, tokens.data(), 1, n_tok, D, latents.data(), latents.size()) != JEPA_OK) {
+            refused("jepa_world_latents");
+        }
+        jepa_world_input in{};
+        in.kind = info.pred_kind;
+        in.B = 1;
+        in.T = 1;
+        in.P = info.pred_kind == JEPA_PRED_AC ? info.pred_grid_size * info.pred_grid_size : 1;
+        in.D = info.wm_embed_dim;
+        in.A = info.pred_action_dim;
+        in.S = info.pred_kind == JEPA_PRED_AC ? info.pred_state_dim : 0;
+        const size_t n_z = size_t(in.P) * size_t(in.D);
+        if (n_z == 0 || n_z > kMaxRunFloats || size_t(in.A) + size_t(in.S) > kMaxRunFloats) return;
+        std::vector<float> z(n_z, 0.25f), a(size_t(in.A), 0.5f), st(size_t(in.S), -0.5f), pred(n_z);
+        in.latents = z.data();
+        in.actions = a.data();
+        in.states = in.S ? st.data() : nullptr;
+        jepa_world_output out{};
+        out.pred = pred.data();
+        out.len = pred.size();
+        if (jepa_world_predict(ctx, &in, &out) != JEPA_OK) refused("jepa_world_predict");
+    }
+}
+
 void exercise(jepa_model * m) {
     jepa_model_info info;
     if (jepa_model_get_info(m, &info) != JEPA_OK) return refused("jepa_model_get_info");
@@ -78,6 +127,8 @@ void exercise(jepa_model * m) {
     for (size_t i = 0; i < n_in; ++i) in[i] = float(i % 13) / 13.0f - 0.5f;
     if (jepa_encode(ctx, in.data(), 1, info.in_chans, T, info.img_size, info.img_size, out.data(), out.size()) != JEPA_OK) {
         refused("jepa_encode");
+    } else {
+        heads(ctx, info, out, int(n_tok));
     }
     jepa_context_free(ctx);
 }
