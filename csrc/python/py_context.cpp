@@ -195,7 +195,8 @@ struct PyContext {
 };
 
 void register_context(py::module_ & m) {
-    // The engine's defaults, read by every layer above (never retyped as literals).
+    // The engine's defaults, read by every layer above (never retyped as literals). Bound field by
+    // field like ModelInfo (py_model.cpp): each attribute is the C field of that name.
     py::class_<jepa_context_params>(m, "ContextParams", "jepa_context_params; read-only.")
         .def_readonly("n_threads", &jepa_context_params::n_threads)
         .def_readonly("max_batch", &jepa_context_params::max_batch)

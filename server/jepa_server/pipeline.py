@@ -108,14 +108,19 @@ class Pipeline:
     async def prepare(self, items: list[Item], budget: jepa.media.Budget | None = None) -> list[np.ndarray]:
         """Decode and preprocess every item off the event loop: float32 [C, T, H, W] each, all within
         one media budget."""
-        budget = budget or self.budget()
+        return await self._off_loop(self._prepare_one, items, budget or self.budget())
+
+    async def _off_loop(self, fn: Callable[[Item, jepa.media.Budget], Any], items: list[Item],
+                        budget: jepa.media.Budget) -> list[Any]:
+        """fn(item, budget) for every item on the preparation threads; the first failure is raised
+        once all have finished (none is left running behind the answer)."""
         loop = asyncio.get_running_loop()
-        jobs = [loop.run_in_executor(self._prep, self._prepare_one, item, budget) for item in items]
+        jobs = [loop.run_in_executor(self._prep, fn, item, budget) for item in items]
         results = await asyncio.gather(*jobs, return_exceptions=True)
         for r in results:
             if isinstance(r, BaseException):
                 raise r
-        return results  # type: ignore[return-value]
+        return results
 
     def _prepare_one(self, item: Item, budget: jepa.media.Budget) -> np.ndarray:
         return self._reading(item, lambda: jepa.media.prepare(
@@ -186,15 +191,9 @@ class Pipeline:
     async def world(self, job: WorldJob) -> WorldResult:
         """A rollout or a plan: the frames prepared off the event loop, then the whole request on one
         worker (Dispatcher.run_whole) through jepa.rollout / jepa.plan."""
-        loop = asyncio.get_running_loop()
         items = [job.context] if job.goal is None else [job.context, job.goal]
-        budget = self.budget()
-        jobs = [loop.run_in_executor(self._prep, self._frames_of, item, budget) for item in items]
-        prepared = await asyncio.gather(*jobs, return_exceptions=True)
-        for r in prepared:
-            if isinstance(r, BaseException):
-                raise r
-        frames = [np.ascontiguousarray(x.transpose(1, 0, 2, 3)) for x in prepared]  # type: ignore[union-attr]
+        prepared = await self._off_loop(self._frames_of, items, self.budget())
+        frames = [np.ascontiguousarray(x.transpose(1, 0, 2, 3)) for x in prepared]
         goal = frames[1] if len(frames) > 1 else None
         stop = threading.Event()
         self._running.add(stop)

@@ -18,6 +18,7 @@ class Refusal:
     type: str = INVALID  # OpenAI's error type
 
 
+# Data, one row per status and case: the rows share a shape on purpose (`duplicates` pairs them).
 REFUSALS: tuple[Refusal, ...] = (
     Refusal(400, "the body is not JSON, or not a JSON object", ("invalid_json",)),
     Refusal(

@@ -56,6 +56,8 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True)
 class Settings:
+    # One declaration per setting (flag, environment, default, help): the rows share a shape on
+    # purpose; `duplicates` pairs them. The docs table and the parser are made from them.
     # -- the model
     model: str | None = _opt("-m", "--model", metavar="PATH", help="GGUF model file to serve.")
     demo: bool = _opt(
