@@ -313,3 +313,16 @@ def test_what_the_model_lacks_is_the_engines_refusal(ctx: jepa.Context) -> None:
         ctx.world_predict(tokens, np.zeros((len(tokens), 1, 7), np.float32))
     with pytest.raises(jepa.UnsupportedError, match="not a world model"):
         jepa.rollout(ctx, _images()[0], np.zeros((1, 2, 7), np.float32))
+
+
+def test_context_settings_go_through_the_engine(model: jepa.Model) -> None:
+    """threads and max_batch are set through the engine's own calls (which refuse a bad value);
+    the byte caps are fixed when the context is made."""
+    ctx = model.context(threads=1, max_batch=4)
+    ctx.threads, ctx.max_batch = 2, 8
+    assert (ctx.threads, ctx.max_batch) == (2, 8)
+    with pytest.raises(jepa.InvalidInputError, match="max_batch"):
+        ctx.max_batch = 0
+    assert ctx.max_batch == 8
+    with pytest.raises(AttributeError, match="fixed"):
+        ctx.max_graph_bytes = 1

@@ -111,6 +111,24 @@ class Model:
         )
 
 
+class _EngineSetting:
+    """A Context attribute that reads the native context's param `name` and, when `setter` names the
+    engine's call for it, sets it through that call (so the engine checks the value)."""
+
+    def __init__(self, name: str, setter: str | None = None) -> None:
+        self.name, self.setter = name, setter
+
+    def __get__(self, ctx: Context | None, owner: type | None = None) -> int:
+        if ctx is None:
+            raise AttributeError(self.name)
+        return int(getattr(ctx._native, self.name))
+
+    def __set__(self, ctx: Context, value: int) -> None:
+        if self.setter is None:
+            raise AttributeError(f"{self.name} is fixed when the context is made")
+        getattr(ctx._native, self.setter)(int(value))
+
+
 class Context:
     """Per-thread working state over a Model. Use one Context from one thread at a time."""
 
@@ -139,31 +157,12 @@ class Context:
             int(max_graph_bytes), None if max_output_bytes is None else int(max_output_bytes),
         )
 
-    # threads and max_batch read the engine's context params and set them through its own calls
-    # (jepa_context_set_threads / _set_max_batch), which check them: two settings, written out.
-    @property
-    def threads(self) -> int:
-        return int(self._native.n_threads)
-
-    @threads.setter
-    def threads(self, n: int) -> None:
-        self._native.set_threads(int(n))
-
-    @property
-    def max_batch(self) -> int:
-        return int(self._native.max_batch)
-
-    @max_batch.setter
-    def max_batch(self, n: int) -> None:
-        self._native.set_max_batch(int(n))
-
-    @property
-    def max_graph_bytes(self) -> int:
-        return int(self._native.max_graph_bytes)
-
-    @property
-    def max_output_bytes(self) -> int:
-        return int(self._native.max_output_bytes)
+    # The context's settings are the engine's: read from its params, set through its own calls
+    # (jepa_context_set_threads / _set_max_batch), which check them.
+    threads = _EngineSetting("n_threads", "set_threads")
+    max_batch = _EngineSetting("max_batch", "set_max_batch")
+    max_graph_bytes = _EngineSetting("max_graph_bytes")
+    max_output_bytes = _EngineSetting("max_output_bytes")
 
     def encode(self, x: np.ndarray) -> np.ndarray:
         """Encode float32 images [B, C, H, W] or clips [B, C, T, H, W] -> tokens [B, N, D].
