@@ -161,13 +161,17 @@ void check_text(const char * s, const char * what, const std::string & key) {
 void check_strings(const gguf_context * ctx) {
     // ggml hands strings out as C strings, so what any reader sees (and what is checked) ends at
     // the first NUL byte.
+    // A key's or a tensor's own name: what the error would have to quote.
+    auto check_name = [](const char * name, const char * what, int64_t id) {
+        if (!is_text(name)) {
+            fail(JEPA_ERR_BAD_FILE, "%s #%lld (\"%s\"): the %s's name is not valid UTF-8", what, (long long) id,
+                 escaped(name).c_str(), what);
+        }
+    };
     const int64_t n_kv = gguf_get_n_kv(ctx);
     for (int64_t id = 0; id < n_kv; ++id) {
         const char * key = gguf_get_key(ctx, id);
-        if (!is_text(key)) {
-            fail(JEPA_ERR_BAD_FILE, "metadata key #%lld (\"%s\"): the key's name is not valid UTF-8", (long long) id,
-                 escaped(key).c_str());
-        }
+        check_name(key, "metadata key", id);
         const gguf_type t = gguf_get_kv_type(ctx, id);
         if (t == GGUF_TYPE_STRING) {
             check_text(gguf_get_val_str(ctx, id), "metadata key", key);
@@ -177,13 +181,7 @@ void check_strings(const gguf_context * ctx) {
         }
     }
     const int64_t n_t = gguf_get_n_tensors(ctx);
-    for (int64_t id = 0; id < n_t; ++id) {
-        const char * name = gguf_get_tensor_name(ctx, id);
-        if (!is_text(name)) {
-            fail(JEPA_ERR_BAD_FILE, "tensor #%lld (\"%s\"): the tensor's name is not valid UTF-8", (long long) id,
-                 escaped(name).c_str());
-        }
-    }
+    for (int64_t id = 0; id < n_t; ++id) check_name(gguf_get_tensor_name(ctx, id), "tensor", id);
 }
 
 }  // namespace jepa
