@@ -105,6 +105,8 @@ class Model:
         max_graph_bytes: int = CONTEXT_DEFAULTS.max_graph_bytes,
         max_output_bytes: int | None = None,
     ) -> Context:
+        """Context(self, ...): its signature repeated on purpose so the call stays typed and
+        documented (`duplicates` pairs the two)."""
         return Context(
             self, threads=threads, max_batch=max_batch, flash_attn=flash_attn,
             max_graph_bytes=max_graph_bytes, max_output_bytes=max_output_bytes,
