@@ -345,3 +345,15 @@ def test_a_model_file_deleted_after_load_keeps_serving(tmp_path: Path) -> None:
             assert (await client.get("/info")).status == 200
 
     run(body)
+
+
+def test_an_allocation_cap_is_the_requests_size_not_the_servers_state() -> None:
+    """The engine's per-call caps (max_output_bytes, max_graph_bytes) refuse the request itself: a 413
+    naming the field even while computing, never a 503 that invites the same request again."""
+    from jepa_server.errors import from_jepa
+
+    cap = jepa.ResourceLimitError("output of 9 GB is over max_output_bytes", param="max_output_bytes")
+    err = from_jepa(cap, param="input", computing=True)
+    assert (err.status, err.code, err.param) == (413, "resource_limit", "input")
+    busy = jepa.ResourceLimitError("out of memory")
+    assert from_jepa(busy, computing=True).status == 503

@@ -73,6 +73,10 @@ def bad_request(message: str, param: str | None = None, code: str = "invalid_val
     return ApiError(400, message, param=param, code=code)
 
 
+# The engine's per-call allocation caps (jepa_context_params), named by ResourceLimitError.param.
+_REQUEST_SIZE_CAPS = ("max_output_bytes", "max_graph_bytes")
+
+
 def from_jepa(exc: jepa.JepaError, param: str | None = None, *, computing: bool = False) -> ApiError:
     """The refusal for an engine error, by its class. A resource limit met while computing is the
     server's momentary state (503); met while reading the request it is the request's size (413)."""
@@ -81,7 +85,9 @@ def from_jepa(exc: jepa.JepaError, param: str | None = None, *, computing: bool 
     if isinstance(exc, jepa.UnsupportedError):
         return ApiError(400, exc.message, param=param, code="unsupported")
     if isinstance(exc, jepa.ResourceLimitError):
-        if computing:
+        # A cap on what one call may allocate is the request's size, whenever it is met: retrying
+        # the same request cannot help. Anything else met while computing is the server's state.
+        if computing and getattr(exc, "param", None) not in _REQUEST_SIZE_CAPS:
             return ApiError(503, exc.message, code="resource_exhausted", headers={"Retry-After": "1"})
         return ApiError(413, exc.message, param=param, code="resource_limit")
     # A model file or backend failure is the server's fault, not the request's.
