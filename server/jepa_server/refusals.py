@@ -70,8 +70,8 @@ REFUSALS: tuple[Refusal, ...] = (
     ),
     Refusal(
         413,
-        "an input, image, request's pixels or answer over its budget (Budgets); a resource limit "
-        "the engine meets while reading the request",
+        "an input, image, request's pixels or answer over its budget (Budgets); an engine "
+        "limit met while reading the request, or its per-call allocation cap (`max_output_bytes`)",
         ("input_too_large", "response_too_large", "resource_limit"),
     ),
     Refusal(414, "an over-long URI", ("uri_too_long",)),
