@@ -133,9 +133,12 @@ def _bytes_of(shape: tuple[int, ...], type: str) -> int:
 
 def plan(src: str | os.PathLike[str], type: str, keep: Sequence[str] = ()) -> Plan:
     """What quantizing `src` to `type` would write, tensor by tensor, without writing anything."""
+    return _plan(src, _reader(src), type, keep)
+
+
+def _plan(src: str | os.PathLike[str], r: gguf.GGUFReader, type: str, keep: Sequence[str]) -> Plan:
     if type not in TYPES:
         raise InvalidInputError(f"unknown --type {type!r}: use one of {', '.join(TYPES)}", param="type")
-    r = _reader(src)
     steps = []
     for t in r.tensors:
         shape, source = _shape(t), _source_name(t)
@@ -198,8 +201,8 @@ def quantize(
     """Write `dst`: `src` with its weight matrices in `type` (see the module docstring). Returns the plan."""
     if Path(src).resolve() == Path(dst).resolve():
         raise InvalidInputError("the output must be another file than the input", param="dst")
-    p = plan(src, type, keep)
-    r = _reader(src)
+    r = _reader(src)  # parsed once: the plan and the copy read the same header
+    p = _plan(src, r, type, keep)
     dest = Path(dst)
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
