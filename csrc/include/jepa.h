@@ -95,6 +95,10 @@ typedef enum jepa_device {
 typedef struct jepa_model_params {
     jepa_device device;       /* where the weights live and graphs run            */
     int         device_index; /* CUDA device ordinal (ignored on the CPU)         */
+    int         use_mmap;     /* CPU: map the file and use in place every tensor the engine does
+                                 not repack (default 1; processes share those pages). 0 reads
+                                 every tensor into memory of the model's own. While mapped, the
+                                 file must not be truncated or rewritten in place. */
 } jepa_model_params;
 
 JEPA_API jepa_model_params jepa_model_default_params(void);
@@ -147,6 +151,7 @@ typedef struct jepa_model_info {
     int     file_type;          /* general.file_type (0 f32, 1 f16, ...)               */
     int64_t n_params;           /* number of weight elements                           */
     int64_t n_bytes;            /* bytes of weights on the backend                     */
+    int64_t n_bytes_mapped;     /* of n_bytes: used in place from the mapped file      */
 
     /* encoder */
     int   embed_dim;

@@ -25,7 +25,7 @@ struct Preprocess {
 struct PyModel {
     std::shared_ptr<jepa_model> handle;
 
-    PyModel(const std::string & path, int device, int device_index) {
+    PyModel(const std::string & path, int device, int device_index, bool use_mmap) {
         // The C API takes a C string: a NUL would load the file named by the part before it.
         if (path.find('\0') != std::string::npos) {
             raise_arg(JEPA_ERR_INVALID_ARG, "path", "model path contains a NUL byte");
@@ -33,6 +33,7 @@ struct PyModel {
         jepa_model_params p = jepa_model_default_params();
         p.device = jepa_device(device);
         p.device_index = device_index;
+        p.use_mmap = use_mmap ? 1 : 0;
         jepa_model * m = nullptr;
         {
             py::gil_scoped_release nogil;
@@ -115,6 +116,7 @@ void register_info(py::module_ & m) {
         .def_readonly("file_type", &I::file_type)
         .def_readonly("n_params", &I::n_params)
         .def_readonly("n_bytes", &I::n_bytes)
+        .def_readonly("n_bytes_mapped", &I::n_bytes_mapped)
         .def_readonly("embed_dim", &I::embed_dim)
         .def_readonly("n_layer", &I::n_layer)
         .def_readonly("n_head", &I::n_head)
@@ -162,8 +164,8 @@ void register_model(py::module_ & m) {
     register_enums(m);
     register_info(m);
     py::class_<PyModel, std::shared_ptr<PyModel>>(m, "Model")
-        .def(py::init<const std::string &, int, int>(), py::arg("path"), py::arg("device") = 0,
-             py::arg("device_index") = 0)
+        .def(py::init<const std::string &, int, int, bool>(), py::arg("path"), py::arg("device") = 0,
+             py::arg("device_index") = 0, py::arg("use_mmap") = true)
         .def("info", &PyModel::info)
         .def("labels", &PyModel::labels)
         .def("n_tokens", &PyModel::n_tokens, py::arg("C"), py::arg("T"), py::arg("H"), py::arg("W"));

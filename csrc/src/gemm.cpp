@@ -217,13 +217,16 @@ const char * describe() {
     return s.c_str();
 }
 
-bool can_pack(const ggml_tensor * w) {
+bool packable(const ggml_tensor * w) {
     if (!cpu_isa().avx512) return false;
     if (ggml_n_dims(w) > 2 || !ggml_is_contiguous(w)) return false;
-    if ((reinterpret_cast<uintptr_t>(w->data) & 63) != 0) return false;
     if (layout_of(w) == Layout::None) return false;
     if (layout_of(w) == Layout::Bf16Pairs && w->ne[0] % 2 != 0) return false;
     return w->ne[0] >= 1 && w->ne[1] >= 1;
+}
+
+bool can_pack(const ggml_tensor * w) {
+    return packable(w) && w->data && (reinterpret_cast<uintptr_t>(w->data) & 63) == 0;
 }
 
 void pack_in_place(ggml_tensor * w) {

@@ -31,7 +31,10 @@ const Isa & cpu_isa();
 // One line naming the paths in use, e.g. "f32/f16: avx512 fma; bf16: amx" or "ggml".
 const char * describe();
 
-// True when the engine's kernel takes this weight on this CPU (f32, f16 or bf16; shape limits).
+// True when the engine's kernel takes this weight on this CPU (f32, f16 or bf16; shape limits),
+// wherever its data will lie: the loader gives these memory of their own (weights.h).
+bool packable(const ggml_tensor * w);
+// packable, and its data is in place: host memory, 64-byte aligned.
 bool can_pack(const ggml_tensor * w);
 // Repack w's data in place (host memory, 64-byte aligned) into the kernel's layout. Same byte size.
 void pack_in_place(ggml_tensor * w);

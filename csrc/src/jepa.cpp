@@ -66,6 +66,7 @@ jepa_model_params jepa_model_default_params(void) {
     jepa_model_params p;
     p.device = JEPA_DEVICE_CPU;
     p.device_index = 0;
+    p.use_mmap = 1;
     return p;
 }
 
@@ -97,6 +98,7 @@ jepa_status jepa_model_get_info(const jepa_model * model, jepa_model_info * out)
         i.file_type = m.hp.file_type;
         i.n_params = m.n_params;
         i.n_bytes = m.n_bytes;
+        i.n_bytes_mapped = m.n_bytes_mapped;
         i.embed_dim = e.embed_dim;
         i.n_layer = e.n_layer;
         i.n_head = e.n_head;

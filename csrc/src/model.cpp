@@ -5,6 +5,7 @@
 #include "gguf.h"
 #include "gguf_meta.h"
 #include "tensor_table.h"
+#include "weights.h"
 
 #include "ggml-alloc.h"
 #include "ggml-cpu.h"
@@ -23,6 +24,7 @@ namespace jepa {
 
 Model::~Model() {
     if (buf_w) ggml_backend_buffer_free(buf_w);
+    if (buf_map) ggml_backend_buffer_free(buf_map);  // before `map` unmaps what it wraps
     std::free(host_w);
     if (ctx_w) ggml_free(ctx_w);
 }
@@ -51,10 +53,6 @@ namespace {
 
 struct GgufDeleter {
     void operator()(gguf_context * g) const { gguf_free(g); }
-};
-
-struct FileCloser {
-    void operator()(FILE * f) const { std::fclose(f); }
 };
 
 // One pre-norm block `p` (e.g. "enc.blk.3."): fused qkv when the file has attn_qkv, else q / k / v.
@@ -198,48 +196,6 @@ void check_data_extents(const gguf_context * g, ggml_context * ctx_w, uint64_t f
     }
 }
 
-void read_weights(const char * path, const gguf_context * g, ggml_context * ctx_w) {
-    std::unique_ptr<FILE, FileCloser> f(std::fopen(path, "rb"));
-    if (!f) fail(JEPA_ERR_BAD_FILE, "cannot open %s", path);
-    const uint64_t data_offset = gguf_get_data_offset(g);
-    std::vector<uint8_t> staging;
-    for (ggml_tensor * t = ggml_get_first_tensor(ctx_w); t; t = ggml_get_next_tensor(ctx_w, t)) {
-        const uint64_t off = data_offset + gguf_get_tensor_offset(g, gguf_find_tensor(g, ggml_get_name(t)));
-        const uint64_t size = ggml_nbytes(t);
-        void * dst = t->data;
-        if (!ggml_backend_buffer_is_host(t->buffer)) {
-            staging.resize(size);
-            dst = staging.data();
-        }
-        if (fseeko(f.get(), off_t(off), SEEK_SET) != 0 || std::fread(dst, 1, size, f.get()) != size) {
-            fail(JEPA_ERR_BAD_FILE, "%s: cannot read tensor data (the file changed while loading?)", ggml_get_name(t));
-        }
-        if (dst != t->data) ggml_backend_tensor_set(t, staging.data(), 0, size);
-    }
-}
-
-// CPU weights in memory of our own, every tensor 64-byte aligned (the kernels' panels are cache-line
-// aligned); ggml's CPU buffer type only promises 32.
-ggml_backend_buffer_t alloc_host_weights(ggml_context * ctx_w, void ** host) {
-    constexpr size_t kAlign = 64;
-    auto up = [](size_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
-    size_t total = 0;
-    for (ggml_tensor * t = ggml_get_first_tensor(ctx_w); t; t = ggml_get_next_tensor(ctx_w, t)) total += up(ggml_nbytes(t));
-    *host = std::aligned_alloc(kAlign, std::max<size_t>(total, kAlign));
-    if (!*host) return nullptr;
-    ggml_backend_buffer_t buf = ggml_backend_cpu_buffer_from_ptr(*host, std::max<size_t>(total, kAlign));
-    if (!buf) return nullptr;
-    size_t off = 0;
-    for (ggml_tensor * t = ggml_get_first_tensor(ctx_w); t; t = ggml_get_next_tensor(ctx_w, t)) {
-        if (ggml_backend_tensor_alloc(buf, t, static_cast<char *>(*host) + off) != GGML_STATUS_SUCCESS) {
-            ggml_backend_buffer_free(buf);
-            return nullptr;
-        }
-        off += up(ggml_nbytes(t));
-    }
-    return buf;
-}
-
 // Repack the weight matrices the engine's own CPU kernel takes (gemm.h); the rest stay ggml's.
 int pack_linears(Model & m) {
     int n = 0;
@@ -303,12 +259,9 @@ Model * load_model(const char * path, const jepa_model_params & params) {
     check_data_extents(g.get(), meta, uint64_t(st.st_size));
 
     const bool cpu = model->device == JEPA_DEVICE_CPU;
-    model->buf_w = cpu ? alloc_host_weights(meta, &model->host_w)
-                       : ggml_backend_alloc_ctx_tensors_from_buft(meta, model->buffer_type());
-    if (!model->buf_w) fail(JEPA_ERR_RESOURCE, "cannot allocate %lld bytes for the weights", (long long) table.n_bytes());
-    ggml_backend_buffer_set_usage(model->buf_w, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
-    model->n_bytes = int64_t(ggml_backend_buffer_get_size(model->buf_w));
-    read_weights(path, g.get(), meta);
+    std::set<const ggml_tensor *> own;  // what pack_linears will repack: memory of its own
+    if (cpu) model->for_each_linear([&](LinearW & l) { if (l.w && gemm::packable(l.w)) own.insert(l.w); });
+    place_weights(*model, path, g.get(), uint64_t(st.st_size), params.use_mmap != 0, own);
     if (cpu) model->n_packed = pack_linears(*model);
     model->matmul_name = std::string("jepa: ") + gemm::describe();
 

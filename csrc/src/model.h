@@ -6,10 +6,13 @@
 #include "ggml-backend.h"
 #include "ggml.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace jepa {
+
+class FileMap;  // weights.h
 
 struct LinearW {
     ggml_tensor * w = nullptr;
@@ -83,8 +86,11 @@ struct Model {
     int64_t n_bytes = 0;
 
     ggml_context * ctx_w = nullptr;            // tensor metadata (no data)
-    ggml_backend_buffer_t buf_w = nullptr;     // the weights
+    ggml_backend_buffer_t buf_w = nullptr;     // the weights in memory of their own (all of them off the CPU)
     void * host_w = nullptr;                   // CPU: the memory under buf_w (64-byte aligned tensors)
+    std::unique_ptr<FileMap> map;              // CPU with use_mmap: the file, mapped read-only
+    ggml_backend_buffer_t buf_map = nullptr;   // the tensors used in place from `map`
+    int64_t n_bytes_mapped = 0;                // of n_bytes: used in place from the mapping
     int n_packed = 0;                          // weight matrices the engine's own kernel runs
     bool half_attention = false;               // bf16 matrices on a bf16 kernel: attention in bf16 too
     std::string matmul_name;                   // "jepa: <paths>" (gemm::describe()) when n_packed > 0

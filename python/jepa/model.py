@@ -47,13 +47,18 @@ def default_device() -> str:
 class Model:
     """A GGUF model loaded once; immutable, shareable by any number of threads."""
 
-    def __init__(self, path: str | os.PathLike[str], device: str | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], device: str | None = None, *, mmap: bool = True) -> None:
+        """Load `path` on `device`. On the CPU the file is memory-mapped (`mmap=True`): the tensors
+        the engine uses as stored stay in the page cache, shared by every process serving the file
+        (`info.n_bytes_mapped` of `info.n_bytes`); only the matrices the engine repacks get a copy.
+        `mmap=False` reads every tensor into memory of the model's own (a file that may be rewritten
+        in place while it is served needs that)."""
         if device is None:
             device = default_device()
         kind, index = _parse_device(device)
         self.path = os.fspath(path)
         self.device = device
-        self._native = _engine.Model(self.path, kind, index)
+        self._native = _engine.Model(self.path, kind, index, mmap)
         self.info: ModelInfo = self._native.info()
         self.labels: list[str] = self._native.labels()
 
