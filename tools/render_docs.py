@@ -617,6 +617,47 @@ def _render_server_bench_v1(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+SIM_POLICIES = {
+    "converging": "converging queue",
+    "static-even": "static, even",
+    "static-guess": "static, guessed ratio",
+    "static-oracle": "static, true ratio (not runnable)",
+}
+
+
+def render_scheduler_sim(data: dict[str, Any]) -> str:
+    """scheduler-sim.json (tools/sim_scheduler.py): the multi-device scheduler on a virtual clock
+    against static splits."""
+    devs = [d["name"] for d in data["devices"]]
+    conv = data["policies"]["converging"]["makespan_s"]
+    mix = ", ".join(f"{w['items']} × {'a photo' if w['frames'] == 1 else str(w['frames']) + ' frames'}"
+                    for w in data["workload"])
+    speeds = " : ".join(f"{d['name']} {d['relative_speed']:g}" for d in data["devices"])
+    lines = [
+        f"A simulation, not a measurement: the server's `Scheduler` on a virtual clock (seed {data['seed']}), "
+        f"one burst of {mix} (ViT-L/16 at {data['model']['img_size']} px), max-batch {data['max_batch']}, "
+        f"two devices {speeds} in speed. The guessed ratio is 1:{data['guessed_ratio']:g}.",
+        "",
+    ]
+    rows = []
+    for key, label in SIM_POLICIES.items():
+        p = data["policies"][key]
+        cells = [label, f"{p['makespan_s']:.2f}", _ratio(conv / p["makespan_s"])]
+        for name in devs:
+            d = p["devices"][name]
+            cells += [f"{d['idle_s']:.2f}", f"{100 * d['cost_share']:.0f}%"]
+        rows.append(cells)
+    header = ["policy", "makespan s", "converging / this"]
+    for name in devs:
+        header += [f"{name} idle s", f"{name} share"]
+    lines += _table(header, rows, "lrr" + "rr" * len(devs))
+    lines += ["", f"The converging queue ends the burst in {_ratio(data['ratio_vs_best_static'])} the best "
+              f"static split's time ({SIM_POLICIES[data['best_static']]}) and {_ratio(data['ratio_vs_even'])} the "
+              f"even split's; the bound (total cost over the summed speeds) is {data['ideal_makespan_s']:.2f} s.",
+              "", "Source: `tests/results/scheduler-sim.json` (`python tools/sim_scheduler.py`)."]
+    return "\n".join(lines) + "\n"
+
+
 RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench-engine": render_bench_engine,
     # bench_engine.py's q8_0 / q4_k rows (docs/quantize.md)
@@ -624,6 +665,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench-video": render_bench_video,
     "bench-world": render_bench_world,
     "server-bench": render_server_bench,
+    "scheduler-sim": render_scheduler_sim,
 }
 
 
