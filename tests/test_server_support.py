@@ -178,8 +178,11 @@ async def in_process(model: jepa.Model | None = None, **settings: Any) -> AsyncI
     from jepa_server.app import create_app, wait_ready
     from jepa_server.settings import Settings
 
-    where = {"demo": True} if model is None else {"model": model.path}
-    app = create_app(Settings(**where, **settings), model=model or demo_model())
+    if model is None and "models_dir" in settings:  # a models directory alone: nothing preloaded
+        app = create_app(Settings(**settings))
+    else:
+        where = {"demo": True} if model is None else {"model": model.path}
+        app = create_app(Settings(**where, **settings), model=model or demo_model())
     async with TestClient(TestServer(app, host="127.0.0.1", port=0)) as client:
         await wait_ready(app)
         yield client, app

@@ -57,8 +57,9 @@ async def serve(settings: Settings) -> int:
         except Exception as exc:
             print(f"jepa-server: cannot serve the model: {exc}", file=sys.stderr)
             return 1
-        engine = app[RUNTIME].require()
-        for line in startup_lines(settings, engine, runner.addresses[0][1]):
+        registry = app[RUNTIME].registry
+        assert registry is not None  # wait_ready returned: the catalog is read
+        for line in startup_lines(settings, registry, runner.addresses[0][1]):
             print(line, flush=True)
         name = await _until_signalled()
         log.info("%s: shutting down (in-flight requests have %g s)", name, settings.shutdown_timeout_s)
@@ -109,8 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return check(args[1:])
     try:
         settings = load_settings(args)
-        if not settings.model and not settings.demo:
-            raise SettingsError("no model: give -m/--model PATH, or --demo for the built-in demo model")
+        if not settings.model and not settings.demo and settings.models_dir is None:
+            raise SettingsError(
+                "no model: give -m/--model PATH, --models-dir DIR, or --demo for the built-in demo model"
+            )
         if settings.files_root is not None:
             from .security import LocalFiles
 

@@ -120,6 +120,13 @@ BUDGETS: tuple[Budget, ...] = (
         "503 `overloaded` with `Retry-After`",
     ),
     Budget(
+        "resident models, cold loads",
+        ("max_loaded_models", "max_concurrent_loads"),
+        "before a cold load: one more resident model unloads the least recently used idle one; loads past "
+        "the cap wait their turn (a warm request never waits)",
+        "503 `models_busy` with `Retry-After`",
+    ),
+    Budget(
         "shutdown",
         ("shutdown_timeout_s",),
         "SIGTERM / SIGINT: stop accepting (new requests on open connections answer 503 `shutting_down`), "

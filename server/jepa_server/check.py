@@ -1,10 +1,12 @@
 """`jepa-server check`: a preflight that exits non-zero with its reasons (a systemd ExecStartPre).
 
 It reads the settings exactly as `jepa-server` does (flags > JEPA_* > --config TOML > defaults) and
-checks, without loading a model: the model file is a readable regular file whose GGUF header is a
-jepa file of schema v1 of a family this build serves, the files root (if set) is a readable
-directory, and the port is free. With --warm it also loads the model, runs one encode of the
-model's native shape (the server's own warm-up) and frees it again."""
+checks, without loading a model: every -m file and every GGUF file of --models-dir is a readable
+regular file whose GGUF header is a jepa file of schema v1 of a family this build serves, the
+models directory is readable and its models.toml (if any) names no file twice and no name twice,
+the files root (if set) is a readable directory, and the port is free. With --warm [MODEL] it also
+loads one model (the default one, or MODEL: an id the server would serve, or a path), runs the
+server's smoke test on it (one encode of the model's native shape) and frees it again."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .catalog import Catalog, CatalogError, model_paths
 from .settings import Settings, SettingsError, load_settings
 
 
@@ -100,7 +103,7 @@ def _warm(path: str, s: Settings) -> Finding:
 
     t0 = time.perf_counter()
     try:
-        model = jepa.Model(path, device=s.device)
+        model = jepa.Model(path, device=s.device, mmap=not s.no_mmap)
         ctx = model.context(threads=s.graph_threads)
         ctx.encode(warm_input(model))
         del ctx, model
@@ -109,31 +112,67 @@ def _warm(path: str, s: Settings) -> Finding:
     return Finding(True, f"model {path}: loaded, one encode ran, freed ({time.perf_counter() - t0:.2f} s)")
 
 
-def preflight(s: Settings, warm: bool = False) -> list[Finding]:
-    """Every check, in order; the server would not start if any fails."""
-    if s.demo:
-        from jepa.demo import demo_model_path
+def _models_dir(s: Settings) -> tuple[list[Finding], Catalog | None]:
+    if s.models_dir is None:
+        return [], None
+    root = os.fspath(s.models_dir)
+    if not os.path.isdir(root) or not os.access(root, os.R_OK | os.X_OK):
+        return [Finding(False, f"models dir {root}: not a readable directory")], None
+    try:
+        catalog = Catalog(model_paths(s), root, s.model_id)
+    except CatalogError as exc:
+        return [Finding(False, f"models dir {root}: {exc}")], None
+    found = [e for e in catalog.entries() if not e.pinned]
+    ids = ", ".join(e.id for e in found) or "none"
+    out = [Finding(True, f"models dir {root}: {len(found)} model(s): {ids}")]
+    for e in found:
+        out += _model_file(e.path)
+    return out, catalog
 
-        path = demo_model_path()
-    elif s.model:
-        path = os.fspath(s.model)
-    else:
-        return [Finding(False, "no model: give -m FILE (or --demo)")]
-    found = _model_file(path) + _files_root(s) + [_port(s)]
-    if warm and all(f.ok for f in found):
-        found.append(_warm(path, s))
+
+def _warm_target(s: Settings, catalog: Catalog | None, name: str) -> str | Finding:
+    if catalog is None:
+        catalog = Catalog(model_paths(s), None, s.model_id)
+    if not name:
+        entry = catalog.default
+        if entry is None:
+            return Finding(False, f"--warm: name the model to warm (this setup serves {catalog.ids()})")
+        return entry.path
+    entry = catalog.find(name)
+    if entry is not None:
+        return entry.path
+    if os.path.isfile(name):
+        return name
+    return Finding(False, f"--warm {name}: neither a model this setup serves ({catalog.ids()}) nor a file")
+
+
+def preflight(s: Settings, warm: str | None = None) -> list[Finding]:
+    """Every check, in order; the server would not start if any fails. `warm`: None, "" (the default
+    model) or the model to load and smoke-test."""
+    paths = model_paths(s)
+    if not paths and s.models_dir is None:
+        return [Finding(False, "no model: give -m FILE or --models-dir DIR (or --demo)")]
+    found: list[Finding] = []
+    for path in paths:
+        found += _model_file(path)
+    in_dir, catalog = _models_dir(s)
+    found += in_dir + _files_root(s) + [_port(s)]
+    if warm is not None and all(f.ok for f in found):
+        target = _warm_target(s, catalog, warm)
+        found.append(target if isinstance(target, Finding) else _warm(target, s))
     return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """jepa-server check [--warm] [the server's own flags]."""
     p = argparse.ArgumentParser(prog="jepa-server check", add_help=False)
-    p.add_argument("--warm", action="store_true")
+    p.add_argument("--warm", nargs="?", const="", default=None, metavar="MODEL")
     p.add_argument("-h", "--help", action="store_true")
     own, rest = p.parse_known_args(argv)
     if own.help:
         print(__doc__)
-        print("usage: jepa-server check [--warm] [jepa-server's flags: -m FILE, --config FILE, ...]")
+        print("usage: jepa-server check [--warm [MODEL]] [jepa-server's flags: -m FILE, --models-dir DIR, "
+              "--config FILE, ...]")
         return 0
     try:
         s = load_settings(rest)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
+import time
 from typing import Any
 
 import numpy as np
@@ -29,6 +31,7 @@ from .inputs import (
     check_keys,
     opt_bool,
     opt_int,
+    opt_number,
     opt_str,
     parse_body,
     parse_items,
@@ -40,9 +43,10 @@ from .pipeline import Classified, Embedded, WorldResult
 from .rollout import parse_world_job
 from .runtime import Engine
 
-
-def _engine(request: web.Request) -> Engine:
-    return request.app[RUNTIME].require()
+# A request's `keep_alive`: how long its model stays resident once idle (seconds; at most a day).
+MAX_KEEP_ALIVE_S = 86_400.0
+# The fields every model-using endpoint takes beside its own: which model, and its keep-alive.
+MODEL_FIELDS = {"model", "keep_alive"}
 
 
 def _limits(request: web.Request) -> Limits:
@@ -79,18 +83,35 @@ async def read_body(request: web.Request) -> bytes:
                        code="incomplete_body") from None
 
 
-def _check_model(engine: Engine, body: dict[str, Any]) -> None:
+def _model_name(body: dict[str, Any]) -> str | None:
+    """The request's `model` (None: the server's default model); anything but a string names no
+    model served here."""
     name = body.get("model")
-    if name is None:
-        return
-    if not isinstance(name, str) or not engine.accepts(name):
-        raise ApiError(
-            404,
-            f"the model {json.dumps(name)[:80]} is not served here; this server serves {engine.model_id!r}",
-            param="model",
-            code="model_not_found",
-            type="invalid_request_error",
+    if name is None or isinstance(name, str):
+        return name
+    raise ApiError(
+        404,
+        f"the model {json.dumps(name)[:80]} is not served here: `model` is a model's id (a string)",
+        param="model",
+        code="model_not_found",
+        type="invalid_request_error",
+    )
+
+
+def _keep_alive(body: dict[str, Any]) -> float | None:
+    value = opt_number(body, "keep_alive")
+    if value is not None and not 0 <= value <= MAX_KEEP_ALIVE_S:
+        raise bad_request(
+            f"'keep_alive' is {value:g} s; it must be within 0..{MAX_KEEP_ALIVE_S:g} seconds",
+            param="keep_alive",
         )
+    return value
+
+
+def _use(request: web.Request, body: dict[str, Any]) -> Any:
+    """`async with _use(request, body) as engine`: the named model's engine for the request (loaded
+    first when it is not resident)."""
+    return request.app[RUNTIME].use(_model_name(body), _keep_alive(body))
 
 
 def _dimensions(engine: Engine, body: dict[str, Any], key: str = "dimensions") -> int | None:
@@ -151,9 +172,12 @@ async def _json(payload: Any, timing: Embedded | Classified | WorldResult | None
 
 async def embeddings(request: web.Request) -> web.StreamResponse:
     """POST /v1/embeddings, OpenAI-shaped."""
-    engine = _engine(request)
-    body = await _body(request, {"model", "input", "encoding_format", "dimensions", "user", "pool"})
-    _check_model(engine, body)
+    body = await _body(request, MODEL_FIELDS | {"input", "encoding_format", "dimensions", "user", "pool"})
+    async with _use(request, body) as engine:
+        return await _embeddings(request, engine, body)
+
+
+async def _embeddings(request: web.Request, engine: Engine, body: dict[str, Any]) -> web.StreamResponse:
     fmt = opt_str(body, "encoding_format", ("float", "base64")) or "float"
     dims = _dimensions(engine, body)
     pool = _pool(engine.model, body)
@@ -173,9 +197,12 @@ async def embeddings(request: web.Request) -> web.StreamResponse:
 
 async def embed_tei(request: web.Request) -> web.StreamResponse:
     """POST /embed, TEI-style: bare vectors."""
-    engine = _engine(request)
-    body = await _body(request, {"inputs", "pool", "normalize", "dimensions", "model"})
-    _check_model(engine, body)
+    body = await _body(request, MODEL_FIELDS | {"inputs", "pool", "normalize", "dimensions"})
+    async with _use(request, body) as engine:
+        return await _embed_tei(request, engine, body)
+
+
+async def _embed_tei(request: web.Request, engine: Engine, body: dict[str, Any]) -> web.StreamResponse:
     dims = _dimensions(engine, body)
     normalize = opt_bool(body, "normalize", False)
     pool = _pool(engine.model, body)
@@ -201,9 +228,12 @@ _WORLD_KEYS = ("energies", "costs", "best", "states", "latents", "actions", "ene
 
 async def classify(request: web.Request) -> web.StreamResponse:
     """POST /classify: the top-k classes of each input, for a model with a classifier head."""
-    engine = _engine(request)
-    body = await _body(request, {"input", "inputs", "top_k", "model"})
-    _check_model(engine, body)
+    body = await _body(request, MODEL_FIELDS | {"input", "inputs", "top_k"})
+    async with _use(request, body) as engine:
+        return await _classify(request, engine, body)
+
+
+async def _classify(request: web.Request, engine: Engine, body: dict[str, Any]) -> web.StreamResponse:
     top_k = opt_int(body, "top_k", 1)
     top_k = 5 if top_k is None else top_k
     key = "inputs" if "inputs" in body else "input"
@@ -235,9 +265,13 @@ def classification(index: int, c: jepa.Classification) -> dict[str, Any]:
 async def rollout(request: web.Request) -> web.StreamResponse:
     """POST /rollout: energies of action sequences (or a plan) under a world model, through
     jepa.rollout / jepa.plan run whole on one worker."""
-    engine = _engine(request)
-    body = await _body(request, {"context", "actions", "goal", "state", "return_latents", "plan", "model"})
-    _check_model(engine, body)
+    fields = {"context", "actions", "goal", "state", "return_latents", "plan"}
+    body = await _body(request, MODEL_FIELDS | fields)
+    async with _use(request, body) as engine:
+        return await _rollout(request, engine, body)
+
+
+async def _rollout(request: web.Request, engine: Engine, body: dict[str, Any]) -> web.StreamResponse:
     job = parse_world_job(body, engine.model, engine.model_id, engine.pipeline.files.resolve,
                           _limits(request))
     s = request.app[SETTINGS]
@@ -263,57 +297,105 @@ def _world_answer(value: dict[str, Any]) -> dict[str, Any]:
 
 
 async def health(request: web.Request) -> web.StreamResponse:
-    """GET /health: 200 when loaded and warm, 503 before (or after a failed load)."""
+    """GET /health: 200 once the -m models are loaded and warm (a --models-dir model loads on its
+    first request), 503 before (or after a failed load). Touches no model: it reads the registry's
+    bookkeeping only."""
     rt = request.app[RUNTIME]
-    engine = rt.engine
-    if engine is None:
+    registry = rt.registry
+    if registry is None or rt.error is not None:
         status = "loading" if rt.error is None else "failed"
         return web.json_response({"status": status}, status=503)
     s = request.app[SETTINGS]
-    return web.json_response(
-        {
-            "status": "ok",
-            "model": engine.model_id,
-            "file": engine.file_name,
-            "family": engine.model.info.family,
-            "backend": engine.model.info.backend,
-            "device": s.device,
-            "pool": {"default": jepa.default_pool(engine.model), "modes": list(jepa.POOL_MODES)},
-            "queue_depth": engine.dispatcher.depth,
-        }
-    )
+    body: dict[str, Any] = {
+        "status": "ok",
+        "models": {
+            "servable": len(registry.catalog.entries()),
+            "resident": len(registry.resident),
+            "loading": registry.loads_running,
+        },
+    }
+    engine = registry.peek(None)
+    if engine is not None:  # the default model, as a one-model server has always told it
+        body.update(
+            model=engine.model_id,
+            file=engine.file_name,
+            family=engine.model.info.family,
+            backend=engine.model.info.backend,
+            device=s.device,
+            pool={"default": jepa.default_pool(engine.model), "modes": list(jepa.POOL_MODES)},
+            queue_depth=engine.dispatcher.depth,
+        )
+    return web.json_response(body)
 
 
 async def models(request: web.Request) -> web.StreamResponse:
-    """GET /v1/models, OpenAI-shaped."""
-    engine = _engine(request)
-    info = engine.model.info
-    entry = {
-        "id": engine.model_id,
-        "object": "model",
-        "created": engine.loaded_at,
-        "owned_by": "jepa",
-        "name": info.name,
-        "family": info.family,
-        "modality": info.modality,
-        "embed_dim": info.embed_dim,
-    }
-    return web.json_response({"object": "list", "data": [entry]})
+    """GET /v1/models, OpenAI-shaped: every servable model, with whether it is resident (what a
+    resident one is comes from its loaded file; a model not loaded is described by its catalog
+    entry only: nothing is read to list it)."""
+    registry = request.app[RUNTIME]._registry()
+    registry.rescan()
+    data = []
+    for entry in registry.catalog.entries():
+        res = registry.resident.get(entry.id)
+        item: dict[str, Any] = {
+            "id": entry.id,
+            "object": "model",
+            "created": int(res.loaded_at) if res is not None else _mtime(entry.path),
+            "owned_by": "jepa",
+            "resident": res is not None,
+            "aliases": list(entry.aliases),
+        }
+        if res is not None:
+            info = res.engine.model.info
+            item.update(name=info.name, family=info.family, modality=info.modality, embed_dim=info.embed_dim)
+        data.append(item)
+    return web.json_response({"object": "list", "data": data})
+
+
+def _mtime(path: str) -> int:
+    try:
+        return int(os.stat(path).st_mtime)
+    except OSError:
+        return 0
 
 
 async def info(request: web.Request) -> web.StreamResponse:
-    """GET /info: the model, the limits and live counters."""
-    engine = _engine(request)
+    """GET /info: the default model, every resident model, the limits and live counters."""
+    registry = request.app[RUNTIME]._registry()
     s = request.app[SETTINGS]
     admission = request.app[ADMISSION]
+    default = registry.peek(None)
+    now = time.monotonic()
+    residents = list(registry.resident.values())
+    engines = [r.engine for r in residents]
     return web.json_response(
         {
             "version": jepa.__version__,
-            "model": {
-                "id": engine.model_id,
-                "file": engine.file_name,
-                "dtype": engine.dtype,
-                **model_json(engine.model),
+            "model": None if default is None else _model_entry(default),
+            "models": [
+                {
+                    **_model_entry(r.engine),
+                    "devices": list(r.engine.devices),
+                    "pinned": r.entry.pinned,
+                    "references": r.refs,
+                    "idle_s": round(r.idle_s(now), 3),
+                    "keep_alive_s": None if r.entry.pinned else registry.keep_alive_of(r),
+                    "requests": r.requests,
+                    "items_served": r.engine.dispatcher.dispatched,
+                    "load_s": round(r.load_s, 3),
+                    "n_bytes": int(r.engine.model.info.n_bytes),
+                    "n_bytes_mapped": int(r.engine.model.info.n_bytes_mapped),
+                }
+                for r in residents
+            ],
+            "registry": {
+                "servable": registry.catalog.ids(),
+                "models_dir": s.models_dir is not None,  # whether, never where
+                "max_loaded_models": s.max_loaded_models,
+                "max_concurrent_loads": s.max_concurrent_loads,
+                "keep_alive_s": s.keep_alive_s,
+                "loads": registry.loads,
+                "loading": registry.loads_running,
             },
             "limits": {
                 "max_items": s.max_items,
@@ -339,13 +421,18 @@ async def info(request: web.Request) -> web.StreamResponse:
             },
             "live": {
                 "requests_admitted": admission.in_use,
-                "queue_depth": engine.dispatcher.depth,
-                "busy_workers": engine.dispatcher.busy,
-                "graphs": engine.dispatcher.groups,
-                "items_dispatched": engine.dispatcher.dispatched,
+                "queue_depth": sum(e.dispatcher.depth for e in engines),
+                "busy_workers": sum(e.dispatcher.busy for e in engines),
+                "graphs": sum(e.dispatcher.groups for e in engines),
+                "items_dispatched": sum(e.dispatcher.dispatched for e in engines),
             },
         }
     )
+
+
+def _model_entry(engine: Engine) -> dict[str, Any]:
+    head = {"id": engine.model_id, "file": engine.file_name, "dtype": engine.dtype}
+    return {**head, **model_json(engine.model)}
 
 
 async def metrics(request: web.Request) -> web.StreamResponse:

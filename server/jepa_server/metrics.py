@@ -52,6 +52,40 @@ class Metrics:
         self.queue_depth = Gauge("jepa_queue_depth", "Items waiting for a worker.", registry=r)
         self.in_flight = Gauge("jepa_requests_in_flight", "Requests being answered.", registry=r)
         self.workers = Gauge("jepa_workers", "Worker threads, by state.", ["state"], registry=r)
+        # Per device (a model replicated on several: the dispatcher's scheduler).
+        self.device_items = Counter("jepa_device_items", "Items encoded, by device.", ["device"], registry=r)
+        self.device_cost = Counter(
+            "jepa_device_cost",
+            "Work served, in the scheduler's cost units (encoder multiply-adds), by device.",
+            ["device"],
+            registry=r,
+        )
+        self.device_speed = Gauge(
+            "jepa_device_speed",
+            "The scheduler's speed estimate: cost units per second of one graph (EWMA), by device.",
+            ["device"],
+            registry=r,
+        )
+        self.retries = Counter(
+            "jepa_retries",
+            "Batches queued again for another device after failing on this one, by device.",
+            ["device"],
+            registry=r,
+        )
+        # The registry (registry.py): loads, unloads and what is resident.
+        self.model_events = Counter(
+            "jepa_model_events",
+            "Model residency events: loaded, load_failed, unloaded_idle, unloaded_lru.",
+            ["event"],
+            registry=r,
+        )
+        self.load_seconds = Histogram(
+            "jepa_model_load_seconds",
+            "Time a cold load took, smoke test included.",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.models_resident = Gauge("jepa_models_resident", "Models loaded and serving.", registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

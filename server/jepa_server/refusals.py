@@ -58,7 +58,8 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(400, "a `/rollout` over `--max-rollout-work`", ("too_much_work",)),
     Refusal(401, "a missing or wrong API key", ("invalid_api_key",)),
     Refusal(404, "an unknown route", ("unknown_route",), NOT_FOUND),
-    Refusal(404, "a `model` that is not the served one", ("model_not_found",)),
+    Refusal(400, "no `model` while the server serves several and no -m default", ("model_required",)),
+    Refusal(404, "a `model` that is not served (the message lists what is)", ("model_not_found",)),
     Refusal(405, "a wrong method (the `Allow` header lists the right one)", ("method_not_allowed",)),
     Refusal(
         408, "headers or body not received in time", ("request_timeout", "header_timeout", "body_timeout")
@@ -90,6 +91,13 @@ REFUSALS: tuple[Refusal, ...] = (
             "resource_exhausted",
             "unavailable",
         ),
+        SERVER,
+    ),
+    Refusal(
+        503,
+        "a model that failed to load or its smoke test (with the reason; its next request tries again); "
+        "a cold load over `--max-loaded-models` while every resident model is in use (with `Retry-After`)",
+        ("model_load_failed", "models_busy"),
         SERVER,
     ),
     Refusal(

@@ -1,7 +1,9 @@
-"""The engine side of one app: the model, its workers, the dispatcher and the pipeline.
+"""The engine side of one app: the registry of models and, per resident model, its Engine (the
+loaded model on its devices, the workers, the dispatcher and the pipeline).
 
 They come to life after the app starts (loading a model can take a while, and /health answers
-503 until it is loaded and warm), so the app holds one Runtime and handlers ask it for them."""
+503 until the -m models are loaded and warm), so the app holds one Runtime and handlers ask it for
+a model's engine for the duration of their request (`Runtime.use`)."""
 
 from __future__ import annotations
 
@@ -10,15 +12,18 @@ import contextlib
 import logging
 import os
 import time
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 
 import jepa
 
 from .budget import media_budget
+from .catalog import Catalog, CatalogError, ModelEntry, default_model_id, model_paths
 from .dispatcher import Dispatcher
 from .errors import ApiError
 from .metrics import Metrics
 from .pipeline import Pipeline
+from .registry import Registry
 from .security import LocalFiles
 from .settings import Settings
 from .workers import WorkerPool
@@ -26,12 +31,14 @@ from .workers import WorkerPool
 log = logging.getLogger("jepa_server")
 
 # general.file_type values (gguf-py's LlamaFileType): 32 is bf16 (30 is the bf16 *tensor* type).
-_DTYPES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 7: "q8_0", 8: "q5_0", 9: "q5_1", 32: "bf16"}
+_DTYPES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 7: "q8_0", 8: "q5_0", 9: "q5_1", 15: "q4_k", 32: "bf16"}
+
+__all__ = ["Engine", "Runtime", "default_model_id", "model_paths"]
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Engine:
-    """What serving needs once the model is loaded and warm."""
+    """What serving one model needs once it is loaded and warm."""
 
     model: jepa.Model
     model_id: str
@@ -39,6 +46,9 @@ class Engine:
     dispatcher: Dispatcher
     pipeline: Pipeline
     loaded_at: int
+    devices: tuple[str, ...] = ("cpu",)
+    aliases: tuple[str, ...] = ()
+    _dispatch_task: asyncio.Task[None] | None = field(default=None, repr=False)
 
     @property
     def file_name(self) -> str:
@@ -47,26 +57,62 @@ class Engine:
 
     @property
     def dtype(self) -> str:
-        ft = int(self.model.info.file_type)
-        return _DTYPES.get(ft, f"type{ft}")
+        return dtype_name(int(self.model.info.file_type))
 
     def accepts(self, name: str) -> bool:
-        return name in (self.model_id, self.file_name)
+        return name in (self.model_id, self.file_name, *self.aliases)
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Fail queued work, stop running rollouts between steps, and let the workers exit, waiting
+        at most `timeout` for a graph that is running (a worker thread is a daemon: a stuck one does
+        not hold the process)."""
+        self.dispatcher.close()
+        self.pipeline.close()
+        if self._dispatch_task is not None:
+            self._dispatch_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._dispatch_task
+        await asyncio.to_thread(self.workers.stop, timeout)
 
 
-def model_path(settings: Settings) -> str:
-    if settings.model:
-        return settings.model
-    if settings.demo:
-        import jepa.demo  # writes the demo model on first use
-
-        return jepa.demo.demo_model_path()
-    raise ValueError("no model: give -m/--model PATH, or --demo for the built-in demo model")
+class SmokeTestFailed(Exception):
+    """A model that loads but cannot infer: its load fails (503 with this reason)."""
 
 
-def default_model_id(path: str) -> str:
-    name = os.path.basename(path)
-    return name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
+def dtype_name(file_type: int) -> str:
+    return _DTYPES.get(file_type, f"type{file_type}")
+
+
+async def open_engine(
+    entry: ModelEntry,
+    settings: Settings,
+    metrics: Metrics,
+    files: LocalFiles,
+    model: jepa.Model | None = None,
+) -> Engine:
+    """Load `entry` (or take the given, already loaded `model`), start its workers with one warm
+    call on each (the smoke test: a model that loads but cannot infer fails here), start its
+    dispatcher. Raises what failed; nothing is left running then."""
+    s = settings
+    if model is None:
+        model = await asyncio.to_thread(jepa.Model, entry.path, s.device, mmap=not s.no_mmap)
+    workers = WorkerPool(model, s.workers, s.graph_threads, s.max_batch)
+    try:
+        await asyncio.to_thread(workers.start)
+    except jepa.JepaError as exc:
+        await asyncio.to_thread(workers.stop)
+        why = f"it loads, but its smoke test (one call on each worker) failed: {exc}"
+        raise SmokeTestFailed(why) from exc
+    except BaseException:
+        await asyncio.to_thread(workers.stop)
+        raise
+    dispatcher = Dispatcher(workers, s.max_batch, s.max_wait_ms, metrics)
+    pipeline = Pipeline(model, dispatcher, files, s.decode_threads, s.max_frames, lambda: media_budget(s))
+    engine = Engine(
+        model, entry.id, workers, dispatcher, pipeline, int(time.time()), (s.device,), entry.aliases
+    )
+    engine._dispatch_task = asyncio.create_task(dispatcher.run(), name=f"jepa-dispatcher-{entry.id}")
+    return engine
 
 
 class Runtime:
@@ -76,72 +122,85 @@ class Runtime:
         self.settings = settings
         self.metrics = metrics
         self.files = files
-        self._given_model = model
-        self.engine: Engine | None = None
+        self._given_model = model  # tests share one loaded model: it serves the first -m entry
+        self.registry: Registry | None = None
         self.error: BaseException | None = None
-        self.ready = asyncio.Event()  # set when loaded and warm, or when loading failed
+        self.ready = asyncio.Event()  # set when the -m models are loaded and warm, or loading failed
         self.draining = False  # shutting down: new requests are refused
-        self._dispatch_task: asyncio.Task[None] | None = None
+
+    # -- the request side
+
+    @contextlib.asynccontextmanager
+    async def use(self, name: str | None, keep_alive_s: float | None = None) -> AsyncIterator[Engine]:
+        """The engine of the model a request names (None: the default model) for the request's
+        duration: loaded first when it is not resident."""
+        async with self._registry().use(name, keep_alive_s) as engine:
+            yield engine
 
     def require(self) -> Engine:
-        """The engine, or a 503 while it loads (or after it failed to)."""
-        if self.engine is None:
+        """The default model's engine when it is resident, or a 503 while it loads (or after it
+        failed to)."""
+        engine = self._registry().peek(None)
+        if engine is None:
             message = "the model is still loading" if self.error is None else "the model failed to load"
             raise ApiError(503, message, code="not_ready", headers={"Retry-After": "1"})
-        return self.engine
+        return engine
+
+    def _registry(self) -> Registry:
+        if self.registry is None or self.error is not None:
+            message = "the server is still starting" if self.error is None else "the model failed to load"
+            raise ApiError(503, message, code="not_ready", headers={"Retry-After": "1"})
+        return self.registry
+
+    # -- life
 
     async def load(self) -> None:
-        """Load the model, start and warm the workers, start the dispatcher. Never raises: a
-        failure is kept in `error` (and /health says so)."""
+        """Read the catalog, load the -m models, start the reaper. Never raises: a failure is kept
+        in `error` (and /health says so)."""
         s = self.settings
-        workers: WorkerPool | None = None
         try:
-            model = self._given_model
-            if model is None:
-                path = await asyncio.to_thread(model_path, s)
-                model = await asyncio.to_thread(jepa.Model, path, s.device)
-            workers = WorkerPool(model, s.workers, s.graph_threads, s.max_batch)
-            await asyncio.to_thread(workers.start)
-            dispatcher = Dispatcher(workers, s.max_batch, s.max_wait_ms, self.metrics)
-            pipeline = Pipeline(
-                model, dispatcher, self.files, s.decode_threads, s.max_frames, lambda: media_budget(s)
+            paths = await asyncio.to_thread(model_paths, s)
+            if self._given_model is not None and not paths:
+                paths = (self._given_model.path,)
+            catalog = await asyncio.to_thread(Catalog, paths, s.models_dir, s.model_id)
+            registry = Registry(
+                catalog,
+                self._open,
+                keep_alive_s=s.keep_alive_s,
+                max_loaded=s.max_loaded_models,
+                max_concurrent_loads=s.max_concurrent_loads,
+                on_event=self._count,
             )
-            self._dispatch_task = asyncio.create_task(dispatcher.run(), name="jepa-dispatcher")
-            self.engine = Engine(
-                model,
-                s.model_id or default_model_id(model.path),
-                workers,
-                dispatcher,
-                pipeline,
-                int(time.time()),
-            )
+            self.registry = registry
+            await registry.load_pinned()
+            registry.start()
         except asyncio.CancelledError:
-            if workers is not None:
-                await asyncio.to_thread(workers.stop)
             raise
-        except Exception as exc:
-            log.error("cannot serve the model: %s", exc)
+        except (CatalogError, ApiError, jepa.JepaError, OSError, ValueError) as exc:
+            log.error("cannot serve: %s", exc)
             self.error = exc
-            if workers is not None:
-                await asyncio.to_thread(workers.stop)
         finally:
             self.ready.set()
+
+    async def _open(self, entry: ModelEntry) -> Engine:
+        given = self._given_model
+        model = given if given is not None and entry.pinned and entry.path == given.path else None
+        return await open_engine(entry, self.settings, self.metrics, self.files, model)
+
+    def _count(self, kind: str, model: str, seconds: float) -> None:
+        self.metrics.model_events.labels(kind).inc()
+        if kind == "loaded":
+            self.metrics.load_seconds.observe(seconds)
+        if self.registry is not None:
+            self.metrics.models_resident.set(len(self.registry.resident))
 
     def drain(self) -> None:
         """Refuse new requests from now on (shutdown has begun)."""
         self.draining = True
 
     async def close(self, timeout: float = 10.0) -> None:
-        """Fail queued work, stop running rollouts between steps, and let the workers exit, waiting
-        at most `timeout` for a graph that is running (a worker thread is a daemon: a stuck one does
-        not hold the process)."""
-        engine, self.engine = self.engine, None
-        if engine is None:
-            return
-        engine.dispatcher.close()
-        engine.pipeline.close()
-        if self._dispatch_task is not None:
-            self._dispatch_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._dispatch_task
-        await asyncio.to_thread(engine.workers.stop, timeout)
+        """Unload every model: queued work fails, running rollouts stop between steps, workers exit
+        within `timeout`."""
+        registry, self.registry = self.registry, None
+        if registry is not None:
+            await registry.close(timeout)

@@ -59,7 +59,21 @@ class Settings:
     # One declaration per setting (flag, environment, default, help): the rows share a shape on
     # purpose; `duplicates` pairs them. The docs table and the parser are made from them.
     # -- the model
-    model: str | None = _opt("-m", "--model", metavar="PATH", help="GGUF model file to serve.")
+    model: tuple[str, ...] = _opt(
+        "-m",
+        "--model",
+        default=(),
+        metavar="PATH",
+        help="GGUF model file to serve, loaded at startup and kept resident; repeat for more (JEPA_MODEL: "
+        "comma-separated). The first is the default model of a request that names none.",
+    )
+    models_dir: str | None = _opt(
+        "--models-dir",
+        metavar="DIR",
+        help="Serve every GGUF file in DIR by its id (the file name without .gguf, or a name from "
+        "DIR/models.toml), "
+        "loaded on its first request and unloaded after --keep-alive-s idle.",
+    )
     demo: bool = _opt(
         "--demo", default=False, help="Serve the built-in tiny random-weights demo model (no -m needed)."
     )
@@ -70,6 +84,42 @@ class Settings:
     )
     gpu: int | None = _opt(
         "--gpu", metavar="N", help="Run on CUDA device N (`--gpu` alone: 0). Needs a CUDA build."
+    )
+    devices: str | None = _opt(
+        "--devices",
+        metavar="LIST",
+        help="Replicate each model on these devices (`cpu,cuda:0,cuda:1`), each with its own workers; they "
+        "pull work from one queue. Default: the CPU, or --gpu's device.",
+    )
+    no_mmap: bool = _opt(
+        "--no-mmap",
+        default=False,
+        help="Read every weight into memory of the process's own instead of mapping the file (a file that "
+        "may be rewritten in place while served needs it).",
+    )
+    # -- residency (the registry): models loaded on demand, kept while used, unloaded when idle
+    max_loaded_models: int = _opt(
+        "--max-loaded-models",
+        default=0,
+        help="Most models resident at once (0: no cap); loading one more unloads the least recently used "
+        "idle --models-dir model, or answers 503 with Retry-After while every resident model is busy.",
+    )
+    max_concurrent_loads: int = _opt(
+        "--max-concurrent-loads",
+        default=2,
+        help="Most cold loads running at once (other models wait their turn).",
+    )
+    keep_alive_s: float = _opt(
+        "--keep-alive-s",
+        default=600.0,
+        help="How long a --models-dir model stays resident after its last request; a request's `keep_alive` "
+        "(seconds) overrides it for its model. -m models stay resident.",
+    )
+    skip_smoke_test: bool = _opt(
+        "--skip-smoke-test",
+        default=False,
+        help="Mark a model resident once loaded, without first running one call of its own kind on every "
+        "worker (the smoke test, which fails a model that loads but cannot infer with 503 and its reason).",
     )
     # -- the network
     host: str = _opt(
@@ -198,6 +248,11 @@ class Settings:
     )
 
     def __post_init__(self) -> None:
+        # -m given once (a str: the tests, Settings(model=path)) or as a list (a TOML array, argparse)
+        if isinstance(self.model, str):
+            object.__setattr__(self, "model", (self.model,))
+        elif isinstance(self.model, list):
+            object.__setattr__(self, "model", tuple(self.model))
         _check_types(self)
         checks = [
             (self.port < 0 or self.port > 65535, "port must be in 0..65535"),
@@ -224,6 +279,13 @@ class Settings:
             (self.max_concurrent_requests < 1, "max_concurrent_requests must be at least 1"),
             (self.queue_timeout_s < 0, "queue_timeout_s must be 0 or more"),
             (self.gpu is not None and self.gpu < 0, "gpu must be a device number, 0 or more"),
+            (self.gpu is not None and self.devices is not None, "give --gpu or --devices, not both"),
+            (self.max_loaded_models < 0, "max_loaded_models must be 0 (no cap) or more"),
+            (self.max_concurrent_loads < 1, "max_concurrent_loads must be at least 1"),
+            (self.keep_alive_s < 0, "keep_alive_s must be 0 or more"),
+            (any(not m for m in self.model), "model paths must not be empty"),
+            (self.model_id is not None and len(self.model) > 1,
+             "--model-id names the one -m model; with several, name them in a models.toml (--models-dir)"),
             (self.verbose < 0, "verbose must be 0 or more"),
             (self.api_key == "", "api_key must not be empty"),
         ]
@@ -246,7 +308,15 @@ class Settings:
 
     @property
     def device(self) -> str:
-        return "cpu" if self.gpu is None else f"cuda:{self.gpu}"
+        """The first device a model loads on (the one a single-device server uses)."""
+        return self.device_list[0]
+
+    @property
+    def device_list(self) -> tuple[str, ...]:
+        """--devices split and trimmed, or the one device of --gpu (default: the CPU)."""
+        if self.devices is not None:
+            return tuple(d.strip() for d in self.devices.split(",") if d.strip()) or ("cpu",)
+        return ("cpu",) if self.gpu is None else (f"cuda:{self.gpu}",)
 
     @property
     def max_body_bytes(self) -> int:
@@ -283,8 +353,10 @@ def _hint(name: str) -> Any:
 
 
 def _base_type(name: str) -> type:
-    """int for `int | None`, and so on."""
+    """int for `int | None`, tuple for `tuple[str, ...]`, and so on."""
     hint = _hint(name)
+    if get_origin(hint) is tuple:
+        return tuple
     if get_origin(hint) in (Union, types.UnionType):
         return next(a for a in get_args(hint) if a is not type(None))
     return cast(type, hint)
@@ -300,6 +372,10 @@ def _check_types(s: Settings) -> None:
         if value is None and _optional(f.name):
             continue
         want = _base_type(f.name)
+        if want is tuple:
+            if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+                raise SettingsError(f"{f.name} must be a list of strings, got {value!r}")
+            continue
         ok = isinstance(value, want) and not (want is not bool and isinstance(value, bool))
         if want is float and isinstance(value, int) and not isinstance(value, bool):
             ok = True
@@ -310,6 +386,10 @@ def _check_types(s: Settings) -> None:
 def _coerce(name: str, value: Any, source: str) -> Any:
     """A value from a file or the environment, as the field's type."""
     want = _base_type(name)
+    if want is tuple:  # a TOML array or string, or an environment value (comma-separated)
+        if isinstance(value, str):
+            return tuple(v.strip() for v in value.split(",") if v.strip())
+        return tuple(value) if isinstance(value, list) else value
     if not isinstance(value, str) or want is str:
         if want is float and isinstance(value, int) and not isinstance(value, bool):
             return float(value)
@@ -368,6 +448,8 @@ def build_parser() -> argparse.ArgumentParser:
             kwargs["const"] = True
         elif f.name == "gpu":
             kwargs.update(nargs="?", const=0, type=int, metavar=meta["metavar"])
+        elif want is tuple:
+            kwargs.update(action="append", metavar=meta["metavar"])
         else:
             kwargs.update(type=want, metavar=meta["metavar"] or f.name.upper())
         parser.add_argument(*meta["flags"], **kwargs)
@@ -408,7 +490,7 @@ def settings_table() -> str:
 
 
 def _show_default(value: Any) -> str:
-    if value is None:
+    if value is None or value == ():
         return "unset"
     if isinstance(value, bool):
         return "on" if value else "off"

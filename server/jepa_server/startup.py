@@ -10,7 +10,7 @@ from typing import IO
 
 import jepa
 
-from .runtime import Engine
+from .registry import Registry
 from .settings import Settings
 
 
@@ -18,14 +18,22 @@ def url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def startup_lines(settings: Settings, engine: Engine, port: int) -> tuple[str, str]:
-    """What the server prints once the model is loaded and warm: the model, then the settings."""
-    info = engine.model.info
-    first = (
-        f"jepa-server {jepa.__version__} · model {engine.model_id} ({engine.file_name}) · "
-        f"family {info.family} · dtype {engine.dtype} · backend {info.backend} · "
-        f"{url(settings.host, port)}"
-    )
+def startup_lines(settings: Settings, registry: Registry, port: int) -> tuple[str, str]:
+    """What the server prints once its -m models are loaded and warm: the default model (or what
+    the models directory offers), then the settings. The URL ends the first line."""
+    engine = registry.peek(None)
+    if engine is not None:
+        info = engine.model.info
+        what = (
+            f"model {engine.model_id} ({engine.file_name}) · family {info.family} · dtype {engine.dtype} · "
+            f"backend {info.backend}"
+        )
+    else:
+        what = f"{len(registry.catalog.entries())} model(s) servable, none loaded yet"
+    others = len(registry.catalog.entries()) - (engine is not None)
+    if engine is not None and others:
+        what += f" · {others} more servable"
+    first = f"jepa-server {jepa.__version__} · {what} · {url(settings.host, port)}"
     files = "root" if settings.files_root else "on" if settings.local_files else "off"
     second = (
         f"  workers {settings.workers} × threads {settings.graph_threads} · "

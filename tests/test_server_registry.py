@@ -1,0 +1,410 @@
+"""The model registry: --models-dir and models.toml, loading on demand (once per model, in parallel
+across models, within the cold-load cap), the smoke test, residency (references, keep-alive, LRU
+under --max-loaded-models, 503 when all are busy), and the memory given back on unload.
+
+The Registry tests run its real code with a loader seam (fast and deterministic); the app tests go
+through HTTP to real tiny models."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from test_server_support import decode_embeddings, image_item, in_process, run
+
+import jepa
+from jepa_server import registry as registry_mod
+from jepa_server import workers as workers_mod
+from jepa_server.catalog import Catalog, CatalogError, ModelEntry
+from jepa_server.errors import ApiError
+from jepa_server.keys import RUNTIME
+from jepa_server.registry import Registry
+
+from conftest import bits
+
+# ---- models on disk --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three tiny ViTs of different widths (so their vectors tell them apart) and a file that is
+    not a model."""
+    from jepa.demo import write_demo_model
+
+    d = tmp_path_factory.mktemp("models")
+    for name, dim, seed in (("alpha", 64, 1), ("beta", 96, 2), ("gamma", 128, 3)):
+        write_demo_model(d / f"{name}.gguf", embed_dim=dim, n_layer=2, n_head=2, img_size=32, seed=seed)
+    (d / "notes.txt").write_text("not a model")
+    return d
+
+
+def _dir_with(tmp_path: Path, models_dir: Path, names: tuple[str, ...], toml: str | None = None) -> Path:
+    d = tmp_path / "m"
+    d.mkdir()
+    for n in names:
+        (d / f"{n}.gguf").symlink_to(models_dir / f"{n}.gguf")
+    if toml is not None:
+        (d / "models.toml").write_text(toml)
+    return d
+
+
+# ---- the catalog -------------------------------------------------------------------------------
+
+
+def test_the_catalog_serves_every_gguf_by_its_id(models_dir: Path) -> None:
+    c = Catalog((), str(models_dir))
+    assert c.ids() == ["alpha", "beta", "gamma"]
+    assert c.find("beta.gguf") is c.find("beta")
+    assert c.find("notes") is None and c.default is None
+
+
+def test_models_toml_names_and_aliases(tmp_path: Path, models_dir: Path) -> None:
+    toml = '[models.small]\nfile = "alpha.gguf"\naliases = ["a", "tiny"]\nkeep_alive_s = 5\n'
+    c = Catalog((), str(_dir_with(tmp_path, models_dir, ("alpha", "beta"), toml)))
+    assert c.ids() == ["beta", "small"]
+    small = c.find("tiny")
+    assert small is not None and small.id == "small" and small.keep_alive_s == 5.0
+    assert c.find("alpha") is small  # the file's own name still reaches it
+
+
+@pytest.mark.parametrize(
+    ("toml", "why"),
+    [
+        ('[models.x]\nfile = "../alpha.gguf"\n', "bare name"),
+        ('[models.x]\nfile = "missing.gguf"\n', "not a GGUF file"),
+        ('[models.x]\nfile = "alpha.gguf"\n[models.y]\nfile = "alpha.gguf"\n', "named twice"),
+        ('[models.beta]\nfile = "alpha.gguf"\n', "two models are named"),
+        ('[models.x]\nfile = "alpha.gguf"\naliases = ["beta"]\n', "would mean both"),
+        ('[models.x]\nfile = "alpha.gguf"\nweights = 1\n', "unknown key"),
+        ('[models."a b"]\nfile = "alpha.gguf"\n', "not a usable model name"),
+        ("[other]\n", "unknown table"),
+        ("not toml = = 1", "cannot read"),
+    ],
+)
+def test_a_bad_models_toml_is_refused_naming_why(
+    tmp_path: Path, models_dir: Path, toml: str, why: str
+) -> None:
+    with pytest.raises(CatalogError, match=why):
+        Catalog((), str(_dir_with(tmp_path, models_dir, ("alpha", "beta"), toml)))
+
+
+def test_m_files_are_pinned_and_the_first_is_the_default(models_dir: Path) -> None:
+    c = Catalog((str(models_dir / "gamma.gguf"),), None, "main")
+    assert c.default is not None and c.default.id == "main" and c.default.pinned
+
+
+def test_a_file_served_twice_is_refused(models_dir: Path) -> None:
+    with pytest.raises(CatalogError, match="two models are named 'gamma'"):
+        Catalog((str(models_dir / "gamma.gguf"),), str(models_dir))
+
+
+# ---- the registry, with a loader seam -----------------------------------------------------------
+
+
+class FakeEngine:
+    def __init__(self, entry: ModelEntry) -> None:
+        self.entry = entry
+        self.closed = False
+
+    async def close(self, timeout: float) -> None:
+        self.closed = True
+
+
+class Loader:
+    """Counts loads, holds each one until released, fails the models it is told to."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.started: list[str] = []
+        self.running = 0
+        self.peak = 0
+        self.fail: set[str] = set()
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def __call__(self, entry: ModelEntry) -> FakeEngine:
+        self.started.append(entry.id)
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        try:
+            await asyncio.sleep(self.delay)
+            await self.gate.wait()
+            if entry.id in self.fail:
+                raise jepa.ModelFileError(f"{entry.id}: broken on purpose")
+            return FakeEngine(entry)
+        finally:
+            self.running -= 1
+
+
+def _registry(models_dir: Path, loader: Loader, **kw: Any) -> Registry:
+    opts: dict[str, Any] = dict(keep_alive_s=600.0, max_loaded=0, max_concurrent_loads=4)
+    opts.update(kw)
+    return Registry(Catalog((), str(models_dir)), loader, **opts)
+
+
+async def _use(reg: Registry, name: str, hold: float = 0.0) -> FakeEngine:
+    async with reg.use(name) as engine:
+        await asyncio.sleep(hold)
+        return engine  # type: ignore[no-any-return]
+
+
+def test_concurrent_first_requests_share_one_load(models_dir: Path) -> None:
+    async def body() -> None:
+        loader = Loader(delay=0.05)
+        reg = _registry(models_dir, loader)
+        engines = await asyncio.gather(*(_use(reg, "alpha") for _ in range(16)))
+        assert loader.started == ["alpha"] and reg.loads == 1
+        assert all(e is engines[0] for e in engines)
+        await reg.close()
+        assert engines[0].closed
+
+    run(body)
+
+
+def test_models_load_in_parallel_within_the_cold_load_cap(models_dir: Path) -> None:
+    async def body(cap: int) -> tuple[int, int]:
+        loader = Loader(delay=0.05)
+        reg = _registry(models_dir, loader, max_concurrent_loads=cap)
+        await asyncio.gather(*(_use(reg, m) for m in ("alpha", "beta", "gamma")))
+        await reg.close()
+        return loader.peak, reg.loads_peak
+
+    assert asyncio.run(body(3)) == (3, 3)  # they overlapped
+    assert asyncio.run(body(2)) == (2, 2)  # and the cap held
+    assert asyncio.run(body(1)) == (1, 1)
+
+
+def test_a_warm_model_never_waits_behind_a_load(models_dir: Path) -> None:
+    async def body() -> None:
+        loader = Loader()
+        reg = _registry(models_dir, loader, max_concurrent_loads=1)
+        await _use(reg, "alpha")
+        loader.gate.clear()  # beta's load now hangs until released
+        cold = asyncio.create_task(_use(reg, "beta"))
+        await asyncio.sleep(0.01)
+        async with asyncio.timeout(1):
+            await _use(reg, "alpha")  # answered while beta still loads
+        assert not cold.done()
+        loader.gate.set()
+        await cold
+        await reg.close()
+
+    run(body)
+
+
+def test_a_failed_load_answers_503_and_the_next_request_tries_again(models_dir: Path) -> None:
+    async def body() -> None:
+        loader = Loader()
+        loader.fail.add("beta")
+        reg = _registry(models_dir, loader)
+        results = await asyncio.gather(*(_use(reg, "beta") for _ in range(4)), return_exceptions=True)
+        assert all(isinstance(r, ApiError) for r in results)
+        err = results[0]
+        assert isinstance(err, ApiError) and err.status == 503 and err.code == "model_load_failed"
+        assert "broken on purpose" in err.message and loader.started == ["beta"]
+        loader.fail.clear()  # the lock is gone: a later request loads it
+        await _use(reg, "beta")
+        assert loader.started == ["beta", "beta"] and "beta" in reg.resident
+        await reg.close()
+
+    run(body)
+
+
+def test_an_unknown_model_is_404_naming_what_is_served(models_dir: Path) -> None:
+    async def body() -> None:
+        reg = _registry(models_dir, Loader())
+        with pytest.raises(ApiError) as err:
+            await _use(reg, "delta")
+        assert err.value.status == 404 and "'alpha', 'beta' and 'gamma'" in err.value.message
+        with pytest.raises(ApiError) as err:
+            await _use(reg, None)  # type: ignore[arg-type]
+        assert err.value.status == 400 and err.value.code == "model_required"
+        await reg.close()
+
+    run(body)
+
+
+def test_idle_models_unload_after_their_keep_alive(models_dir: Path) -> None:
+    async def body() -> None:
+        reg = _registry(models_dir, Loader(), keep_alive_s=0.2)
+        alpha = await _use(reg, "alpha")
+        async with reg.use("beta", keep_alive_s=60):  # the request's own keep_alive
+            await reg.reap()
+        await asyncio.sleep(0.25)
+        busy = asyncio.create_task(_use(reg, "gamma", hold=0.5))
+        await asyncio.sleep(0.3)
+        await reg.reap()
+        assert alpha.closed and set(reg.resident) == {"beta", "gamma"}  # gamma is in use: kept
+        await busy
+        await reg.close()
+
+    run(body)
+
+
+def test_lru_eviction_and_503_when_every_resident_model_is_busy(models_dir: Path) -> None:
+    async def body() -> None:
+        reg = _registry(models_dir, Loader(), max_loaded=2)
+        alpha = await _use(reg, "alpha")
+        await asyncio.sleep(0.01)
+        await _use(reg, "beta")
+        await _use(reg, "gamma")  # alpha, the least recently used idle one, goes
+        assert alpha.closed and set(reg.resident) == {"beta", "gamma"}
+        holds = [asyncio.create_task(_use(reg, m, hold=0.3)) for m in ("beta", "gamma")]
+        await asyncio.sleep(0.05)
+        with pytest.raises(ApiError) as err:
+            await _use(reg, "alpha")
+        assert err.value.status == 503 and err.value.code == "models_busy"
+        assert err.value.headers.get("Retry-After") == "1"
+        await asyncio.gather(*holds)
+        await _use(reg, "alpha")  # idle again: room is made
+        await reg.close()
+
+    run(body)
+
+
+def test_a_model_added_to_the_directory_becomes_servable(tmp_path: Path, models_dir: Path) -> None:
+    async def body() -> None:
+        d = _dir_with(tmp_path, models_dir, ("alpha",))
+        reg = Registry(Catalog((), str(d)), Loader(), keep_alive_s=60, max_loaded=0, max_concurrent_loads=1)
+        (d / "beta.gguf").symlink_to(models_dir / "beta.gguf")
+        registry_mod.RESCAN_EVERY_S, saved = 0.0, registry_mod.RESCAN_EVERY_S
+        try:
+            await _use(reg, "beta")
+        finally:
+            registry_mod.RESCAN_EVERY_S = saved
+        await reg.close()
+
+    run(body)
+
+
+# ---- through HTTP, on real models ----------------------------------------------------------------
+
+
+def _post(client: Any, path: str, body: dict[str, Any]) -> Any:
+    return client.post(path, data=json.dumps(body), headers={"Content-Type": "application/json"})
+
+
+def test_requests_reach_the_model_they_name(models_dir: Path) -> None:
+    """Each model answers its own vectors, bit for bit what jepa.embed gives on that file; /v1/models
+    and /info tell what is resident."""
+    want = {
+        m: jepa.embed(jepa.Model(models_dir / f"{m}.gguf").context(), [_png(1)])[0]
+        for m in ("alpha", "gamma")
+    }
+
+    async def body() -> None:
+        async with in_process(models_dir=str(models_dir)) as (client, _app):
+            r = await client.get("/v1/models")
+            listed = {m["id"]: m["resident"] for m in (await r.json())["data"]}
+            assert listed == {"alpha": False, "beta": False, "gamma": False}
+            for m in ("alpha", "gamma"):
+                r = await _post(client, "/v1/embeddings", {"model": m, "input": image_item(1)})
+                assert r.status == 200, await r.text()
+                got = decode_embeddings(await r.json())[0]
+                assert np.array_equal(bits(got), bits(want[m])), m
+            r = await _post(client, "/v1/embeddings", {"model": "delta", "input": image_item(1)})
+            assert r.status == 404 and "'alpha', 'beta' and 'gamma'" in (await r.json())["error"]["message"]
+            r = await _post(client, "/v1/embeddings", {"input": image_item(1)})
+            assert r.status == 400 and (await r.json())["error"]["code"] == "model_required"
+            r = await client.get("/v1/models")
+            listed = {m["id"]: m["resident"] for m in (await r.json())["data"]}
+            assert listed == {"alpha": True, "beta": False, "gamma": True}
+            info = await (await client.get("/info")).json()
+            resident = {m["id"]: m for m in info["models"]}
+            assert set(resident) == {"alpha", "gamma"} and info["model"] is None
+            a = resident["alpha"]
+            assert a["references"] == 0 and a["requests"] == 1 and a["items_served"] == 1
+            assert a["devices"] == ["cpu"] and a["dtype"] == "f32" and a["idle_s"] >= 0
+            health = await client.get("/health")
+            assert health.status == 200
+            assert (await health.json())["models"] == {"servable": 3, "resident": 2, "loading": 0}
+
+    run(body)
+
+
+def _png(seed: int) -> bytes:
+    from test_server_support import png_bytes
+
+    return png_bytes(seed, (64, 48))
+
+
+def test_a_model_that_fails_its_smoke_test_is_503_with_the_reason(
+    models_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The smoke test is the warm call every worker runs before a model is resident: a model whose
+    call fails there fails its load, not every later request."""
+
+    def broken_input(model: jepa.Model) -> np.ndarray:
+        return np.zeros((1, 3, 1, 7, 7), np.float32)  # not a shape this model takes
+
+    monkeypatch.setattr(workers_mod, "warm_input", broken_input)
+
+    async def body() -> None:
+        async with in_process(models_dir=str(models_dir)) as (client, _app):
+            r = await _post(client, "/v1/embeddings", {"model": "beta", "input": image_item(1)})
+            err = assert_envelope_json(r.status, await r.json(), 503)
+            assert err["code"] == "model_load_failed" and "beta" in err["message"]
+            assert "smoke test" in err["message"] and "patch size" in err["message"], err
+            r = await client.get("/v1/models")
+            assert not any(m["resident"] for m in (await r.json())["data"])
+
+    run(body)
+
+
+def assert_envelope_json(status: int, body: dict[str, Any], want: int) -> dict[str, Any]:
+    assert status == want, body
+    err = body["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    return err  # type: ignore[no-any-return]
+
+
+def test_keep_alive_is_validated(models_dir: Path) -> None:
+    async def body() -> None:
+        async with in_process(models_dir=str(models_dir)) as (client, _app):
+            for bad in (-1, 1e9, "soon", True):
+                r = await _post(client, "/v1/embeddings", {"model": "alpha", "keep_alive": bad,
+                                                           "input": image_item(1)})
+                assert r.status == 400 and (await r.json())["error"]["param"] == "keep_alive", bad
+
+    run(body)
+
+
+def _rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_load_unload_cycles_give_the_memory_back(models_dir: Path) -> None:
+    """Models loaded and evicted (LRU under --max-loaded-models 1) over and over: RSS ends near where
+    it started (mapped files unmapped, workers' contexts freed)."""
+
+    async def body() -> int:
+        async with in_process(models_dir=str(models_dir), max_loaded_models=1) as (
+            client,
+            app,
+        ):
+            async def cycle() -> None:
+                for m in ("alpha", "beta", "gamma"):
+                    r = await _post(client, "/v1/embeddings", {"model": m, "input": image_item(1)})
+                    assert r.status == 200, await r.text()
+
+            await cycle()
+            await cycle()  # warm: arenas, thread pools, the decoder
+            gc.collect()
+            base = _rss_kib()
+            for _ in range(8):
+                await cycle()
+            gc.collect()
+            reg = app[RUNTIME].registry
+            assert reg is not None and reg.loads == 30
+            return _rss_kib() - base
+
+    grown = asyncio.run(body()) / 1024
+    assert grown < 16, f"RSS grew {grown:.1f} MiB over 24 load/unload cycles"
