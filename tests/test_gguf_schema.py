@@ -66,7 +66,8 @@ def test_family_lists_agree() -> None:
     from jepa.convert.base import REGISTRY
     from jepa.convert.cli import _parser
 
-    for module in ("hf_vit", "lewm", "timm_vit", "vjepa2", "vjepa2_ac"):  # importing registers the converters
+    # Importing registers the converters.
+    for module in ("bert", "hf_vit", "lewm", "timm_vit", "vjepa2", "vjepa2_ac"):
         importlib.import_module(f"jepa.convert.{module}")
     assert set(REGISTRY) == set(CONVERTER_FAMILIES)
     family = next(a for a in _parser()._actions if a.dest == "family")
@@ -103,6 +104,8 @@ FILES: dict[str, Callable[[Path], str]] = {
     "lewm": _writer("jepa.convert.random_world:write_random_lewm", enc_dim=16, enc_layers=1, enc_heads=2,
                     patch_size=4, img_size=8, embed_dim=16, n_layer=1, n_head=2, head_dim=8, ffn_dim=32,
                     proj_hidden=32),
+    "bert": _writer("jepa.convert.random_text:write_random_bert", embed_dim=16, n_layer=1, n_head=2,
+                    ffn_dim=32, n_positions=10, max_seq_len=8),
 }
 
 

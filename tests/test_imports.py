@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = {"torch", "transformers", "safetensors", "gguf", "PIL", "av", "tqdm", "aiohttp", "prometheus_client"}
+HEAVY = {"torch", "transformers", "safetensors", "gguf", "PIL", "av", "tqdm", "aiohttp", "prometheus_client",
+         "tokenizers"}
 
 # Module-level imports each part of the tree may make beyond the stdlib, numpy and jepa itself.
 ALLOWED: dict[str, set[str]] = {

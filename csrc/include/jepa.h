@@ -139,11 +139,19 @@ typedef enum jepa_head_kind {
     JEPA_HEAD_ATTENTIVE_POOL = 1  /* attentive pooling + linear classifier: jepa_classify            */
 } jepa_head_kind;
 
+/* How a text model turns a sequence's tokens into one vector (jepa.text.pooling). */
+typedef enum jepa_text_pool {
+    JEPA_TEXT_POOL_NONE = 0, /* every token's vector, no pooling                                  */
+    JEPA_TEXT_POOL_CLS  = 1, /* the first token's                                                 */
+    JEPA_TEXT_POOL_MEAN = 2, /* the mean over the sequence's tokens                               */
+    JEPA_TEXT_POOL_LAST = 3  /* the last token's                                                  */
+} jepa_text_pool;
+
 /* What a model is. Strings point into the model and live as long as it. */
 typedef struct jepa_model_info {
     const char * name;          /* general.name                                        */
     const char * family;        /* jepa.family: hfvit, ijepa, levjepa, vjepa2, ...     */
-    const char * modality;      /* image, video, image+video                           */
+    const char * modality;      /* image, video, image+video, text                     */
     const char * backend;       /* "CPU", "CUDA0", ...                                 */
     const char * matmul;        /* the weight-matrix kernels in use: "jepa: f32/f16: avx512-fma;
                                    bf16: amx" (the engine's own, batch-invariant) or "ggml" */
@@ -197,6 +205,16 @@ typedef struct jepa_model_info {
     int   wm_embed_dim;         /* the latent width the world model's predictor takes (ac: embed_dim;
                                    lewm: the projector's output)                       */
     float pred_norm_reps_eps;   /* ac: eps of the latents' non-affine LayerNorm        */
+
+    /* text models (family bert, modality "text"); 0 elsewhere */
+    int   vocab_size;           /* token ids are in [0, vocab_size)                    */
+    int   n_token_types;        /* token-type ids are in [0, n_token_types)            */
+    int   n_positions;          /* rows of the position table                          */
+    int   pos_offset;           /* position id of a sequence's first token             */
+    int   max_tokens;           /* the longest sequence the engine takes (n_positions - pos_offset) */
+    int   max_seq_len;          /* the tokenizer's truncation length (jepa.text.max_seq_len) */
+    jepa_text_pool text_pool;   /* the file's pooling (jepa.text.pooling)              */
+    int   text_normalize;       /* 1: the file's vectors are L2-normalised after pooling */
 } jepa_model_info;
 
 JEPA_API jepa_status jepa_model_get_info(const jepa_model * model, jepa_model_info * out);
@@ -205,6 +223,10 @@ JEPA_API const char * jepa_model_label(const jepa_model * model, int i);
 /* Tokens the encoder returns for one item [C, T, H, W] (CLS + registers + patches), or -1 with an
  * error (naming "pixels") when the shape is not valid for the model: the check jepa_encode makes. */
 JEPA_API int64_t jepa_model_n_tokens(const jepa_model * model, int C, int T, int H, int W);
+
+/* The tokenizer a text model carries (its tokenizer.json, verbatim), or NULL with an error when the
+ * model is not a text model. Lives as long as the model. */
+JEPA_API const char * jepa_model_tokenizer(const jepa_model * model);
 
 /* ---- context ---------------------------------------------------------------------------- */
 
@@ -279,6 +301,17 @@ JEPA_API jepa_predict_params jepa_predict_default_params(void);
 JEPA_API jepa_status jepa_predict(jepa_context * ctx, const float * tokens, int B, int n_ctx, int D,
                                   const int32_t * context_ids, const int32_t * target_ids, int n_tgt,
                                   const jepa_predict_params * params, float * out, size_t out_len);
+
+/* Encode n_seq token sequences of a text model, laid end to end with no padding: ids and type_ids
+ * (NULL: all 0) are int32 [n_tok], n_tok = the sum of seq_len [n_seq]. The dense layers run on all
+ * tokens at once and the attention per sequence, so on the CPU a sequence's result is bit for bit the
+ * same whatever else is in the call. pool JEPA_TEXT_POOL_NONE: out [n_tok, embed_dim], every token's
+ * final hidden state; else out [n_seq, embed_dim], pooled, then L2-normalised when normalize != 0.
+ * Ids out of range, an empty sequence or one longer than max_tokens are refused (JEPA_ERR_INVALID_ARG
+ * naming "ids", "type_ids" or "seq_len"); JEPA_ERR_UNSUPPORTED for a model that is not a text model. */
+JEPA_API jepa_status jepa_encode_text(jepa_context * ctx, const int32_t * ids, const int32_t * type_ids,
+                                      const int32_t * seq_len, int n_seq, jepa_text_pool pool, int normalize,
+                                      float * out, size_t out_len);
 
 /* ---- world models (docs/world-models.md) ---------------------------------------------------- */
 /* One pair of entries for every world model, tagged by its predictor kind: the next world model

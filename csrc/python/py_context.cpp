@@ -174,6 +174,42 @@ struct PyContext {
         return py::make_tuple(pred, raw, act);
     }
 
+    // Text models: token ids of sequences laid end to end -> [n_tok, D] (pool 0) or [n_seq, D].
+    py::array_t<float> encode_text(const py::array_t<int32_t, py::array::c_style> & ids,
+                                   const py::array_t<int32_t, py::array::c_style> & seq_len, const py::object & type_ids,
+                                   int pool, bool normalize) {
+        require_shape(ids.ndim() == 1 && seq_len.ndim() == 1, "encode_text expects int32 ids [n_tok] and seq_len [n_seq]");
+        check_dims(ids, "encode_text");
+        check_dims(seq_len, "encode_text");
+        py::array_t<int32_t, py::array::c_style> types;
+        if (!type_ids.is_none()) {
+            types = type_ids.cast<py::array_t<int32_t, py::array::c_style>>();
+            if (types.ndim() != 1 || types.shape(0) != ids.shape(0)) {
+                raise_arg(JEPA_ERR_INVALID_ARG, "type_ids", "encode_text: type_ids must be int32 [n_tok], like ids");
+            }
+        }
+        const int n_seq = int(seq_len.shape(0));
+        int64_t total = 0;
+        const int32_t * lens = seq_len.data();
+        for (int s = 0; s < n_seq; ++s) total += std::max<int32_t>(lens[s], 0);
+        if (total != ids.shape(0)) {
+            raise_arg(JEPA_ERR_INVALID_ARG, "seq_len",
+                      "encode_text: seq_len sums to " + std::to_string(total) + " tokens, ids holds " +
+                          std::to_string(ids.shape(0)));
+        }
+        const int64_t rows = pool == JEPA_TEXT_POOL_NONE ? total : n_seq;
+        reserve("encode_text", {rows, embed_dim});
+        py::array_t<float> out({rows, embed_dim});
+        const int32_t * ip = ids.data();
+        const int32_t * tp = type_ids.is_none() ? nullptr : types.data();
+        float * dst = out.mutable_data();
+        const size_t len = size_t(out.size());
+        run_nogil([&] {
+            return jepa_encode_text(handle.get(), ip, tp, lens, n_seq, jepa_text_pool(pool), normalize ? 1 : 0, dst, len);
+        });
+        return out;
+    }
+
     // The context's max_output_bytes, asked before an output is allocated (the dims saturate, never wrap).
     void reserve(const char * what, std::initializer_list<int64_t> dims) const {
         int64_t n = 1;
@@ -227,6 +263,8 @@ void register_context(py::module_ & m) {
         .def("predict", &PyContext::predict, py::arg("tokens"), py::arg("context_ids"), py::arg("target_ids"),
              py::arg("mask_index") = pd.mask_index, py::arg("grid_h") = pd.grid_h, py::arg("grid_w") = pd.grid_w)
         .def("world_latents", &PyContext::world_latents, py::arg("tokens"))
+        .def("encode_text", &PyContext::encode_text, py::arg("ids"), py::arg("seq_len"), py::arg("type_ids") = py::none(),
+             py::arg("pool") = int(JEPA_TEXT_POOL_NONE), py::arg("normalize") = false)
         .def("world_predict", &PyContext::world_predict, py::arg("latents"), py::arg("actions"),
              py::arg("states") = py::none(), py::arg("taps") = false);
 }

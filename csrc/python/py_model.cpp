@@ -63,6 +63,12 @@ struct PyModel {
         return out;
     }
 
+    std::string tokenizer() const {
+        const char * t = jepa_model_tokenizer(handle.get());
+        if (!t) raise_status(jepa_error_status());
+        return t;
+    }
+
     int64_t n_tokens(int C, int T, int H, int W) const {
         const int64_t n = jepa_model_n_tokens(handle.get(), C, T, H, W);
         if (n < 0) raise_status(jepa_error_status());
@@ -87,6 +93,9 @@ void register_enums(py::module_ & m) {
     bind_enum<jepa_pos_type>(m, "PosType", "The encoder's positions (jepa.enc.pos_type).",
                              {{"NONE", JEPA_POS_NONE}, {"LEARNED", JEPA_POS_LEARNED}, {"SINCOS2D", JEPA_POS_SINCOS2D},
                               {"SINCOS3D", JEPA_POS_SINCOS3D}, {"ROPE3D", JEPA_POS_ROPE3D}});
+    bind_enum<jepa_text_pool>(m, "TextPool", "How a text model pools a sequence (jepa.text.pooling).",
+                              {{"NONE", JEPA_TEXT_POOL_NONE}, {"CLS", JEPA_TEXT_POOL_CLS}, {"MEAN", JEPA_TEXT_POOL_MEAN},
+                               {"LAST", JEPA_TEXT_POOL_LAST}});
     bind_enum<jepa_resize_mode>(m, "ResizeMode", "How a frame is resized (jepa.pre.resize_mode).",
                                 {{"SHORTEST_EDGE", JEPA_RESIZE_SHORTEST_EDGE}, {"SQUASH", JEPA_RESIZE_SQUASH}});
     bind_enum<jepa_resample>(m, "Resample", "The resize filter (jepa.pre.resample).",
@@ -154,6 +163,14 @@ void register_info(py::module_ & m) {
         .def_readonly("pred_n_frames", &I::pred_n_frames)
         .def_readonly("wm_embed_dim", &I::wm_embed_dim)
         .def_readonly("pred_norm_reps_eps", &I::pred_norm_reps_eps)
+        .def_readonly("vocab_size", &I::vocab_size)
+        .def_readonly("n_token_types", &I::n_token_types)
+        .def_readonly("n_positions", &I::n_positions)
+        .def_readonly("pos_offset", &I::pos_offset)
+        .def_readonly("max_tokens", &I::max_tokens)
+        .def_readonly("max_seq_len", &I::max_seq_len)
+        .def_readonly("text_pool", &I::text_pool)
+        .def_property_readonly("text_normalize", [](const ModelInfo & i) { return i.text_normalize != 0; })
         .def("__repr__", [](const ModelInfo & i) {
             return "ModelInfo(family=" + i.family_s + ", embed_dim=" + std::to_string(i.embed_dim) +
                    ", n_layer=" + std::to_string(i.n_layer) + ", backend=" + i.backend_s + ")";
@@ -168,6 +185,7 @@ void register_model(py::module_ & m) {
              py::arg("device_index") = 0, py::arg("use_mmap") = true)
         .def("info", &PyModel::info)
         .def("labels", &PyModel::labels)
+        .def("tokenizer", &PyModel::tokenizer)
         .def("n_tokens", &PyModel::n_tokens, py::arg("C"), py::arg("T"), py::arg("H"), py::arg("W"));
 }
 

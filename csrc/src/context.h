@@ -2,6 +2,7 @@
 // allocator and the scratch buffers. Build, allocate, set inputs, run, read.
 #pragma once
 
+#include "gemm.h"
 #include "model.h"
 #include "vit.h"
 
@@ -46,6 +47,11 @@ public:
     void world_latents(const float * tokens, int B, int64_t N, int E, float * out, size_t out_len);
     void world_predict(const jepa_world_input & in, const jepa_world_output & out);
 
+    // Text models (context_text.cpp): n_seq sequences laid end to end (ids, type_ids [n_tok], type_ids
+    // may be NULL) -> out [n_tok, D] (pool NONE) or [n_seq, D], pooled and optionally normalised.
+    void encode_text(const int32_t * ids, const int32_t * type_ids, const int32_t * seq_len, int n_seq,
+                     jepa_text_pool pool, bool normalize, float * out, size_t out_len);
+
 private:
     // A ggml context for graph metadata, reset before each build.
     ggml_context * graph_ctx();
@@ -58,6 +64,9 @@ private:
     void compute(ggml_cgraph * graph);
     // The encoder's RoPE tables for a grid, built once per grid and kept.
     void set_encoder_rope(const EncoderGraph & eg, const PatchGrid & g);
+    // One graph's worth of sequences [s0, s1) of an encode_text call; hidden states to `tokens`.
+    void encode_text_chunk(const int32_t * ids, const int32_t * type_ids, const int64_t * offsets, int s0, int s1,
+                           float * tokens);
     // world_predict per kind, after its common checks.
     void lewm_predict(const jepa_world_input & in, const jepa_world_output & out);
     void ac_predict(const jepa_world_input & in, const jepa_world_output & out);
@@ -71,6 +80,9 @@ private:
     std::vector<float> patches_;
     PatchGrid rope_grid_{0, 0, 0};
     std::vector<float> rope_cos_, rope_sin_;
+    gemm::Varlen varlen_;                      // the text graph's sequences (read while it runs)
+    std::vector<int32_t> text_pos_, text_types_;
+    std::vector<float> text_tokens_;
 };
 
 }  // namespace jepa

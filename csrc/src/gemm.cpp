@@ -343,6 +343,83 @@ ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, gg
                           1, args, mask ? 4 : 3, compute_attention, GGML_N_TASKS_MAX, userdata);
 }
 
+namespace {
+
+// softmax(q k^T scale) v for one sequence in plain C++ (CPUs without AVX-512): units (head, query)
+// split over the threads; scores and sums in f32 in a fixed order.
+void portable_attention(const Attention & a, int ith, int nth) {
+    const int64_t units = a.H * a.Nq, u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
+    std::vector<float> s(size_t(a.Nk));
+    for (int64_t u = u0; u < u1; ++u) {
+        const int64_t h = u / a.Nq, i = u % a.Nq;
+        const float * q = a.q + h * a.q_head + i * a.q_tok;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < a.Nk; ++j) {
+            const float * k = a.k + h * a.k_head + j * a.k_tok;
+            float d = 0.0f;
+            for (int64_t c = 0; c < a.hd; ++c) d += q[c] * k[c];
+            s[size_t(j)] = d * a.scale;
+            mx = std::max(mx, s[size_t(j)]);
+        }
+        float sum = 0.0f;
+        for (int64_t j = 0; j < a.Nk; ++j) sum += (s[size_t(j)] = std::exp(s[size_t(j)] - mx));
+        float * o = a.out + i * a.o_tok + h * a.hd;
+        for (int64_t c = 0; c < a.hd; ++c) o[c] = 0.0f;
+        for (int64_t j = 0; j < a.Nk; ++j) {
+            const float p = s[size_t(j)] / sum;
+            const float * v = a.v + h * a.v_head + j * a.v_tok;
+            for (int64_t c = 0; c < a.hd; ++c) o[c] += p * v[c];
+        }
+    }
+}
+
+void compute_varlen(ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const Varlen & spec = *static_cast<const Varlen *>(userdata);
+    const ggml_tensor * q = dst->src[0];
+    const ggml_tensor * k = dst->src[1];
+    const ggml_tensor * v = dst->src[2];
+    auto f = [](const ggml_tensor * t, int i) { return int64_t(t->nb[i] / sizeof(float)); };
+    Attention a;
+    a.q_head = f(q, 1), a.q_tok = f(q, 2);
+    a.k_head = f(k, 1), a.k_tok = f(k, 2);
+    a.v_head = f(v, 1), a.v_tok = f(v, 2);
+    a.o_tok = int64_t(dst->nb[1] / sizeof(float));
+    a.hd = q->ne[0], a.H = q->ne[1], a.B = 1;
+    a.scale = spec.scale;
+    const bool avx512 = cpu_isa().avx512, bf16 = spec.half && cpu_isa().avx512_bf16;
+    for (size_t s = 0; s + 1 < spec.offsets.size(); ++s) {
+        const int64_t t0 = spec.offsets[s], n = spec.offsets[s + 1] - t0;
+        a.q = static_cast<const float *>(q->data) + t0 * a.q_tok;
+        a.k = static_cast<const float *>(k->data) + t0 * a.k_tok;
+        a.v = static_cast<const float *>(v->data) + t0 * a.v_tok;
+        a.out = static_cast<float *>(dst->data) + t0 * a.o_tok;
+        a.Nq = a.Nk = n;
+        a.q_item = a.k_item = a.v_item = a.o_item = 0;
+        if (bf16) run_attention_bf16(a, ith, nth, cpu_isa().amx_bf16);
+        else if (avx512) run_attention(a, ith, nth);
+        else portable_attention(a, ith, nth);
+    }
+}
+
+}  // namespace
+
+bool varlen_attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v) {
+    for (const ggml_tensor * t : {q, k, v}) {
+        if (t->type != GGML_TYPE_F32 || t->nb[0] != sizeof(float) || t->ne[3] != 1) return false;
+        for (int i = 1; i < 4; ++i) {
+            if (t->nb[i] % sizeof(float) != 0) return false;
+        }
+    }
+    return k->ne[0] == q->ne[0] && v->ne[0] == q->ne[0] && k->ne[1] == q->ne[1] && v->ne[1] == q->ne[1] &&
+           k->ne[2] == q->ne[2] && v->ne[2] == q->ne[2];
+}
+
+ggml_tensor * varlen_attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, const Varlen * spec) {
+    ggml_tensor * args[3] = {q, k, v};
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, q->ne[0] * q->ne[1], q->ne[2], 1, 1, args, 3, compute_varlen,
+                          GGML_N_TASKS_MAX, const_cast<Varlen *>(spec));
+}
+
 void gelu_erf(const float * x, float * y, int64_t n) {
     if (cpu_isa().avx512) {
         gelu_erf_avx512(x, y, n);

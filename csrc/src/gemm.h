@@ -11,6 +11,7 @@
 #include "ggml.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace jepa::gemm {
 
@@ -60,6 +61,20 @@ ggml_tensor * layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, g
 bool attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v, const ggml_tensor * mask);
 ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, ggml_tensor * mask,
                         float scale, bool half, bool out_bf16 = false);
+
+// Attention per sequence over sequences laid end to end (text models, no padding): q, k, v
+// [head_dim, n_head, n_tok, 1] f32 with contiguous rows; sequence s is tokens [offsets[s],
+// offsets[s + 1]) and attends to itself only (a block-diagonal attention that computes no block off
+// the diagonal). Returns [head_dim * n_head, n_tok, 1, 1] f32. A sequence's rows come out the same
+// bits whatever the other sequences are. Runs on any CPU: the AVX-512 kernels above where there are,
+// else a portable loop. `spec` must live until the graph has run.
+struct Varlen {
+    std::vector<int64_t> offsets;  // n_seq + 1, from 0 to n_tok
+    float scale = 1.0f;
+    bool half = false;             // the products in bf16 (bf16 models on a bf16 kernel)
+};
+bool varlen_attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v);
+ggml_tensor * varlen_attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, const Varlen * spec);
 
 // How many kernel scratch allocations have failed in this process (a kernel that cannot get its
 // scratch computes nothing): a caller compares it around a graph compute.

@@ -7,9 +7,9 @@ namespace jepa {
 
 namespace {
 
-const std::vector<std::string> kFamilies = {"ijepa", "vjepa", "vjepa2", "vjepa2_1", "levjepa", "hfvit", "lewm"};
+const std::vector<std::string> kFamilies = {"ijepa", "vjepa", "vjepa2", "vjepa2_1", "levjepa", "hfvit", "lewm", "bert"};
 // Families whose graphs this build runs; the others are refused with a clear message.
-const std::vector<std::string> kSupportedFamilies = {"ijepa", "levjepa", "hfvit", "vjepa2", "lewm"};
+const std::vector<std::string> kSupportedFamilies = {"ijepa", "levjepa", "hfvit", "vjepa2", "lewm", "bert"};
 
 // RoPE keys under `prefix` (jepa.enc. or jepa.pred.): only the "tiled" layout V-JEPA 2 uses, without
 // grid interpolation, is implemented; the rest is refused by name.
@@ -70,6 +70,33 @@ EncoderHparams parse_encoder(const GgufMeta & m) {
     e.has_proj = m.has("jepa.enc.proj_act");
     if (e.has_proj) e.proj_act = Act(m.get_enum("jepa.enc.proj_act", {"gelu_erf", "gelu_tanh", "silu"}, 0));
     return e;
+}
+
+// A text encoder's widths (the jepa.enc.* keys it shares with the vision encoders) and jepa.text.*.
+// The table sizes (vocabulary, positions, token types) are the tensors' and are set by the loader.
+void parse_text(const GgufMeta & m, EncoderHparams & e, TextHparams & t) {
+    e.embed_dim = int(m.get_int("jepa.enc.embed_dim", 1, 16384));
+    e.n_layer = int(m.get_int("jepa.enc.n_layer", 1, 256));
+    e.n_head = int(m.get_int("jepa.enc.n_head", 1, 256));
+    e.ffn_dim = int(m.get_int("jepa.enc.ffn_dim", 1, 65536));
+    e.ln_eps = m.get_f32("jepa.enc.ln_eps", 1e-6f);  // converters always write the file's own
+    e.act = Act(m.get_enum("jepa.enc.act", {"gelu_erf", "gelu_tanh", "silu"}, 0));
+    e.pos_type = JEPA_POS_LEARNED;
+    if (e.embed_dim % e.n_head != 0) {
+        fail(JEPA_ERR_BAD_FILE, "jepa.enc.embed_dim %d is not a multiple of jepa.enc.n_head %d", e.embed_dim, e.n_head);
+    }
+    if (!(e.ln_eps > 0.0f && e.ln_eps < 1.0f)) fail(JEPA_ERR_BAD_FILE, "jepa.enc.ln_eps %g out of range (0, 1)", e.ln_eps);
+    if (e.act == Act::Silu) fail(JEPA_ERR_UNSUPPORTED, "jepa.enc.act silu is not supported for encoders");
+    t.pos_offset = int(m.get_int("jepa.text.pos_offset", 0, 65536, 0));
+    t.max_seq_len = int(m.get_int("jepa.text.max_seq_len", 1, 1 << 20));
+    // Required: the wrong pooling gives plausible, useless vectors, so it is never assumed.
+    if (!m.has("jepa.text.pooling")) fail(JEPA_ERR_BAD_FILE, "missing metadata key jepa.text.pooling");
+    t.pool = jepa_text_pool(1 + m.get_enum("jepa.text.pooling", {"cls", "mean", "last_token"}, 1));
+    t.normalize = m.get_bool("jepa.text.normalize", false);
+    t.tokenizer = m.get_str("jepa.text.tokenizer");
+    if (t.tokenizer.empty() || t.tokenizer.front() != '{') {
+        fail(JEPA_ERR_BAD_FILE, "metadata key jepa.text.tokenizer: expected a tokenizer.json object");
+    }
 }
 
 PreprocessHparams parse_preprocess(const GgufMeta & m, const EncoderHparams & e) {
@@ -233,6 +260,12 @@ ModelHparams parse_hparams(const gguf_context * ctx) {
     }
     h.modality = m.get_str("jepa.modality", "image");
     h.file_type = int(m.get_int("general.file_type", 0, 1024, 0));
+    if (h.is_text()) {
+        if (h.modality != "text") fail(JEPA_ERR_BAD_FILE, "jepa.family bert needs jepa.modality \"text\"");
+        parse_text(m, h.enc, h.text);
+        return h;
+    }
+    if (h.modality == "text") fail(JEPA_ERR_BAD_FILE, "jepa.modality text needs a text family (jepa.family bert)");
     h.enc = parse_encoder(m);
     h.pre = parse_preprocess(m, h.enc);
     h.head = parse_head(m, h);

@@ -97,6 +97,23 @@ struct PreprocessHparams {
     jepa_resample resample = JEPA_RESAMPLE_BILINEAR;
 };
 
+// A BERT-style text encoder (family bert: BertModel and XLMRobertaModel layouts): word + position +
+// token-type embeddings, an embedding LayerNorm, post-LayerNorm blocks. Sizes of the tables come from
+// the tensors; what the tokenizer and the pooling need travels in jepa.text.*.
+struct TextHparams {
+    int vocab_size = 0;       // rows of text.tok_embed
+    int n_positions = 0;      // rows of text.pos_embed
+    int n_token_types = 0;    // rows of text.type_embed
+    int pos_offset = 0;       // position id of a sequence's first token (XLM-R: padding_idx + 1)
+    int max_seq_len = 0;      // tokens per sequence after truncation (special tokens included)
+    jepa_text_pool pool = JEPA_TEXT_POOL_MEAN;
+    bool normalize = false;
+    std::string tokenizer;    // tokenizer.json, verbatim
+
+    // The longest sequence the position table takes.
+    int max_tokens() const { return n_positions - pos_offset; }
+};
+
 struct ModelHparams {
     std::string name;
     std::string family;
@@ -107,7 +124,9 @@ struct ModelHparams {
     HeadHparams head;
     PredHparams pred;
     std::vector<std::string> labels;
+    TextHparams text;         // family bert only
 
+    bool is_text() const { return family == "bert"; }
     BlockHparams enc_block() const { return {enc.n_head, enc.ln_eps, enc.act}; }
 };
 

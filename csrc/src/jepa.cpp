@@ -136,6 +136,17 @@ jepa_status jepa_model_get_info(const jepa_model * model, jepa_model_info * out)
         i.wm_embed_dim = m.hp.pred.kind == JEPA_PRED_LEWM ? int(m.enc.proj2.w->ne[1])
                          : m.hp.pred.kind == JEPA_PRED_AC ? e.embed_dim : 0;
         i.pred_norm_reps_eps = m.hp.pred.norm_reps_eps;
+        if (m.hp.is_text()) {
+            const jepa::TextHparams & t = m.hp.text;
+            i.vocab_size = t.vocab_size;
+            i.n_token_types = t.n_token_types;
+            i.n_positions = t.n_positions;
+            i.pos_offset = t.pos_offset;
+            i.max_tokens = t.max_tokens();
+            i.max_seq_len = t.max_seq_len;
+            i.text_pool = t.pool;
+            i.text_normalize = t.normalize ? 1 : 0;
+        }
         *out = i;
         return JEPA_OK;
     })
@@ -152,6 +163,20 @@ const char * jepa_model_label(const jepa_model * model, int i) {
         return nullptr;
     }
     return labels[size_t(i)].c_str();
+}
+
+const char * jepa_model_tokenizer(const jepa_model * model) {
+    if (!model) {
+        invalid("jepa_model_tokenizer: model must not be NULL");
+        return nullptr;
+    }
+    jepa::clear_error();
+    const jepa::Model & m = *as_model(model);
+    if (!m.hp.is_text()) {
+        jepa::set_error(JEPA_ERR_UNSUPPORTED, "jepa_model_tokenizer: this is not a text model (jepa.modality " + m.hp.modality + ")");
+        return nullptr;
+    }
+    return m.hp.text.tokenizer.c_str();
 }
 
 int64_t jepa_model_n_tokens(const jepa_model * model, int C, int T, int H, int W) {
@@ -286,6 +311,15 @@ jepa_status jepa_world_predict(jepa_context * ctx, const jepa_world_input * in, 
     if (!ctx || !in || !out) return invalid("jepa_world_predict: ctx, in and out must not be NULL");
     JEPA_GUARD({
         as_ctx(ctx)->world_predict(*in, *out);
+        return JEPA_OK;
+    })
+}
+
+jepa_status jepa_encode_text(jepa_context * ctx, const int32_t * ids, const int32_t * type_ids, const int32_t * seq_len,
+                             int n_seq, jepa_text_pool pool, int normalize, float * out, size_t out_len) {
+    if (!ctx) return invalid("jepa_encode_text: ctx must not be NULL");
+    JEPA_GUARD({
+        as_ctx(ctx)->encode_text(ids, type_ids, seq_len, n_seq, pool, normalize != 0, out, out_len);
         return JEPA_OK;
     })
 }

@@ -182,6 +182,38 @@ void declare_pred(TensorTable & t, const PredHparams & h, int64_t D_enc, PredW &
     else declare_pred_lewm(t, h, w);
 }
 
+// A text encoder (family bert): the table sizes are the tensors', checked against the metadata's
+// use of them (the position offset and the truncation length must fit the position table).
+void declare_text(TensorTable & t, ModelHparams & h, TextW & w) {
+    const int64_t D = h.enc.embed_dim;
+    TextHparams & x = h.text;
+    const int64_t V = t.ne("text.tok_embed", 1), P = t.ne("text.pos_embed", 1), T = t.ne("text.type_embed", 1);
+    if (V < 1 || P < 1 || T < 1) fail(JEPA_ERR_BAD_FILE, "missing tensor text.tok_embed, text.pos_embed or text.type_embed");
+    if (V > (int64_t(1) << 24) || P > (1 << 20) || T > 1024) {
+        fail(JEPA_ERR_BAD_FILE, "text embedding tables too large (%lld tokens, %lld positions, %lld types)",
+             (long long) V, (long long) P, (long long) T);
+    }
+    w.tok = t.require("text.tok_embed", {D, V});
+    w.pos = t.require("text.pos_embed", {D, P});
+    w.type = t.require("text.type_embed", {D, T});
+    x.vocab_size = int(V);
+    x.n_positions = int(P);
+    x.n_token_types = int(T);
+    if (x.max_tokens() < 1) {
+        fail(JEPA_ERR_BAD_FILE, "jepa.text.pos_offset %d leaves no row of text.pos_embed (%lld rows)", x.pos_offset,
+             (long long) P);
+    }
+    if (x.max_seq_len > x.max_tokens()) {
+        fail(JEPA_ERR_BAD_FILE, "jepa.text.max_seq_len %d is longer than the position table takes (%d rows from offset %d)",
+             x.max_seq_len, x.n_positions, x.pos_offset);
+    }
+    w.embed_norm = {t.require("text.embed_norm.weight", {D}), t.require("text.embed_norm.bias", {D})};
+    w.blocks.resize(size_t(h.enc.n_layer));
+    for (int i = 0; i < h.enc.n_layer; ++i) {
+        w.blocks[size_t(i)] = declare_block(t, "text.blk." + std::to_string(i) + ".", D, h.enc.ffn_dim, false, false);
+    }
+}
+
 // Every tensor's bytes lie inside the file: checked before anything is allocated, so a header
 // that promises gigabytes the file does not hold costs nothing.
 void check_data_extents(const gguf_context * g, ggml_context * ctx_w, uint64_t file_size) {
@@ -247,7 +279,8 @@ Model * load_model(const char * path, const jepa_model_params & params) {
     model->hp = parse_hparams(g.get());
 
     TensorTable table(g.get(), meta);
-    declare_encoder(table, model->hp.enc, model->enc);
+    if (model->hp.is_text()) declare_text(table, model->hp, model->text);
+    else declare_encoder(table, model->hp.enc, model->enc);
     if (model->hp.head.kind != JEPA_HEAD_NONE) declare_head(table, model->hp.head, model->hp.enc.embed_dim, model->head);
     if (model->hp.pred.kind != JEPA_PRED_NONE) declare_pred(table, model->hp.pred, model->hp.enc.embed_dim, model->pred);
     if (model->hp.pred.kind == JEPA_PRED_LEWM && model->enc.proj2.w->ne[1] != model->hp.pred.embed_dim) {

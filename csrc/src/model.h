@@ -73,9 +73,20 @@ struct PredW {
     LinearW proj2;                       // pred.proj.2 (lewm)
 };
 
+// A BERT-style text encoder: embedding tables, their LayerNorm, post-norm blocks (ln1 after the
+// attention's residual, ln2 after the MLP's).
+struct TextW {
+    ggml_tensor * tok = nullptr;   // [D, vocab]
+    ggml_tensor * pos = nullptr;   // [D, n_positions]
+    ggml_tensor * type = nullptr;  // [D, n_token_types]
+    NormW embed_norm;
+    std::vector<VitBlockW> blocks;
+};
+
 struct Model {
     ModelHparams hp;
     EncoderW enc;
+    TextW text;   // empty unless hp.is_text()
     HeadW head;   // empty unless hp.head.kind != JEPA_HEAD_NONE
     PredW pred;   // empty unless hp.pred.kind != JEPA_PRED_NONE
 
@@ -120,6 +131,7 @@ template <typename F> void Model::for_each_linear(F && f) {
         f(*l);
     }
     for (VitBlockW & b : pred.blocks) block(b);
+    for (VitBlockW & b : text.blocks) block(b);
 }
 
 // Load and validate a GGUF file; throws jepa::Error naming what is wrong.

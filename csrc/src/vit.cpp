@@ -12,6 +12,9 @@ namespace jepa {
 
 PatchGrid encoder_grid(const Model & m, int C, int T, int H, int W) {
     const EncoderHparams & e = m.hp.enc;
+    if (m.hp.is_text()) {
+        fail_arg(JEPA_ERR_UNSUPPORTED, "pixels", "this is a text model (jepa.modality text): it encodes token ids, not pixels");
+    }
     // The channel count first, so a channels-last array is named for what it is.
     if (C != e.in_chans) {
         fail_arg(JEPA_ERR_INVALID_ARG, "pixels", "expected %d channels, got %d (pixels are [B, C, T, H, W], channels first)",

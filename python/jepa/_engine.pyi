@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Context', 'ContextParams', 'HeadKind', 'MAX_BATCH_LIMIT', 'Model', 'ModelInfo', 'PosType', 'PredictParams', 'PredictorKind', 'Preprocess', 'Resample', 'ResizeMode', 'context_default_params', 'ggml_version', 'has_cuda', 'predict_default_params', 'quantize', 'type_id', 'type_row_bytes', 'version']
+__all__: list[str] = ['Context', 'ContextParams', 'HeadKind', 'MAX_BATCH_LIMIT', 'Model', 'ModelInfo', 'PosType', 'PredictParams', 'PredictorKind', 'Preprocess', 'Resample', 'ResizeMode', 'TextPool', 'context_default_params', 'ggml_version', 'has_cuda', 'predict_default_params', 'quantize', 'type_id', 'type_row_bytes', 'version']
 class PredictorKind:
     """
     The predictor a file holds (jepa.pred.kind).
@@ -161,6 +161,65 @@ class PosType:
         ...
     @typing.overload
     def __ne__(self, other: PosType) -> bool:
+        ...
+    @typing.overload
+    def __ne__(self, other: typing.SupportsInt | typing.SupportsIndex) -> bool:
+        ...
+    @typing.overload
+    def __ne__(self, other: typing.Any) -> bool:
+        ...
+    def __repr__(self) -> str:
+        ...
+    def __setstate__(self, state: typing.SupportsInt | typing.SupportsIndex) -> None:
+        ...
+    def __str__(self) -> str:
+        ...
+    @property
+    def name(self) -> str:
+        ...
+    @property
+    def value(self) -> int:
+        ...
+class TextPool:
+    """
+    How a text model pools a sequence (jepa.text.pooling).
+    
+    Members:
+    
+      NONE
+    
+      CLS
+    
+      MEAN
+    
+      LAST
+    """
+    CLS: typing.ClassVar[TextPool]
+    LAST: typing.ClassVar[TextPool]
+    MEAN: typing.ClassVar[TextPool]
+    NONE: typing.ClassVar[TextPool]
+    __members__: typing.ClassVar[dict[str, TextPool]]
+    @typing.overload
+    def __eq__(self, other: TextPool) -> bool:
+        ...
+    @typing.overload
+    def __eq__(self, other: typing.SupportsInt | typing.SupportsIndex) -> bool:
+        ...
+    @typing.overload
+    def __eq__(self, other: typing.Any) -> bool:
+        ...
+    def __getstate__(self) -> int:
+        ...
+    def __hash__(self) -> int:
+        ...
+    def __index__(self) -> int:
+        ...
+    def __init__(self, value: typing.SupportsInt | typing.SupportsIndex) -> None:
+        ...
+    def __int__(self) -> int:
+        ...
+    @typing.overload
+    def __ne__(self, other: TextPool) -> bool:
         ...
     @typing.overload
     def __ne__(self, other: typing.SupportsInt | typing.SupportsIndex) -> bool:
@@ -351,6 +410,12 @@ class ModelInfo:
     def matmul(self) -> str:
         ...
     @property
+    def max_seq_len(self) -> int:
+        ...
+    @property
+    def max_tokens(self) -> int:
+        ...
+    @property
     def modality(self) -> str:
         ...
     @property
@@ -381,13 +446,22 @@ class ModelInfo:
     def n_params(self) -> int:
         ...
     @property
+    def n_positions(self) -> int:
+        ...
+    @property
     def n_registers(self) -> int:
+        ...
+    @property
+    def n_token_types(self) -> int:
         ...
     @property
     def name(self) -> str:
         ...
     @property
     def patch_size(self) -> int:
+        ...
+    @property
+    def pos_offset(self) -> int:
         ...
     @property
     def pos_type(self) -> PosType:
@@ -426,7 +500,16 @@ class ModelInfo:
     def preprocess(self) -> Preprocess:
         ...
     @property
+    def text_normalize(self) -> bool:
+        ...
+    @property
+    def text_pool(self) -> TextPool:
+        ...
+    @property
     def tubelet_size(self) -> int:
+        ...
+    @property
+    def vocab_size(self) -> int:
         ...
     @property
     def wm_embed_dim(self) -> int:
@@ -439,6 +522,8 @@ class Model:
     def labels(self) -> list:
         ...
     def n_tokens(self, C: typing.SupportsInt | typing.SupportsIndex, T: typing.SupportsInt | typing.SupportsIndex, H: typing.SupportsInt | typing.SupportsIndex, W: typing.SupportsInt | typing.SupportsIndex) -> int:
+        ...
+    def tokenizer(self) -> str:
         ...
 class ContextParams:
     """
@@ -478,6 +563,8 @@ class Context:
     def classify(self, tokens: typing.Annotated[numpy.typing.ArrayLike, numpy.float32]) -> tuple:
         ...
     def encode(self, pixels: typing.Annotated[numpy.typing.ArrayLike, numpy.float32]) -> numpy.typing.NDArray[numpy.float32]:
+        ...
+    def encode_text(self, ids: typing.Annotated[numpy.typing.ArrayLike, numpy.int32], seq_len: typing.Annotated[numpy.typing.ArrayLike, numpy.int32], type_ids: typing.Any = None, pool: typing.SupportsInt | typing.SupportsIndex = 0, normalize: bool = False) -> numpy.typing.NDArray[numpy.float32]:
         ...
     def predict(self, tokens: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], context_ids: typing.Annotated[numpy.typing.ArrayLike, numpy.int32], target_ids: typing.Annotated[numpy.typing.ArrayLike, numpy.int32], mask_index: typing.SupportsInt | typing.SupportsIndex = 1, grid_h: typing.SupportsInt | typing.SupportsIndex = 0, grid_w: typing.SupportsInt | typing.SupportsIndex = 0) -> numpy.typing.NDArray[numpy.float32]:
         ...

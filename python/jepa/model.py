@@ -7,13 +7,17 @@ its predictor kind). Rollouts and planners over them are jepa.world's."""
 from __future__ import annotations
 
 import os
-from typing import Literal, overload
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
 
 from . import _engine
-from ._engine import HeadKind, ModelInfo, PredictorKind
+from ._engine import HeadKind, ModelInfo, PredictorKind, TextPool
 from .errors import InvalidInputError, UnsupportedError
+
+if TYPE_CHECKING:
+    from .text import TextTokenizer, Tokens
 
 # The engine's defaults (jepa_context_default_params / jepa_predict_default_params): one source.
 CONTEXT_DEFAULTS = _engine.context_default_params()
@@ -61,6 +65,7 @@ class Model:
         self._native = _engine.Model(self.path, kind, index, mmap)
         self.info: ModelInfo = self._native.info()
         self.labels: list[str] = self._native.labels()
+        self._tokenizer: TextTokenizer | None = None
 
     def __repr__(self) -> str:
         i = self.info
@@ -96,6 +101,20 @@ class Model:
     def n_prefix(self) -> int:
         """Tokens before the patch tokens: CLS and registers."""
         return int(self.info.has_cls) + self.info.n_registers
+
+    @property
+    def is_text(self) -> bool:
+        """Whether this is a text model (family bert): Context.encode_text, jepa.text."""
+        return self.info.modality == "text"
+
+    @property
+    def tokenizer(self) -> TextTokenizer:
+        """The file's own tokenizer (a text model's; UnsupportedError for the others), built once."""
+        if self._tokenizer is None:
+            from .text import TextTokenizer  # HF tokenizers loads on first use
+
+            self._tokenizer = TextTokenizer(self)
+        return self._tokenizer
 
     def n_tokens(self, frames: int = 1, height: int | None = None, width: int | None = None) -> int:
         """Tokens one item encodes to (CLS + registers + patches)."""
@@ -242,6 +261,23 @@ class Context:
 
 
     # ---- world models: one pair of calls for every predictor kind (jepa_world_*) ---------------
+
+    def encode_text(
+        self, seqs: Sequence[Tokens], pool: TextPool | None = None, normalize: bool | None = None
+    ) -> np.ndarray:
+        """Tokenized texts (jepa.text.Tokens) -> float32 [n, D], pooled as the file says unless `pool`
+        overrides it, then L2-normalised when the file (or `normalize`) says; pool TextPool.NONE gives
+        every token's vector, [sum of lengths, D]. One engine call, the texts laid end to end without
+        padding; a text's result does not depend on the others (bit for bit on the CPU)."""
+        if not seqs:
+            raise InvalidInputError("encode_text needs at least one text", param="input")
+        info = self.model.info
+        mode = info.text_pool if pool is None else pool
+        norm = info.text_normalize if normalize is None else bool(normalize)
+        ids = np.concatenate([s.ids for s in seqs]).astype(np.int32, copy=False)
+        types = np.concatenate([s.type_ids for s in seqs]).astype(np.int32, copy=False)
+        lens = np.array([len(s) for s in seqs], np.int32)
+        return self._native.encode_text(ids, lens, types, int(mode), norm)
 
     def world_latents(self, tokens: np.ndarray) -> np.ndarray:
         """Encoder tokens [B, N, E] (what `encode` returns) -> the latents the world model's

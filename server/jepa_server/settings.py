@@ -458,19 +458,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 def load_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """Settings from flags over environment over the --config file over the defaults."""
+    return resolve_settings(argv, env)[0]
+
+
+def resolve_settings(
+    argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
+) -> tuple[Settings, dict[str, str]]:
+    """load_settings, and where each value came from: "flag", "env JEPA_X", "config FILE" or
+    "default" (what `jepa-server info` prints)."""
     env = os.environ if env is None else env
     flags = vars(build_parser().parse_args(argv))
     config = flags.pop("config", None) or env.get(ENV_PREFIX + "CONFIG")
     values: dict[str, Any] = {}
+    source: dict[str, str] = {}
     if config:
         try:
             with open(config, "rb") as fh:
-                values.update(_coerce_all(tomllib.load(fh), config))
+                from_file = _coerce_all(tomllib.load(fh), config)
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise SettingsError(f"cannot read the config file {config}: {exc}") from None
-    values.update(_from_env(env))
+        values.update(from_file)
+        source.update(dict.fromkeys(from_file, f"config {config}"))
+    from_env = _from_env(env)
+    values.update(from_env)
+    source.update({k: f"env {env_name(k)}" for k in from_env})
     values.update(flags)
-    return Settings(**values)
+    source.update(dict.fromkeys(flags, "flag"))
+    settings = Settings(**values)
+    return settings, {f.name: source.get(f.name, "default") for f in _fields()}
 
 
 # -- the docs table ---------------------------------------------------------------------------

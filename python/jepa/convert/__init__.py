@@ -26,14 +26,18 @@ def convert(
     description: str | None = None,
     img_size: int | None = None,
     head_dim: int | None = None,
+    pooling: str | None = None,
+    normalize: bool | None = None,
+    max_seq_len: int | None = None,
 ) -> str:
     """Convert the checkpoint at `src` (a directory, a .safetensors or a .pt file) to the GGUF file `out`."""
-    from . import hf_vit, lewm, timm_vit, vjepa2, vjepa2_ac  # noqa: F401 - importing registers the converters
+    from . import bert, hf_vit, lewm, timm_vit, vjepa2, vjepa2_ac  # noqa: F401 - importing registers the converters
     from .base import Options, pick
 
     path = Path(src)
     if not path.exists():
         raise ValueError(f"{path}: no such file or directory")
     opts = Options(name=name, n_head=n_head, license=license, source_url=source_url, description=description,
-                   img_size=img_size, head_dim=head_dim)
+                   img_size=img_size, head_dim=head_dim, pooling=pooling, normalize=normalize,
+                   max_seq_len=max_seq_len)
     return pick(path, family)(path, opts).convert(Path(out), ftype)

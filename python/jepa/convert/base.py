@@ -28,6 +28,9 @@ class Options:
     description: str | None = None
     img_size: int | None = None  # native input size, for checkpoints whose shapes cannot tell it
     head_dim: int | None = None  # attention head width, where the head count is not recorded
+    pooling: str | None = None  # text models: cls / mean / last_token, where the checkpoint does not say
+    normalize: bool | None = None  # text models: L2-normalise the pooled vector (None: the checkpoint's)
+    max_seq_len: int | None = None  # text models: the truncation length (None: the checkpoint's)
 
 
 class Converter(ABC):

@@ -13,9 +13,11 @@ from .schema import FTYPES
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="jepa-convert",
-        description="Convert a JEPA vision checkpoint (HF ViTModel / IJepaModel / VJEPA2Model / "
-        "VJEPA2ForVideoClassification safetensors, a timm-layout ViT such as LeJEPA, or a Meta V-JEPA 2 .pt "
-        "encoder, a V-JEPA 2-AC .pt world model or a LeWM weights.pt + config.json) to a jepa GGUF file.",
+        description="Convert a JEPA vision checkpoint or a BERT-style text encoder (HF ViTModel / "
+        "IJepaModel / VJEPA2Model / VJEPA2ForVideoClassification safetensors, a timm-layout ViT such as "
+        "LeJEPA, or a Meta V-JEPA 2 .pt encoder, a V-JEPA 2-AC .pt world model or a LeWM weights.pt + "
+        "config.json, a transformers BertModel / XLMRobertaModel or sentence-transformers directory) to a "
+        "jepa GGUF file.",
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--src", type=Path,
@@ -35,6 +37,16 @@ def _parser() -> argparse.ArgumentParser:
                    help="native image size of a V-JEPA 2-AC .pt checkpoint (default 256)")
     p.add_argument("--head-dim", type=int,
                    help="attention head width of a V-JEPA 2-AC .pt checkpoint (default 64, every release)")
+    p.add_argument("--pooling", choices=("cls", "mean", "last_token"),
+                   help="text models: how a sequence becomes one vector; required when the checkpoint does "
+                   "not say (a plain transformers directory), and overrides a sentence-transformers Pooling "
+                   "module")
+    p.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
+                   help="text models: L2-normalise the pooled vectors (default: whether a "
+                   "sentence-transformers directory has a Normalize module)")
+    p.add_argument("--max-seq-len", type=int,
+                   help="text models: tokens per text after truncation (default: the checkpoint's "
+                   "max_seq_length)")
     p.add_argument("--license", help="general.license (default: the model card's license, if any)")
     p.add_argument("--source-url", help="general.source_url")
     p.add_argument("--description", help="general.description")
@@ -53,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
             out = convert(
                 args.src, args.out, family=args.family, ftype=args.ftype, name=args.name, n_head=args.n_head,
                 license=args.license, source_url=args.source_url, description=args.description,
-                img_size=args.img_size, head_dim=args.head_dim,
+                img_size=args.img_size, head_dim=args.head_dim, pooling=args.pooling,
+                normalize=args.normalize, max_seq_len=args.max_seq_len,
             )
     except (ValueError, OSError) as exc:
         print(f"jepa-convert: error: {exc}", file=sys.stderr)

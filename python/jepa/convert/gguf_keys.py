@@ -30,6 +30,8 @@ class Scope(StrEnum):
     """Which files a key belongs to."""
 
     ALL = "every file"
+    VISION = "image and video files"
+    TEXT = "family bert"
     ROPE = "rope3d encoder"
     HEAD = "attentive_pool head"
     PRED = "every predictor"
@@ -40,8 +42,10 @@ class Scope(StrEnum):
 
 
 # The loader's family list (kFamilies) and the families this build runs (kSupportedFamilies).
-KNOWN_FAMILIES = ("ijepa", "vjepa", "vjepa2", "vjepa2_1", "levjepa", "hfvit", "lewm")
-FAMILIES = ("hfvit", "ijepa", "levjepa", "vjepa2", "lewm")
+KNOWN_FAMILIES = ("ijepa", "vjepa", "vjepa2", "vjepa2_1", "levjepa", "hfvit", "lewm", "bert")
+FAMILIES = ("hfvit", "ijepa", "levjepa", "vjepa2", "lewm", "bert")
+TEXT_FAMILIES = ("bert",)  # modality text: token ids in, no jepa.pre.* / patch keys
+POOLINGS = ("cls", "mean", "last_token")
 ACTS = ("gelu_erf", "gelu_tanh", "silu")
 PRED_KINDS = {"masked": Scope.MASKED, "ac": Scope.AC, "lewm": Scope.LEWM}
 
@@ -109,6 +113,7 @@ def _has_type(t: GType, v: Any) -> bool:
 
 U32, F32, BOOL, STR = GType.U32, GType.F32, GType.BOOL, GType.STR
 ALL, ROPE, HEAD, PRED = (Scope.ALL,), (Scope.ROPE,), (Scope.HEAD,), (Scope.PRED,)
+VISION, TEXT = (Scope.VISION,), (Scope.TEXT,)
 MASKED, AC, LEWM = (Scope.MASKED,), (Scope.AC,), (Scope.LEWM,)
 ROPE_PRED = (Scope.MASKED, Scope.AC)
 EPS = Range(0, 1, open=True)
@@ -163,35 +168,44 @@ KEYS: tuple[Key, ...] = (
         allowed=FAMILIES,
     ),
     Key(
-        "jepa.modality", STR, ALL, "`image` or `video`: what the pipelines feed the encoder", default="image"
+        "jepa.modality",
+        STR,
+        ALL,
+        "`image` or `video`: what the pipelines feed the encoder; `text` for family bert (and only there)",
+        default="image",
     ),
     # -- the encoder ---------------------------------------------------------------------------
     Key("jepa.enc.embed_dim", U32, ALL, "D, the encoder width", required=True, range=Range(1, 16384)),
     Key("jepa.enc.n_layer", U32, ALL, "blocks", required=True, range=Range(1, 256)),
     Key("jepa.enc.n_head", U32, ALL, "attention heads (D is a multiple)", required=True, range=Range(1, 256)),
     Key("jepa.enc.ffn_dim", U32, ALL, "F, the MLP width", required=True, range=Range(1, 65536)),
-    Key("jepa.enc.patch_size", U32, ALL, "P, the patch side in pixels", required=True, range=Range(1, 64)),
-    Key("jepa.enc.tubelet_size", U32, ALL, "frames per patch (2 for V-JEPA 2)", default=1, range=Range(1, 8)),
+    Key(
+        "jepa.enc.patch_size", U32, VISION, "P, the patch side in pixels", required=True, range=Range(1, 64)
+    ),
+    Key(
+        "jepa.enc.tubelet_size", U32, VISION, "frames per patch (2 for V-JEPA 2)",
+        default=1, range=Range(1, 8),
+    ),
     Key(
         "jepa.enc.img_size",
         U32,
-        ALL,
+        VISION,
         "the native input side, a multiple of P",
         required=True,
         range=Range(1, 8192),
     ),
-    Key("jepa.enc.n_frames", U32, ALL, "native frames per clip", default=1, range=Range(1, 1024)),
-    Key("jepa.enc.in_chans", U32, ALL, "input channels", default=3, range=Range(1, 16)),
-    Key("jepa.enc.n_registers", U32, ALL, "register tokens after CLS", default=0, range=Range(0, 64)),
-    Key("jepa.enc.cls_token", BOOL, ALL, "a CLS token first", default=False),
+    Key("jepa.enc.n_frames", U32, VISION, "native frames per clip", default=1, range=Range(1, 1024)),
+    Key("jepa.enc.in_chans", U32, VISION, "input channels", default=3, range=Range(1, 16)),
+    Key("jepa.enc.n_registers", U32, VISION, "register tokens after CLS", default=0, range=Range(0, 64)),
+    Key("jepa.enc.cls_token", BOOL, VISION, "a CLS token first", default=False),
     Key(
         "jepa.enc.qkv_fused",
         BOOL,
-        ALL,
+        VISION,
         "one `attn_qkv` matrix per block instead of `attn_q`, `attn_k`, `attn_v`",
         default=False,
     ),
-    Key("jepa.enc.layer_scale", BOOL, ALL, "per-block layer scales `ls1`, `ls2`", default=False),
+    Key("jepa.enc.layer_scale", BOOL, VISION, "per-block layer scales `ls1`, `ls2`", default=False),
     Key(
         "jepa.enc.ln_eps",
         F32,
@@ -211,7 +225,7 @@ KEYS: tuple[Key, ...] = (
     Key(
         "jepa.enc.pos_type",
         STR,
-        ALL,
+        VISION,
         "`learned` or `sincos2d`: a stored `enc.pos_embed` table (I-JEPA's "
         "fixed sincos table too); `rope3d`: V-JEPA 2's rotary positions; `none` (`sincos3d` is refused)",
         default="learned",
@@ -220,7 +234,7 @@ KEYS: tuple[Key, ...] = (
     Key(
         "jepa.enc.proj_act",
         STR,
-        ALL,
+        VISION,
         "a projector after the CLS token: `enc.proj.0` -> act -> `enc.proj.2` (LeWM)",
         absent="no projector",
         allowed=ACTS,
@@ -234,21 +248,56 @@ KEYS: tuple[Key, ...] = (
         allowed=ACTS,
     ),
     *_rope("jepa.enc.", ROPE),
+    # -- text encoders (family bert) -------------------------------------------------------------
+    Key(
+        "jepa.text.pooling",
+        STR,
+        TEXT,
+        "how a sequence's tokens become one vector: the first token's, their mean, or the last one's "
+        "(never assumed: the wrong pooling gives plausible, useless vectors)",
+        required=True,
+        allowed=POOLINGS,
+    ),
+    Key("jepa.text.normalize", BOOL, TEXT,
+        "L2-normalise the pooled vector (sentence-transformers' Normalize)",
+        default=False),
+    Key(
+        "jepa.text.max_seq_len",
+        U32,
+        TEXT,
+        "tokens per sequence after truncation, special tokens included (at most the position table's rows "
+        "past `pos_offset`)",
+        required=True,
+        range=Range(1, 1 << 20),
+    ),
+    Key(
+        "jepa.text.pos_offset",
+        U32,
+        TEXT,
+        "the position id of a sequence's first token (XLM-RoBERTa: padding_idx + 1)",
+        default=0,
+        range=Range(0, 65536),
+    ),
+    Key("jepa.text.tokenizer", STR, TEXT, "the model's tokenizer.json (HF tokenizers), verbatim",
+        required=True),
+    Key(
+        "jepa.text.layout", STR, TEXT, "the source architecture (`BertModel`, `XLMRobertaModel`)", read=False
+    ),
     # -- preprocessing -------------------------------------------------------------------------
-    Key("jepa.pre.mean", GType.F32_3, ALL, "per-channel mean, after the rescale", default=(0.5, 0.5, 0.5)),
+    Key("jepa.pre.mean", GType.F32_3, VISION, "per-channel mean, after the rescale", default=(0.5, 0.5, 0.5)),
     Key(
         "jepa.pre.std",
         GType.F32_3,
-        ALL,
+        VISION,
         "per-channel std",
         default=(0.5, 0.5, 0.5),
         range=Range(0, open=True),
     ),
-    Key("jepa.pre.rescale", F32, ALL, "pixel scale before normalising", default=1 / 255),
+    Key("jepa.pre.rescale", F32, VISION, "pixel scale before normalising", default=1 / 255),
     Key(
         "jepa.pre.crop",
         U32,
-        ALL,
+        VISION,
         "the side the encoder sees",
         absent="`jepa.enc.img_size`",
         range=Range(1, 8192),
@@ -256,7 +305,7 @@ KEYS: tuple[Key, ...] = (
     Key(
         "jepa.pre.resize_short",
         U32,
-        ALL,
+        VISION,
         "`shortest_edge`: the short side before the centre crop",
         absent="`jepa.pre.crop`",
         range=Range(1, 16384),
@@ -264,7 +313,7 @@ KEYS: tuple[Key, ...] = (
     Key(
         "jepa.pre.resize_mode",
         STR,
-        ALL,
+        VISION,
         "`shortest_edge` (resize the short side, centre-crop) or `squash` (resize to crop x crop)",
         default="shortest_edge",
         allowed=("shortest_edge", "squash"),
@@ -272,7 +321,7 @@ KEYS: tuple[Key, ...] = (
     Key(
         "jepa.pre.resample",
         STR,
-        ALL,
+        VISION,
         "the resize filter",
         default="bilinear",
         allowed=("bilinear", "bicubic"),
@@ -281,7 +330,7 @@ KEYS: tuple[Key, ...] = (
     Key(
         "jepa.head.kind",
         STR,
-        ALL,
+        VISION,
         "the head on the encoder tokens",
         default="none",
         allowed=("none", "attentive_pool"),
@@ -303,7 +352,7 @@ KEYS: tuple[Key, ...] = (
         absent="no labels",
     ),
     # -- the predictors ------------------------------------------------------------------------
-    Key("jepa.pred.kind", STR, ALL, "the predictor", absent="no predictor", allowed=tuple(PRED_KINDS)),
+    Key("jepa.pred.kind", STR, VISION, "the predictor", absent="no predictor", allowed=tuple(PRED_KINDS)),
     Key(
         "jepa.pred.kind",
         STR,
@@ -468,6 +517,9 @@ KEYS: tuple[Key, ...] = (
 def scopes_of(values: Mapping[str, Any]) -> set[Scope]:
     """The scopes a file with these metadata values belongs to."""
     out = {Scope.ALL}
+    if values.get("jepa.family") in TEXT_FAMILIES:
+        return out | {Scope.TEXT}
+    out.add(Scope.VISION)
     if values.get("jepa.enc.pos_type") == "rope3d":
         out.add(Scope.ROPE)
     if values.get("jepa.head.kind", "none") != "none":

@@ -283,7 +283,37 @@ LEWM = Part(
     fixed=(("fused", True), ("separate", False)),  # declare_pred_lewm: attn_qkv always
 )
 
-PARTS = (ENCODER, HEAD, MASKED, AC, LEWM)
+# A post-norm BERT layer (family bert, csrc/src/text.cpp): ln1 after the attention's residual, ln2
+# after the MLP's.
+TEXT_BLOCK: tuple[T, ...] = (
+    *_linear("attn_q", "D", "D"),
+    *_linear("attn_k", "D", "D"),
+    *_linear("attn_v", "D", "D"),
+    *_linear("attn_out", "D", "D"),
+    *_norm("ln1", meaning="after the attention's residual (BertSelfOutput.LayerNorm)"),
+    *_linear("ffn_up", "D", "F"),
+    *_linear("ffn_down", "F", "D"),
+    *_norm("ln2", meaning="after the MLP's residual (BertOutput.LayerNorm)"),
+)
+
+TEXT = Part(
+    "Text encoder",
+    "family `bert` (BertModel, XLMRobertaModel)",
+    "D `enc.embed_dim`, F `enc.ffn_dim`, V the vocabulary, P the position table's rows, Tt the token "
+    "types (all three read from the tensors)",
+    (
+        T("text.tok_embed", ("D", "V"), Role.TOKEN, "word embeddings, row = token id"),
+        T("text.type_embed", ("D", "Tt"), Role.TOKEN, "token-type embeddings"),
+        T("text.pos_embed", ("D", "P"), Role.TOKEN, "position embeddings, row = `pos_offset` + index"),
+        *_norm("text.embed_norm", meaning="the embeddings' LayerNorm"),
+        Layers("n_layer", tuple(
+            T(f"text.blk.{{i}}.{t.name}", t.shape, t.role, t.meaning, t.required, t.when, half=t.half)
+            for t in TEXT_BLOCK
+        )),
+    ),
+)
+
+PARTS = (ENCODER, HEAD, MASKED, AC, LEWM, TEXT)
 
 
 def _half_names() -> re.Pattern[str]:

@@ -18,6 +18,7 @@ import numpy as np
 from .gguf_keys import GType, keys_for, scopes_of, validate
 from .gguf_tensors import Expected
 from .schema import FTYPES, HALF_FTYPES, SCHEMA_VERSION, Encoder, Meta, Preprocess
+from .text_schema import TextEncoder
 
 ARCH = "jepa"
 
@@ -140,6 +141,13 @@ def write_gguf(
     for part in parts:
         expected |= part.table()
     checked = _checked(expected, tensors, ftype)
+    return _write_file(path, values, checked)
+
+
+def _write_file(
+    path: str | os.PathLike[str], values: Mapping[str, Any], checked: list[tuple[str, np.ndarray]]
+) -> str:
+    """The validated keys and checked tensors to `path`, via a temp file and a rename."""
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
@@ -165,3 +173,28 @@ def write_gguf(
         Path(tmp).unlink(missing_ok=True)
         raise
     return str(dest)
+
+
+def write_text_gguf(
+    path: str | os.PathLike[str],
+    meta: Meta,
+    enc: TextEncoder,
+    tensors: Iterable[tuple[str, np.ndarray]],
+    ftype: str = "f32",
+) -> str:
+    """Write a text model's file (family bert): its keys, then its tensors checked against the
+    table its hparams imply, exactly as write_gguf does for the vision families."""
+    if ftype not in FTYPES:
+        raise ValueError(f"unsupported ftype={ftype}")
+    if meta.modality != "text":
+        raise ValueError(f"unsupported modality={meta.modality} for a text model")
+    values: dict[str, Any] = {"general.architecture": ARCH, "general.name": meta.name}
+    for key, val in (("general.license", meta.license), ("general.source_url", meta.source_url),
+                     ("general.description", meta.description)):
+        if val:
+            values[key] = val
+    values |= {"general.file_type": FTYPES[ftype], "jepa.schema_version": SCHEMA_VERSION,
+               "jepa.family": meta.family, "jepa.modality": meta.modality}
+    values |= enc.keys()
+    validate(values)
+    return _write_file(path, values, _checked(enc.table(), tensors, ftype))

@@ -1,0 +1,157 @@
+"""Tiny random text models (family bert) and the tiny WordPiece tokenizer they carry: numpy and HF
+tokenizers only, for tests, the schema check and the server's test suite (no torch)."""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+
+import numpy as np
+
+from .gguf_writer import write_text_gguf
+from .schema import Meta
+from .text_schema import TextEncoder
+
+SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# Enough whole words and pieces that ordinary English splits into real tokens, not [UNK].
+WORDS = [
+    "the",
+    "a",
+    "an",
+    "and",
+    "or",
+    "of",
+    "to",
+    "in",
+    "on",
+    "is",
+    "are",
+    "was",
+    "be",
+    "it",
+    "that",
+    "this",
+    "with",
+    "for",
+    "as",
+    "at",
+    "by",
+    "from",
+    "not",
+    "no",
+    "yes",
+    "model",
+    "text",
+    "image",
+    "video",
+    "token",
+    "vector",
+    "embed",
+    "server",
+    "query",
+    "caption",
+    "cat",
+    "dog",
+    "photo",
+    "run",
+    "fast",
+    "slow",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "hello",
+    "world",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "lazy",
+]
+
+
+def tiny_tokenizer_json(words: tuple[str, ...] | list[str] = WORDS) -> str:
+    """A BERT-style WordPiece tokenizer.json (lower-casing normaliser, [CLS] ... [SEP] template): the
+    special tokens, single characters and their ## pieces, then `words`."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+
+    chars = list(string.ascii_lowercase + string.digits + string.punctuation)
+    vocab_list = [*SPECIAL, *chars, *(f"##{c}" for c in chars), *dict.fromkeys(words)]
+    vocab = {t: i for i, t in enumerate(dict.fromkeys(vocab_list))}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+    )
+    doc = json.loads(tok.to_str())
+    doc["padding"] = doc["truncation"] = None
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def random_text_tensors(enc: TextEncoder, seed: int = 0) -> list[tuple[str, np.ndarray]]:
+    """Every tensor of enc's table, random: matrices and tables ~ N(0, 0.2²) (so the attention is not
+    uniform), LayerNorm gains around 1 and biases around 0, all randomised (so a missing or swapped
+    norm shows)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for name, e in enc.table().items():
+        if name.endswith("weight") and len(e.shape) == 1:  # a LayerNorm gain
+            arr = 1.0 + 0.2 * rng.standard_normal(e.shape)
+        elif len(e.shape) == 1:
+            arr = 0.1 * rng.standard_normal(e.shape)
+        else:
+            arr = 0.2 * rng.standard_normal(e.shape)
+        out.append((name, arr.astype(np.float32)))
+    return out
+
+
+def write_random_bert(
+    path: str | os.PathLike[str],
+    *,
+    embed_dim: int = 32,
+    n_layer: int = 2,
+    n_head: int = 4,
+    ffn_dim: int = 64,
+    n_positions: int = 66,
+    n_token_types: int = 2,
+    max_seq_len: int = 64,
+    pos_offset: int = 0,
+    pooling: str = "mean",
+    normalize: bool = True,
+    seed: int = 0,
+    ftype: str = "f32",
+    tokenizer: str | None = None,
+    name: str = "tiny-bert",
+    vocab_size: int | None = None,
+) -> str:
+    """A tiny random family-bert file with the tiny WordPiece tokenizer (or `tokenizer`, carried as
+    given: tests write malformed ones); the vocabulary is the tiny tokenizer's unless vocab_size."""
+    tok = tokenizer if tokenizer is not None else tiny_tokenizer_json()
+    vocab = vocab_size or len(json.loads(tiny_tokenizer_json())["model"]["vocab"])
+    enc = TextEncoder(
+        embed_dim=embed_dim,
+        n_layer=n_layer,
+        n_head=n_head,
+        ffn_dim=ffn_dim,
+        vocab_size=vocab,
+        n_positions=n_positions,
+        n_token_types=n_token_types,
+        pooling=pooling,
+        max_seq_len=max_seq_len,
+        tokenizer=tok,
+        normalize=normalize,
+        pos_offset=pos_offset,
+    )
+    meta = Meta(family="bert", name=name, modality="text")
+    return write_text_gguf(path, meta, enc, random_text_tensors(enc, seed), ftype)

@@ -1,0 +1,203 @@
+"""Text models (family bert): tokenization with the model's own tokenizer, length-ordered batching by
+a token budget, and the engine's padding-free encode.
+
+A text's tokens go to the engine laid end to end with the other texts of its batch, never padded: the
+dense layers run on every real token and the attention per text, so a text's vector is the same bits
+alone or in any batch (on the CPU), and no compute goes to padding. The tokenizer is the file's own
+tokenizer.json (HF tokenizers, the `text` extra); truncation to the file's max_seq_len is counted on
+every `Tokens`, never silent."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ._engine import TextPool
+from .errors import InvalidInputError, ModelFileError, UnsupportedError
+
+if TYPE_CHECKING:
+    from .model import Context, Model
+
+TEXT_POOLS = {"cls": TextPool.CLS, "mean": TextPool.MEAN, "last_token": TextPool.LAST}
+POOL_NAMES = {v: k for k, v in TEXT_POOLS.items()}
+# Characters one text may have before it is refused (tokenizing costs memory in proportion to it); a
+# text longer than max_seq_len tokens but under this is truncated and counted.
+MAX_TEXT_CHARS = 100_000
+# Tokens per engine call: texts are grouped, shortest first, until the next would pass it.
+DEFAULT_TOKEN_BUDGET = 8192
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """One text as the encoder sees it: ids and token-type ids (int32), and whether truncation cut it."""
+
+    ids: np.ndarray
+    type_ids: np.ndarray
+    truncated: bool = False
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+
+def require_text_model(model: Model) -> None:
+    if model.info.modality != "text":
+        raise UnsupportedError(
+            f"this is an {model.info.modality} model: it takes {model.info.modality} inputs, not text",
+            param="input",
+        )
+
+
+class TextTokenizer:
+    """The model's tokenizer (its GGUF's jepa.text.tokenizer), truncating to its max_seq_len."""
+
+    def __init__(self, model: Model) -> None:
+        require_text_model(model)
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:  # pragma: no cover - the text extra
+            raise UnsupportedError("text models need HF tokenizers: pip install 'jepa[text]'") from None
+        self.max_seq_len = model.info.max_seq_len
+        self.vocab_size = model.info.vocab_size
+        try:
+            tok = Tokenizer.from_str(model._native.tokenizer())
+        except Exception as exc:  # tokenizers raises a bare Exception for a malformed file
+            raise ModelFileError(
+                f"metadata key jepa.text.tokenizer: HF tokenizers cannot read it ({exc})"
+            ) from None
+        tok.no_padding()
+        tok.enable_truncation(self.max_seq_len)
+        self._tok = tok
+
+    def encode(self, texts: Sequence[str], max_chars: int = MAX_TEXT_CHARS) -> list[Tokens]:
+        """Tokens for each text, with its special tokens, truncated to max_seq_len (and flagged so)."""
+        check_texts(texts, max_chars)
+        out = []
+        for e in self._tok.encode_batch(list(texts), add_special_tokens=True):
+            ids = np.asarray(e.ids, dtype=np.int32)
+            if ids.size and int(ids.max()) >= self.vocab_size:
+                raise ModelFileError(
+                    f"metadata key jepa.text.tokenizer: token id {int(ids.max())} is past the vocabulary "
+                    f"({self.vocab_size} rows of text.tok_embed)"
+                )
+            out.append(Tokens(ids, np.asarray(e.type_ids, dtype=np.int32), bool(e.overflowing)))
+        return out
+
+
+def check_texts(texts: Sequence[Any], max_chars: int = MAX_TEXT_CHARS) -> None:
+    """Every item a non-empty str of at most max_chars characters that encodes to UTF-8."""
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise InvalidInputError(f"text {i}: expected a string, got {type(t).__name__}", param="input")
+        if not t:
+            raise InvalidInputError(f"text {i} is empty", param="input")
+        if len(t) > max_chars:
+            raise InvalidInputError(
+                f"text {i} has {len(t)} characters, over the limit of {max_chars} per text", param="input"
+            )
+        try:
+            t.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInputError(
+                f"text {i} is not valid Unicode (a lone surrogate)", param="input"
+            ) from None
+
+
+def tokens_from_ids(seqs: Sequence[Any], model: Model) -> list[Tokens]:
+    """Sequences of token ids given directly (OpenAI's array-of-ids input): encoded as given, special
+    tokens included; each must be non-empty, in the vocabulary and at most max_seq_len long."""
+    info = model.info
+    out = []
+    for i, s in enumerate(seqs):
+        if not isinstance(s, list | tuple | np.ndarray) or not all(
+            isinstance(x, int | np.integer) and not isinstance(x, bool) for x in s
+        ):
+            raise InvalidInputError(f"input {i}: expected a list of integer token ids", param="input")
+        if len(s) == 0:
+            raise InvalidInputError(f"input {i}: an empty list of token ids", param="input")
+        if len(s) > info.max_seq_len:
+            raise InvalidInputError(
+                f"input {i}: {len(s)} token ids, over the model's max_seq_len of {info.max_seq_len}",
+                param="input",
+            )
+        ids = np.asarray(s, dtype=np.int64)
+        bad = np.flatnonzero((ids < 0) | (ids >= info.vocab_size))
+        if bad.size:
+            raise InvalidInputError(
+                f"input {i}: token id {int(ids[bad[0]])} is out of range [0, {info.vocab_size})",
+                param="input",
+            )
+        out.append(Tokens(ids.astype(np.int32), np.zeros(len(s), np.int32)))
+    return out
+
+
+def token_batches(lengths: Sequence[int], budget: int, max_items: int) -> list[list[int]]:
+    """Indices grouped for engine calls: ordered by length (so a batch holds texts of similar cost),
+    each batch at most `budget` tokens and `max_items` texts; a text longer than the budget runs alone."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    used = 0
+    for i in order:
+        n = int(lengths[i])
+        if cur and (used + n > budget or len(cur) >= max_items):
+            batches.append(cur)
+            cur, used = [], 0
+        cur.append(i)
+        used += n
+    if cur:
+        batches.append(cur)
+    return batches
+
+
+def resolve_pool(model: Model, pool: str | None, normalize: bool | None) -> tuple[TextPool, bool]:
+    """The pooling and normalisation to use: the file's unless overridden."""
+    info = model.info
+    if pool is None:
+        mode = info.text_pool
+    elif pool in TEXT_POOLS:
+        mode = TEXT_POOLS[pool]
+    else:
+        raise InvalidInputError(
+            f"unknown text pooling {pool!r} (expected one of: {', '.join(TEXT_POOLS)})", param="pool"
+        )
+    return mode, info.text_normalize if normalize is None else bool(normalize)
+
+
+def encode_tokens(
+    context: Context,
+    seqs: Sequence[Tokens],
+    pool: str | None = None,
+    normalize: bool | None = None,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+) -> np.ndarray:
+    """Tokenized texts -> float32 [n, D] in input order, pooled (and normalised) as the file says
+    unless overridden. Batches are length-ordered and cut at token_budget tokens."""
+    model = context.model
+    require_text_model(model)
+    mode, norm = resolve_pool(model, pool, normalize)
+    out = np.empty((len(seqs), model.embed_dim), np.float32)
+    for batch in token_batches([len(s) for s in seqs], token_budget, context.max_batch):
+        vecs = context.encode_text([seqs[i] for i in batch], pool=mode, normalize=norm)
+        out[batch] = vecs
+    return out
+
+
+def embed_text(
+    context: Context,
+    texts: Iterable[str],
+    pool: str | None = None,
+    normalize: bool | None = None,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    max_chars: int = MAX_TEXT_CHARS,
+) -> np.ndarray:
+    """Texts -> float32 [n, D] in input order: tokenized by the model's tokenizer (truncated to its
+    max_seq_len), encoded without padding, pooled and normalised as the file says."""
+    if isinstance(texts, str):
+        raise InvalidInputError("embed_text expects a list of texts, got one str: wrap it in a list")
+    texts = list(texts)
+    return encode_tokens(
+        context, context.model.tokenizer.encode(texts, max_chars), pool, normalize, token_budget
+    )
