@@ -177,8 +177,8 @@ def test_the_file_alone_reproduces_the_goldens(converted: Converted) -> None:
 
 
 def test_the_file_is_what_gguf_md_documents(converted: Converted) -> None:
-    check_file_against_doc(*converted, {"every file", "every predictor", "lewm predictor", "family lewm"},
-                           "LeWM projector and predictor", ("pred.", "enc.proj."))
+    scopes = {"every file", "image and video files", "every predictor", "lewm predictor", "family lewm"}
+    check_file_against_doc(*converted, scopes, "LeWM projector and predictor", ("pred.", "enc.proj."))
 
 
 def test_auto_detection_and_f16(tmp_path: Path) -> None:

@@ -118,8 +118,8 @@ def test_the_file_alone_reproduces_the_goldens(converted: Converted) -> None:
 
 
 def test_the_file_is_what_gguf_md_documents(converted: Converted) -> None:
-    check_file_against_doc(*converted, {"every file", "rope3d encoder", "every predictor", "ac predictor"},
-                           "Action-conditioned predictor", ("pred.",))
+    scopes = {"every file", "image and video files", "rope3d encoder", "every predictor", "ac predictor"}
+    check_file_against_doc(*converted, scopes, "Action-conditioned predictor", ("pred.",))
 
 
 def test_defaults_and_flags(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from gguf_doc import check_file_against_doc
 
 import jepa
 from jepa.convert import convert
@@ -116,6 +117,7 @@ def test_conversion_keys_and_refusals(tmp_path: Path, gguf_contents: Any) -> Non
     tok = json.loads(k["jepa.text.tokenizer"])
     assert tok["padding"] is None and tok["truncation"] is None
     assert "jepa.pre.crop" not in k and "jepa.enc.patch_size" not in k
+    check_file_against_doc(k, g.arrays, {"every file", "family bert"}, "Text encoder", ("text.",))
     with pytest.raises(ValueError, match="position table takes 130"):
         convert(src, tmp_path / "c.gguf", pooling="cls", max_seq_len=131)
     (src / "tokenizer.json").write_text("{oops")
