@@ -211,7 +211,7 @@ def demo_ctx() -> jepa.Context:
 
 def test_dtype_names_follow_general_file_type() -> None:
     # general.file_type is gguf-py's LlamaFileType: 32 is a bf16 file (30 is ggml's bf16 tensor type).
-    from jepa_server import runtime
+    from jepa_server import catalog
 
-    assert runtime._DTYPES[0] == "f32" and runtime._DTYPES[1] == "f16" and runtime._DTYPES[32] == "bf16"
-    assert 30 not in runtime._DTYPES
+    assert catalog._DTYPES[0] == "f32" and catalog._DTYPES[1] == "f16" and catalog._DTYPES[32] == "bf16"
+    assert 30 not in catalog._DTYPES

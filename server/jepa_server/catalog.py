@@ -24,11 +24,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MODELS_TOML = "models.toml"
+# general.file_type values (gguf-py's LlamaFileType): 32 is bf16 (30 is the bf16 *tensor* type).
+_DTYPES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 7: "q8_0", 8: "q5_0", 9: "q5_1", 15: "q4_k", 32: "bf16"}
 _ENTRY_KEYS = {"file", "aliases", "keep_alive_s"}
 
 
 class CatalogError(ValueError):
     """The models directory or its models.toml cannot be served as given."""
+
+
+def dtype_name(file_type: int) -> str:
+    return _DTYPES.get(file_type, f"type{file_type}")
 
 
 def model_paths(settings: Any) -> tuple[str, ...]:

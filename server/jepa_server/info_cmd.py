@@ -17,10 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .catalog import Catalog, CatalogError, ModelEntry, model_paths
+from .catalog import Catalog, CatalogError, ModelEntry, dtype_name, model_paths
 from .settings import Settings, SettingsError, resolve_settings
 
-_FILE_TYPES = {0: "f32", 1: "f16", 7: "q8_0", 2: "q4_0", 15: "q4_k", 32: "bf16"}
 _CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
 
 
@@ -95,7 +94,7 @@ def _header(entry: ModelEntry) -> dict[str, Any]:
             family=value("jepa.family"),
             name=value("general.name"),
             modality=value("jepa.modality"),
-            dtype=_FILE_TYPES.get(ft, f"type{ft}") if ft is not None else None,
+            dtype=dtype_name(int(ft)) if ft is not None else None,
             tensors=len(r.tensors),
         )
     except Exception as exc:  # gguf-py raises what its parser meets: the file is not servable

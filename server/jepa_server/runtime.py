@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import jepa
 
 from .budget import media_budget
-from .catalog import Catalog, CatalogError, ModelEntry, default_model_id, model_paths
+from .catalog import Catalog, CatalogError, ModelEntry, default_model_id, dtype_name, model_paths
 from .dispatcher import Dispatcher
 from .errors import ApiError
 from .metrics import Metrics
@@ -30,8 +30,6 @@ from .workers import WorkerPool
 
 log = logging.getLogger("jepa_server")
 
-# general.file_type values (gguf-py's LlamaFileType): 32 is bf16 (30 is the bf16 *tensor* type).
-_DTYPES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 7: "q8_0", 8: "q5_0", 9: "q5_1", 15: "q4_k", 32: "bf16"}
 
 __all__ = ["Engine", "Runtime", "default_model_id", "model_paths"]
 
@@ -77,10 +75,6 @@ class Engine:
 
 class SmokeTestFailed(Exception):
     """A model that loads but cannot infer: its load fails (503 with this reason)."""
-
-
-def dtype_name(file_type: int) -> str:
-    return _DTYPES.get(file_type, f"type{file_type}")
 
 
 async def open_engine(
