@@ -634,8 +634,9 @@ def render_scheduler_sim(data: dict[str, Any]) -> str:
                     for w in data["workload"])
     speeds = " : ".join(f"{d['name']} {d['relative_speed']:g}" for d in data["devices"])
     lines = [
-        f"A simulation, not a measurement: the server's `Scheduler` on a virtual clock (seed {data['seed']}), "
-        f"one burst of {mix} (ViT-L/16 at {data['model']['img_size']} px), max-batch {data['max_batch']}, "
+        "A simulation, not a measurement: the server's `Scheduler` on a virtual clock "
+        f"(seed {data['seed']}), one burst of {mix} (ViT-L/16 at {data['model']['img_size']} px), "
+        f"max-batch {data['max_batch']}, "
         f"two devices {speeds} in speed. The guessed ratio is 1:{data['guessed_ratio']:g}.",
         "",
     ]

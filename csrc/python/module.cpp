@@ -34,4 +34,5 @@ PYBIND11_MODULE(_engine, m) {
     jepa_py::register_model(m);
     jepa_py::register_context(m);
     jepa_py::register_quantize(m);
+    jepa_py::register_device(m);
 }

@@ -43,5 +43,6 @@ void run_nogil(F && call) {
 void register_model(py::module_ & m);
 void register_context(py::module_ & m);
 void register_quantize(py::module_ & m);
+void register_device(py::module_ & m);
 
 }  // namespace jepa_py

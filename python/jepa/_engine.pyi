@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Context', 'ContextParams', 'HeadKind', 'MAX_BATCH_LIMIT', 'Model', 'ModelInfo', 'PosType', 'PredictParams', 'PredictorKind', 'Preprocess', 'Resample', 'ResizeMode', 'TextPool', 'context_default_params', 'ggml_version', 'has_cuda', 'predict_default_params', 'quantize', 'type_id', 'type_row_bytes', 'version']
+__all__: list[str] = ['Context', 'ContextParams', 'HeadKind', 'MAX_BATCH_LIMIT', 'Model', 'ModelInfo', 'PosType', 'PredictParams', 'PredictorKind', 'Preprocess', 'Resample', 'ResizeMode', 'TextPool', 'context_default_params', 'device_memory', 'ggml_version', 'has_cuda', 'predict_default_params', 'quantize', 'type_id', 'type_row_bytes', 'version']
 class PredictorKind:
     """
     The predictor a file holds (jepa.pred.kind).
@@ -590,6 +590,10 @@ class Context:
         ...
 def context_default_params() -> ContextParams:
     ...
+def device_memory(kind: typing.SupportsInt | typing.SupportsIndex, index: typing.SupportsInt | typing.SupportsIndex = 0) -> tuple[int, int]:
+    """
+    (free, total) bytes of a device (kind 0 CPU, 1 CUDA) as its backend reports them now.
+    """
 def ggml_version() -> str:
     ...
 def has_cuda() -> bool:

@@ -39,9 +39,14 @@ EWMA_ALPHA = 0.3
 
 
 class _Dims(Protocol):
-    n_layer: int
-    embed_dim: int
-    ffn_dim: int
+    @property
+    def n_layer(self) -> int: ...
+
+    @property
+    def embed_dim(self) -> int: ...
+
+    @property
+    def ffn_dim(self) -> int: ...
 
 
 class _Model(Protocol):

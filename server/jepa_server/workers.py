@@ -74,9 +74,12 @@ def warm_input(model: jepa.Model) -> np.ndarray:
 
 
 class WorkerPool:
-    def __init__(self, model: jepa.Model, n_workers: int, threads: int, max_batch: int) -> None:
+    def __init__(
+        self, model: jepa.Model, n_workers: int, threads: int, max_batch: int, label: str = ""
+    ) -> None:
         self.model = model
         self.size = n_workers
+        self.label = label  # names the threads (a replica's device), so a stack dump says whose
         self._threads_per_graph = threads
         self._max_batch = max_batch
         self._jobs: queue.SimpleQueue[tuple[list[Task], Report, int] | None] = queue.SimpleQueue()
@@ -96,7 +99,8 @@ class WorkerPool:
             ctx.encode(x)
             self._contexts.append(ctx)
         for i, ctx in enumerate(self._contexts):
-            t = threading.Thread(target=self._loop, args=(ctx,), name=f"jepa-worker-{i}", daemon=True)
+            name = f"jepa-{self.label}-worker-{i}" if self.label else f"jepa-worker-{i}"
+            t = threading.Thread(target=self._loop, args=(ctx,), name=name, daemon=True)
             t.start()
             self._threads.append(t)
 
@@ -120,6 +124,10 @@ class WorkerPool:
         self._threads.clear()
         self._contexts.clear()
 
+    def _run(self, ctx: jepa.Context, group: list[Task]) -> list[Any]:
+        """One group on this worker's context (a test seam: a subclass slows or fails one device)."""
+        return run_group(ctx, group)
+
     def _loop(self, ctx: jepa.Context) -> None:
         while True:
             job = self._jobs.get()
@@ -130,7 +138,7 @@ class WorkerPool:
             started = time.perf_counter()
             outcome: list[Any] | BaseException
             try:
-                outcome = run_group(ctx, group)
+                outcome = self._run(ctx, group)
                 if len(outcome) != len(group):
                     raise jepa.BackendError(
                         f"a worker returned {len(outcome)} results for {len(group)} items"

@@ -1,0 +1,124 @@
+"""A model's replicas: one per device, each with its own workers and its batch budget.
+
+`build_replicas` loads the model on every device asked for (skipping, with a log line, a device the
+model does not fit), starts each replica's workers, then measures what is left for batches: on
+CUDA the device's free memory once the weights and the workers' contexts are placed, on the CPU
+a setting. The dispatcher turns bytes into its cost units (`budget_from_bytes`)."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import jepa
+from jepa import _engine
+from jepa.model import _parse_device
+
+from .scheduler import CostModel
+from .workers import WorkerPool
+
+log = logging.getLogger("jepa_server")
+
+# The share of a GPU's free memory batches may use: the rest is headroom for the allocator's
+# fragmentation and whatever else shares the device.
+GPU_MEMORY_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One device's copy of a model, and its workers."""
+
+    device: str  # "cpu", "cuda:0", ...
+    workers: WorkerPool
+    budget: float = math.inf  # cost units one batch may hold (scheduler.input_cost's units)
+    weight: float | None = None  # overrides the measured speed in the ranking (every replica or none)
+
+
+def device_memory(device: str) -> tuple[int, int]:
+    """(free, total) bytes of a device, as its backend reports them now."""
+    kind, index = _parse_device(device)
+    free, total = _engine.device_memory(kind, index)
+    return int(free), int(total)
+
+
+def activation_bytes(model: jepa.Model, tokens: int) -> float:
+    """What one item of `tokens` tokens needs while its graph runs: a block's widest activations
+    (the MLP's F, the residual and attention's D-wide tensors) and the attention scores (N² per
+    head), float32. An estimate, for budgets: the engine's allocator reuses buffers between
+    blocks, so the depth does not multiply it."""
+    i = model.info
+    d, f = int(i.embed_dim), int(i.ffn_dim) or 4 * int(i.embed_dim)
+    return 4.0 * tokens * (f + 6 * d) + 4.0 * int(i.n_head) * tokens * tokens
+
+
+def budget_from_bytes(model: jepa.Model, n_bytes: float) -> float:
+    """A batch budget in cost units from memory: as many items' cost as `n_bytes` holds items of the
+    model's native shape."""
+    tokens = model.n_tokens(max(1, int(model.info.n_frames)))
+    per_item = activation_bytes(model, tokens)
+    return CostModel.of(model).item(tokens) * max(0.0, n_bytes) / per_item
+
+
+# Errors that mean "this device cannot hold the model" (out of memory, a backend that fails):
+# the device is skipped. Anything else (a bad file, a device that does not exist, a build without
+# CUDA) is a configuration error and stops the server.
+_SKIPPED = (jepa.ResourceLimitError, jepa.BackendError)
+
+
+def build_replicas(
+    path: str,
+    devices: Sequence[str],
+    workers: int,
+    threads: int,
+    max_batch: int,
+    cpu_budget_bytes: int | None,
+    *,
+    weights: Mapping[str, float] | None = None,
+    load: Callable[[str, str], jepa.Model] = jepa.Model,
+    memory: Callable[[str], tuple[int, int]] = device_memory,
+) -> list[Replica]:
+    """The model at `path` on each of `devices` ("cpu", "cuda:N"), each with `workers` started
+    workers of `threads` threads and contexts of `max_batch`, in the order given.
+
+    A device the model does not fit (the engine's ResourceLimitError or BackendError while loading
+    it or warming its workers) is skipped with a warning; when none is left the last error is
+    raised. The budget: on the CPU, `cpu_budget_bytes` of batch memory (None: unbounded, max_batch
+    alone); on CUDA, GPU_MEMORY_SHARE of the free memory measured after the weights and contexts
+    are placed. `weights` (device -> weight, every device or none) overrides the measured speeds
+    in the scheduler's ranking. Blocking (loads, warms): call it off the event loop. The caller
+    owns the pools: stop them with `replica.workers.stop()`."""
+    replicas: list[Replica] = []
+    last: jepa.JepaError | None = None
+    for device in devices:
+        pool: WorkerPool | None = None
+        try:
+            model = load(path, device)
+            pool = WorkerPool(model, workers, threads, max_batch, label=device)
+            pool.start()
+            budget = _budget(model, device, cpu_budget_bytes, memory)
+        except _SKIPPED as exc:
+            if pool is not None:
+                pool.stop()
+            log.warning("not serving %s on %s: %s", os.path.basename(path), device, exc.message)
+            last = exc
+            continue
+        weight = None if weights is None else weights.get(device)
+        replicas.append(Replica(device, pool, budget, weight))
+        log.info("%s on %s: %d workers, batch budget %s", os.path.basename(path), device, workers,
+                 "unbounded" if math.isinf(budget) else f"{budget:.3g}")
+    if not replicas:
+        if last is not None:
+            raise last
+        raise ValueError("no devices to serve on")
+    return replicas
+
+
+def _budget(model: jepa.Model, device: str, cpu_budget_bytes: int | None,
+            memory: Callable[[str], tuple[int, int]]) -> float:
+    if device == "cpu":
+        return math.inf if cpu_budget_bytes is None else budget_from_bytes(model, cpu_budget_bytes)
+    free, _ = memory(device)
+    return budget_from_bytes(model, GPU_MEMORY_SHARE * free)
