@@ -31,7 +31,9 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     from jepa.demo import write_demo_model
 
     d = tmp_path_factory.mktemp("mmap")
-    out = {ft: write_demo_model(d / f"vit-{ft}.gguf", img_size=IMG, ftype=ft) for ft in ("f32", "f16", "bf16")}
+    # 256 wide: a q8_0 matrix is 68 KiB, over the engine's 64 KiB floor for using a tensor in place.
+    shape = dict(embed_dim=256, n_layer=2, n_head=4, img_size=IMG)
+    out = {ft: write_demo_model(d / f"vit-{ft}.gguf", ftype=ft, **shape) for ft in ("f32", "f16", "bf16")}
     out["q8_0"] = str(d / "vit-q8_0.gguf")
     quantize(out["f16"], out["q8_0"], "q8_0")
     return out
@@ -48,26 +50,22 @@ def test_mapped_and_read_give_the_same_bits(files: dict[str, str], ftype: str) -
     assert np.array_equal(bits(_encode(mapped)), bits(_encode(read)))
     assert mapped.info.n_bytes == read.info.n_bytes
     assert read.info.n_bytes_mapped == 0
-    assert 0 < mapped.info.n_bytes_mapped <= mapped.info.n_bytes
+    assert 0 <= mapped.info.n_bytes_mapped <= mapped.info.n_bytes
     assert mapped.info.n_matmul_packed == read.info.n_matmul_packed
 
 
 def test_what_is_mapped_is_what_the_engine_does_not_repack(files: dict[str, str]) -> None:
-    """q8_0 matrices run on ggml's kernels as stored: mapped; only the patch embedding (f32 in every
-    file) is repacked. f16 matrices the engine's own kernel repacks (on a CPU with AVX-512) get memory
-    of their own, so only the small tensors stay mapped."""
+    """q8_0 matrices run on ggml's kernels as stored: used in place. f16 ones the engine's own kernel
+    repacks (on a CPU with AVX-512) get memory of their own, and so do the small tensors (norms,
+    biases: under 64 KiB), so such a file keeps next to nothing mapped."""
     q8, f16 = jepa.Model(files["q8_0"]), jepa.Model(files["f16"])
     i = q8.info
-    patch_embed = i.patch_size**2 * i.in_chans * i.embed_dim * 4
-    own_q8 = i.n_bytes - i.n_bytes_mapped
-    if i.n_matmul_packed:
-        assert i.n_matmul_packed == 1 and own_q8 <= patch_embed + 64, "q8_0 matrices should be used in place"
-    else:
-        assert own_q8 == 0
+    patch_embed = i.patch_size**2 * i.in_chans * i.embed_dim * 4  # f32 in every file: repacked
+    assert i.n_bytes_mapped + patch_embed >= 0.9 * i.n_bytes, "q8_0 matrices should be used in place"
     if f16.info.n_matmul_packed:
-        assert f16.info.n_bytes_mapped < 0.5 * f16.info.n_bytes
-    else:  # a CPU without AVX-512: ggml's kernels take every tensor as stored
-        assert f16.info.n_bytes_mapped == f16.info.n_bytes
+        assert f16.info.n_bytes_mapped < 0.2 * f16.info.n_bytes
+    else:  # a CPU without AVX-512: ggml's kernels take the matrices as stored
+        assert f16.info.n_bytes_mapped >= 0.8 * f16.info.n_bytes
 
 
 def test_a_mapped_model_outlives_its_file_name(files: dict[str, str], tmp_path: Path) -> None:

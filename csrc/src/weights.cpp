@@ -116,14 +116,22 @@ void place_weights(Model & model, const char * path, const gguf_context * g, uin
     }
     // GGUF aligns tensor data to general.alignment (32 by default, a power of two): ggml's CPU ops
     // take that; only the repacked matrices need 64, and they get memory of their own anyway.
-    auto in_place = [&](const ggml_tensor * t) { return use_mmap && !own.count(t); };
+    // Small tensors (norms, biases) are copied too: the page cache may hold the file in large folios
+    // (up to 2 MiB, from readahead), and a fault on one 4 KiB bias maps its whole folio, most of it
+    // the bytes of repacked matrices this process already copied.
+    constexpr size_t kInPlaceMin = size_t(64) << 10;
+    auto in_place = [&](const ggml_tensor * t) {
+        return use_mmap && !own.count(t) && ggml_nbytes(t) >= kInPlaceMin;
+    };
     auto copied = [&](const ggml_tensor * t) { return !in_place(t); };
     model.buf_w = alloc_host(ctx, copied, &model.host_w);
     if (model.buf_w) {
         ggml_backend_buffer_set_usage(model.buf_w, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
         model.n_bytes = int64_t(ggml_backend_buffer_get_size(model.buf_w));
     }
-    if (!use_mmap) {
+    bool any_in_place = false;
+    each_tensor(ctx, [&](ggml_tensor * t) { any_in_place = any_in_place || in_place(t); });
+    if (!any_in_place) {  // nothing to share (every matrix repacked): no mapping to keep
         read_tensors(path, g, ctx, copied);
         return;
     }

@@ -1,10 +1,11 @@
 // Where a model's weight bytes live. On the CPU the file is memory-mapped (as llama.cpp does): every
 // tensor the engine uses as stored (norms, biases, tables, quantized matrices, and every matrix on a
-// CPU whose kernels are ggml's) is used in place from the mapping, so a load costs page-table
-// entries and processes serving one file share one copy in the page cache. The matrices the
-// engine's own kernel repacks (gemm::pack_in_place) need a copy of their own: they go to 64-byte
-// aligned memory, and their pages of the mapping are dropped again once copied. Without a mapping
-// (CUDA, or use_mmap = 0) every tensor is read into memory of the backend's.
+// CPU whose kernels are ggml's) of 64 KiB or more is used in place from the mapping, so a load costs
+// page-table entries and processes serving one file share one copy in the page cache. The matrices
+// the engine's own kernel repacks (gemm::pack_in_place) need a copy of their own: they go to 64-byte
+// aligned memory, and their pages of the mapping are dropped again once copied; small tensors are
+// copied too (weights.cpp says why). Without a mapping (CUDA, use_mmap = 0, or nothing left to use
+// in place) every tensor is read into memory of the backend's.
 #pragma once
 
 #include "gguf.h"
