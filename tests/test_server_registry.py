@@ -408,3 +408,19 @@ def test_load_unload_cycles_give_the_memory_back(models_dir: Path) -> None:
 
     grown = asyncio.run(body()) / 1024
     assert grown < 16, f"RSS grew {grown:.1f} MiB over 24 load/unload cycles"
+
+
+def test_skip_smoke_test_marks_the_model_resident_without_the_call(
+    models_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--skip-smoke-test: the same broken warm input does not fail the load (the call is not made);
+    the request then runs on its own input."""
+    monkeypatch.setattr(workers_mod, "warm_input", lambda model: np.zeros((1, 3, 1, 7, 7), np.float32))
+
+    async def body() -> None:
+        async with in_process(models_dir=str(models_dir), skip_smoke_test=True) as (client, _app):
+            r = await _post(client, "/v1/embeddings", {"model": "beta", "input": image_item(1)})
+            assert r.status == 200, await r.text()
+
+    run(body)
+

@@ -652,10 +652,44 @@ def render_scheduler_sim(data: dict[str, Any]) -> str:
     for name in devs:
         header += [f"{name} idle s", f"{name} share"]
     lines += _table(header, rows, "lrr" + "rr" * len(devs))
+    best = SIM_POLICIES[data["best_static"]]
     lines += ["", f"The converging queue ends the burst in {_ratio(data['ratio_vs_best_static'])} the best "
-              f"static split's time ({SIM_POLICIES[data['best_static']]}) and {_ratio(data['ratio_vs_even'])} the "
-              f"even split's; the bound (total cost over the summed speeds) is {data['ideal_makespan_s']:.2f} s.",
+              f"static split's time ({best}) and {_ratio(data['ratio_vs_even'])} the even split's; the "
+              f"bound (total cost over the summed speeds) is {data['ideal_makespan_s']:.2f} s.",
               "", "Source: `tests/results/scheduler-sim.json` (`python tools/sim_scheduler.py`)."]
+    return "\n".join(lines) + "\n"
+
+
+def render_bench_load(data: dict[str, Any]) -> str:
+    """bench-load.json (tools/bench_load.py): a cold load read into memory of its own against
+    memory-mapped, warm and cold page cache, per file type, and two processes on one file."""
+    lines = [run_record(data), ""]
+    shape = data["model_shape"]
+    lines.append(f"ViT-L/16-shaped file ({shape['embed_dim']} wide, {shape['n_layer']} blocks), random weights; "
+                 f"medians of {data['rounds']} rounds, each cell a fresh process:")
+    lines.append("")
+    rows = []
+    for c in data["cells"].values():
+        m = c["median"]
+        rows.append([
+            f"{c['model']} ({data['file_mb'][c['model']]:.0f} MiB)", "mapped" if c["mode"] == "mmap" else "read",
+            c["cache"], f"{m['load_s'] * 1000:.0f}", f"{m['first_s'] * 1000:.0f}",
+            f"{m['rss_mb']:.0f}", f"{m['anon_mb']:.0f}", f"{m['file_mb']:.0f}", f"{m['n_bytes_mapped_mb']:.0f}",
+        ])
+    lines += _table(["file", "weights", "page cache", "load ms", "first encode ms", "RSS MiB",
+                     "of it own MiB", "of it file pages MiB", "mapped MiB"], rows, "lllrrrrrr")
+    lines.append("")
+    two = data["two_processes"]
+    rows = []
+    for name, pair in two.items():
+        model, mode = name.split("-", 1)
+        rows.append([model, "mapped" if mode == "mmap" else "read",
+                     f"{pair['first']['pss_while_shared_mb']:.0f}", f"{pair['second']['pss_while_shared_mb']:.0f}",
+                     f"{pair['first']['pss_while_shared_mb'] + pair['second']['pss_while_shared_mb']:.0f}"])
+    lines.append("Two processes serving one file (warm), proportional set size of each while both map it:")
+    lines.append("")
+    lines += _table(["file", "weights", "first PSS MiB", "second PSS MiB", "both MiB"], rows, "llrrr")
+    lines += ["", "Source: `tests/results/bench-load.json` (`python tools/bench_load.py`)."]
     return "\n".join(lines) + "\n"
 
 
@@ -667,6 +701,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench-world": render_bench_world,
     "server-bench": render_server_bench,
     "scheduler-sim": render_scheduler_sim,
+    "bench-load": render_bench_load,
 }
 
 

@@ -92,7 +92,7 @@ async def open_engine(
         model = await asyncio.to_thread(jepa.Model, entry.path, s.device, mmap=not s.no_mmap)
     workers = WorkerPool(model, s.workers, s.graph_threads, s.max_batch)
     try:
-        await asyncio.to_thread(workers.start)
+        await asyncio.to_thread(workers.start, not s.skip_smoke_test)
     except jepa.JepaError as exc:
         await asyncio.to_thread(workers.stop)
         why = f"it loads, but its smoke test (one call on each worker) failed: {exc}"

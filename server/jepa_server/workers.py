@@ -90,13 +90,14 @@ class WorkerPool:
         self.gate = threading.Event()
         self.gate.set()
 
-    def start(self) -> None:
-        """Make the contexts, run one warm graph on each, start the threads. Blocking: call it off
-        the event loop."""
-        x = warm_input(self.model)
+    def start(self, warm: bool = True) -> None:
+        """Make the contexts, run one warm graph on each (the server's smoke test; `warm=False`
+        skips it), start the threads. Blocking: call it off the event loop."""
+        x = warm_input(self.model) if warm else None
         for _ in range(self.size):
             ctx = self.model.context(threads=self._threads_per_graph, max_batch=self._max_batch)
-            ctx.encode(x)
+            if x is not None:
+                ctx.encode(x)
             self._contexts.append(ctx)
         for i, ctx in enumerate(self._contexts):
             name = f"jepa-{self.label}-worker-{i}" if self.label else f"jepa-worker-{i}"
