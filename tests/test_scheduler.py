@@ -64,8 +64,10 @@ def _sched(*specs: DeviceSpec, max_batch: int = 8, **kw: object) -> Scheduler[st
 
 
 def test_ranking_by_budget_until_measured_then_by_speed_or_by_weight() -> None:
+    s = _sched(DeviceSpec("cpu", math.inf), DeviceSpec("cuda:1", 20), DeviceSpec("cuda:0", 40))
+    # The prior: an accelerator first (even against an unbounded CPU), then the bigger budget.
+    assert s.ranking() == ["cuda:0", "cuda:1", "cpu"]
     s = _sched(DeviceSpec("cpu", 10), DeviceSpec("cuda:0", 40))
-    assert s.ranking() == ["cuda:0", "cpu"]  # the prior: the bigger budget
     assert s.end_for("cuda:0") == "expensive" and s.end_for("cpu") == "cheap"
     for name, seconds in (("cpu", 1.0), ("cuda:0", 8.0)):  # measured: the CPU is the faster
         s.push(name, 4, "k")
@@ -188,3 +190,21 @@ def test_input_cost_counts_tokens_and_frames(tiny_vit_path: str, tiny_vjepa2_enc
     size = video.info.img_size
     short, long = (input_cost(video, (3, f, size, size)) for f in (2, 8))
     assert long > 4 * short  # 4x the tokens, and attention grows with them
+
+
+def test_a_batch_waiting_ahead_moves_to_a_free_device_only_when_it_ends_sooner_there() -> None:
+    s = _measured(1.0, 4.0)  # cpu 1, cuda:0 4 cost per second
+    s.push("x", 8, "img")
+    batch = s.take("cuda:0", 0.0)  # handed to the GPU ahead, behind work of its own
+    assert batch is not None
+    # On the GPU it ends after (waits_for + 8) / 4 s; on the CPU after 8 s.
+    assert not s.sooner_elsewhere(batch, "cpu", 0.0, waits_for=16)  # 6 s there, 8 s here
+    assert s.sooner_elsewhere(batch, "cpu", 0.0, waits_for=28)  # 9 s there
+    moved = s.move(batch, "cpu", 1.0)
+    assert moved.device == "cpu" and moved.id == batch.id
+    assert batch.id not in s.devices["cuda:0"].running and s.devices["cpu"].running[batch.id] == (8, 1.0)
+    assert s.remaining(moved, 3.0) == 6  # 2 s at 1 cost per second
+    unmeasured = _sched(DeviceSpec("cpu"), DeviceSpec("cuda:0"))
+    unmeasured.push("y", 1, "img")
+    b = unmeasured.take("cuda:0", 0.0)
+    assert b is not None and unmeasured.sooner_elsewhere(b, "cpu", 0.0, 0.0)  # a free worker wins

@@ -175,6 +175,33 @@ def test_one_replica_has_nothing_to_retry_on(model: jepa.Model) -> None:
     asyncio.run(_serving([Replica("cpu", pool)], body))
 
 
+def test_a_batch_handed_ahead_to_a_busy_device_is_stolen_by_a_free_one(model: jepa.Model) -> None:
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal((3, 4, 48, 48)).astype(np.float32) for _ in range(3)]
+    (reference,) = _one_at_a_time(model, [xs])
+    a, b = _pools(model, {}, {})
+    # cpu-a ranks first (the bigger budget): it takes the first item, then, busy, a full pair ahead.
+    replicas = [Replica("cpu-a", a, budget=math.inf), Replica("cpu-b", b, budget=1e9)]
+
+    async def body(d: Dispatcher) -> None:
+        a.gate.clear()  # cpu-a's worker holds its first graph
+        first = asyncio.create_task(d.run_batched(encode_op, "mean", xs[:1]))
+        while d.busy < 1:
+            await asyncio.sleep(0.005)
+        # The pair goes to cpu-a ahead, then cpu-b (free, nothing queued) takes it back and runs it.
+        pair = await asyncio.wait_for(d.run_batched(encode_op, "mean", xs[1:]), 10)
+        assert d.stolen == 1 and not first.done()
+        assert d.devices["cpu-b"].items == 2 and d.groups == 2 and d.dispatched == 3
+        a.gate.set()
+        done = [*(await first), *pair]
+        assert all(np.array_equal(bits(g.value), bits(r)) for r, g in zip(reference, done, strict=True))
+        assert d.devices["cpu-a"].items == 1
+        assert metric(metrics.render().decode(), "jepa_steals_total", {"device": "cpu-b"}) == 1
+
+    metrics = Metrics()
+    asyncio.run(_serving(replicas, body, max_batch=2, metrics=metrics))
+
+
 def test_which_failures_are_the_devices() -> None:
     assert is_device_failure(jepa.BackendError("x"))
     assert is_device_failure(jepa.ResourceLimitError("out of memory"))  # another device may have it

@@ -12,7 +12,9 @@ A partial batch waits up to max_wait for more compatible tasks, but only while n
 waiting: an incompatible task in the queue ends the wait. While every worker of a replica is busy, a
 *full* batch (max_batch tasks, its budget, or a task that runs whole) is handed to it ahead, at most
 one per worker: the worker that frees first starts it at once, without a round trip through the
-event loop between two graphs. A partial batch is never handed over early.
+event loop between two graphs. A partial batch is never handed over early. Until a worker starts
+it, a batch handed ahead may be stolen: a free worker of another replica with nothing queued takes
+it back (WorkerPool.revoke) when it would end sooner there.
 
 A batch that fails on a device (the engine's 5xx-class errors: a backend failure, memory exhausted)
 is queued again once for the other replicas; a refused input fails the same everywhere and is not
@@ -80,6 +82,8 @@ class Dispatcher:
         self.groups = 0  # batches handed to workers so far
         self.dispatched = 0  # tasks handed to workers so far (a retried task counts again)
         self.retried = 0  # batches queued again after a device failure
+        self.stolen = 0  # batches taken back from a busy device for another's free worker
+        self._gids: dict[int, int] = {}  # batch id -> its pool's group id (for revoke)
         metrics.workers.labels("idle").set(self._workers)
         metrics.workers.labels("busy").set(0)
 
@@ -141,31 +145,57 @@ class Dispatcher:
         """Forever: take a batch for a replica with a free worker (or a full one while all its
         workers are busy), hand it over."""
         while True:
-            replica, batch = await self._next_batch()
-            self.groups += 1
-            self.dispatched += len(batch)
-            self._metrics.batch_size.observe(len(batch))
+            replica, batch, stolen = await self._next_batch()
+            if not stolen:  # a stolen batch was counted when it was first handed over
+                self.groups += 1
+                self.dispatched += len(batch)
+                self._metrics.batch_size.observe(len(batch))
             self._outstanding[replica.device][batch.id] = batch
-            replica.workers.submit([e.item for e in batch.entries], self._reporter(batch))
+            self._gids[batch.id] = replica.workers.submit([e.item for e in batch.entries],
+                                                          self._reporter(batch))
             self._set_gauges()
 
-    async def _next_batch(self) -> tuple[Replica, Batch[Task]]:
+    async def _next_batch(self) -> tuple[Replica, Batch[Task], bool]:
+        """The next batch, the replica to hand it to, and whether it was stolen from another."""
         while True:
             self._sched.queue.discard(lambda t: t.future.done())  # abandoned by their requests
-            if len(self._sched.queue):
-                now = time.perf_counter()
-                for device in self._sched.ranking():  # the fastest first: it takes the expensive end
-                    replica, running = self.replicas[device], len(self._outstanding[device])
-                    if running < replica.workers.size:
-                        batch = self._sched.take(device, now)
-                        if batch is not None:
-                            return replica, await self._wait_for_company(batch)
-                    elif running < 2 * replica.workers.size:
-                        batch = self._sched.take(device, now, full_only=True)
-                        if batch is not None:
-                            return replica, batch
+            now = time.perf_counter()
+            for device in self._sched.ranking():  # the fastest first: it takes the expensive end
+                replica, running = self.replicas[device], len(self._outstanding[device])
+                if running < replica.workers.size:
+                    batch = self._sched.take(device, now) if len(self._sched.queue) else None
+                    if batch is not None:
+                        return replica, await self._wait_for_company(batch), False
+                    batch = self._steal(device, now)
+                    if batch is not None:
+                        return replica, batch, True
+                elif running < 2 * replica.workers.size and len(self._sched.queue):
+                    batch = self._sched.take(device, now, full_only=True)
+                    if batch is not None:
+                        return replica, batch, False
             self._arrived.clear()
             await self._arrived.wait()
+
+    def _steal(self, thief: str, now: float) -> Batch[Task] | None:
+        """A batch handed ahead to another replica that has not started there, taken back for
+        `thief`'s free worker when it would end sooner on it (the work-stealing half of the
+        policy: a batch handed ahead is not promised to its device)."""
+        for victim, replica in self.replicas.items():
+            revoke = getattr(replica.workers, "revoke", None)
+            batches = list(self._outstanding[victim].values())
+            if victim == thief or revoke is None or len(batches) <= replica.workers.size:
+                continue
+            waits_for = sum(self._sched.remaining(b, now) for b in batches[: replica.workers.size])
+            for batch in batches[replica.workers.size:]:
+                sooner = self._sched.sooner_elsewhere(batch, thief, now, waits_for)
+                if sooner and revoke(self._gids[batch.id]):
+                    del self._outstanding[victim][batch.id]
+                    self._gids.pop(batch.id, None)
+                    self.stolen += 1
+                    self._metrics.steals.labels(thief).inc()
+                    return self._sched.move(batch, thief, now)
+                waits_for += batch.cost
+        return None
 
     async def _wait_for_company(self, batch: Batch[Task]) -> Batch[Task]:
         """A partial batch waits up to max_wait for compatible tasks, while nothing else waits."""
@@ -197,6 +227,7 @@ class Dispatcher:
                 took: float) -> None:
         device = batch.device
         self._outstanding[device].pop(batch.id, None)
+        self._gids.pop(batch.id, None)
         self._arrived.set()  # a worker is free, or has room for a batch ahead
         failed = isinstance(outcome, BaseException)
         self._sched.finish(batch, took, ok=not failed)

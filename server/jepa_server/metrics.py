@@ -72,6 +72,12 @@ class Metrics:
             ["device"],
             registry=r,
         )
+        self.steals = Counter(
+            "jepa_steals",
+            "Batches taken back from a busy device before they started, by the device that ran them.",
+            ["device"],
+            registry=r,
+        )
         # The registry (registry.py): loads, unloads and what is resident.
         self.model_events = Counter(
             "jepa_model_events",

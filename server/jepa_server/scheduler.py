@@ -229,6 +229,11 @@ class CostQueue(Generic[T]):
 # -- the policy ---------------------------------------------------------------------------------
 
 
+def _is_cpu(name: str) -> bool:
+    """A CPU replica's name: "cpu", or a label that starts so ("cpu#2")."""
+    return name.startswith("cpu")
+
+
 @dataclass(frozen=True)
 class DeviceSpec:
     name: str  # "cpu", "cuda:0", ...
@@ -286,17 +291,19 @@ class Scheduler(Generic[T]):
 
     def ranking(self) -> list[str]:
         """Device names, fastest first: by weight where every device has one; else by measured speed
-        once every device has one; before that by budget (a device with more free memory is
-        usually the bigger one), then in the order given."""
+        once every device has one; before that an accelerator before the CPU, and of two alike the
+        one with the larger budget (more free memory is usually the bigger device); then in the
+        order given."""
         order = list(self.devices)
         states = self.devices.values()
+        rate: dict[str, tuple[float, float]]
         if self._weighted:
-            rate = {d.spec.name: float(d.spec.weight or 0.0) for d in states}
+            rate = {d.spec.name: (float(d.spec.weight or 0.0), 0.0) for d in states}
         elif all(d.speed is not None for d in states):
-            rate = {d.spec.name: float(d.speed or 0.0) for d in states}
+            rate = {d.spec.name: (float(d.speed or 0.0), 0.0) for d in states}
         else:
-            rate = {d.spec.name: d.spec.budget for d in states}
-        return sorted(order, key=lambda n: (-rate[n], order.index(n)))
+            rate = {d.spec.name: (float(not _is_cpu(d.spec.name)), d.spec.budget) for d in states}
+        return sorted(order, key=lambda n: (-rate[n][0], -rate[n][1], order.index(n)))
 
     def end_for(self, device: str, now: float = 0.0) -> End:
         if len(self.devices) == 1:
@@ -356,6 +363,30 @@ class Scheduler(Generic[T]):
         if seconds > 0:
             sample = batch.cost / seconds
             d.speed = sample if d.speed is None else (1 - self.alpha) * d.speed + self.alpha * sample
+
+    def sooner_elsewhere(self, batch: Batch[T], device: str, now: float, waits_for: float) -> bool:
+        """Whether `batch`, handed to its device ahead and not started there, would end sooner on
+        `device` (which has a free worker now) than behind the `waits_for` cost units of work its
+        own device has to do first. Unmeasured speeds: yes (a free worker beats a queue)."""
+        home, free = self.devices[batch.device], self.devices[device]
+        if device in batch.entries[0].avoid:
+            return False
+        if home.speed is None or free.speed is None:
+            return True
+        return batch.cost / free.speed < (waits_for / home.spec.slots + batch.cost) / home.speed
+
+    def move(self, batch: Batch[T], device: str, now: float) -> Batch[T]:
+        """`batch`, taken back from its device before it started, now running on `device`."""
+        self.devices[batch.device].running.pop(batch.id, None)
+        moved = replace(batch, device=device)
+        self.devices[device].running[moved.id] = (moved.cost, now)
+        return moved
+
+    def remaining(self, batch: Batch[T], now: float) -> float:
+        """The cost of `batch` its device has still to do, by its speed since it was taken."""
+        d = self.devices[batch.device]
+        cost, start = d.running.get(batch.id, (batch.cost, now))
+        return max(0.0, cost - (now - start) * float(d.speed or 0.0))
 
     def retry(self, batch: Batch[T], entries: Sequence[Entry[T]] | None = None) -> bool:
         """Queue a failed batch's tasks again (all, or `entries`) for any device but the one they

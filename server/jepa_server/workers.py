@@ -86,6 +86,10 @@ class WorkerPool:
         self._threads: list[threading.Thread] = []
         self._contexts: list[jepa.Context] = []
         self._next_group = 0
+        # Groups submitted that no worker has started: the dispatcher may take one back (revoke)
+        # for another device's free worker.
+        self._unstarted: set[int] = set()
+        self._claim = threading.Lock()
         # Test hook: clear() makes every worker wait before its next group, set() lets them run.
         self.gate = threading.Event()
         self.gate.set()
@@ -108,8 +112,19 @@ class WorkerPool:
     def submit(self, group: list[Task], report: Report) -> int:
         """Queue a group for the next free worker; `report` is called from that worker thread."""
         self._next_group += 1
+        with self._claim:
+            self._unstarted.add(self._next_group)
         self._jobs.put((group, report, self._next_group))
         return self._next_group
+
+    def revoke(self, group_id: int) -> bool:
+        """Take back a submitted group that no worker has started: True when it will not run here
+        (its report is never called); False when a worker already has it."""
+        with self._claim:
+            if group_id not in self._unstarted:
+                return False
+            self._unstarted.discard(group_id)
+            return True
 
     def stop(self, timeout: float = 30.0) -> None:
         """Let the workers finish what they hold and exit, waiting `timeout` seconds in all (the
@@ -136,6 +151,10 @@ class WorkerPool:
                 return
             group, report, group_id = job
             self.gate.wait()
+            with self._claim:  # taken back for another device while it waited
+                if group_id not in self._unstarted:
+                    continue
+                self._unstarted.discard(group_id)
             started = time.perf_counter()
             outcome: list[Any] | BaseException
             try:
