@@ -10,7 +10,6 @@ server's smoke test on it (one encode of the model's native shape) and frees it 
 
 from __future__ import annotations
 
-import argparse
 import errno
 import os
 import socket
@@ -21,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .catalog import Catalog, CatalogError, model_paths
-from .settings import Settings, SettingsError, load_settings
+from .settings import Settings, SettingsError, load_settings, subcommand_args
 
 
 @dataclass(frozen=True)
@@ -164,16 +163,14 @@ def preflight(s: Settings, warm: str | None = None) -> list[Finding]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """jepa-server check [--warm] [the server's own flags]."""
-    p = argparse.ArgumentParser(prog="jepa-server check", add_help=False)
-    p.add_argument("--warm", nargs="?", const="", default=None, metavar="MODEL")
-    p.add_argument("-h", "--help", action="store_true")
-    own, rest = p.parse_known_args(argv)
-    if own.help:
-        print(__doc__)
-        print("usage: jepa-server check [--warm [MODEL]] [jepa-server's flags: -m FILE, --models-dir DIR, "
-              "--config FILE, ...]")
+    """jepa-server check [--warm [MODEL]] [the server's own flags]."""
+    def own_flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--warm", nargs="?", const="", default=None, metavar="MODEL")
+
+    args = subcommand_args("check", __doc__ or "", "[--warm [MODEL]]", argv, own_flags)
+    if args is None:
         return 0
+    own, rest = args
     try:
         s = load_settings(rest)
     except SettingsError as exc:

@@ -9,7 +9,6 @@ file whose header cannot be read is listed with the reason (`jepa-server check` 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .catalog import Catalog, CatalogError, ModelEntry, dtype_name, model_paths
-from .settings import Settings, SettingsError, resolve_settings
+from .settings import Settings, SettingsError, resolve_settings, subcommand_args
 
 _CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
 
@@ -154,15 +153,11 @@ def _print(r: dict[str, Any], api_key_set: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """jepa-server info [--json] [the server's own flags]."""
-    p = argparse.ArgumentParser(prog="jepa-server info", add_help=False)
-    p.add_argument("--json", action="store_true")
-    p.add_argument("-h", "--help", action="store_true")
-    own, rest = p.parse_known_args(argv)
-    if own.help:
-        print(__doc__)
-        print("usage: jepa-server info [--json] [jepa-server's flags: -m FILE, --models-dir DIR, "
-              "--config FILE, ...]")
+    args = subcommand_args("info", __doc__ or "", "[--json]", argv,
+                           lambda p: p.add_argument("--json", action="store_true"))
+    if args is None:
         return 0
+    own, rest = args
     try:
         s, sources = resolve_settings(rest)
     except SettingsError as exc:

@@ -14,7 +14,7 @@ import dataclasses
 import os
 import tomllib
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union, cast, get_args, get_origin, get_type_hints
 
@@ -191,6 +191,25 @@ class Settings:
         help="Most candidate-steps one /rollout runs: candidates × steps for a rollout, samples × "
         "horizon × cem_steps for a plan (400 above).",
     )
+    # -- text models (family bert): bounded before tokenizing, then in tokens
+    max_request_chars: int = _opt(
+        "--max-request-chars",
+        default=1_000_000,
+        help="Most characters of text in one request to a text model, counted before tokenizing "
+        "(413 above).",
+    )
+    max_request_tokens: int = _opt(
+        "--max-request-tokens",
+        default=131_072,
+        help="Most tokens one request's texts tokenize to, after truncation to the model's max_seq_len "
+        "(413 above).",
+    )
+    text_token_budget: int = _opt(
+        "--text-token-budget",
+        default=8192,
+        help="Most tokens in one engine call of a text model: a batch's texts, shortest first, until the "
+        "next would pass it (no padding either way).",
+    )
     max_concurrent_requests: int = _opt(
         "--max-concurrent-requests", default=64, help="Requests computing or queued at once."
     )
@@ -270,6 +289,9 @@ class Settings:
             (self.max_clip_pixels < 1, "max_clip_pixels must be at least 1"),
             (self.max_response_mb <= 0, "max_response_mb must be positive"),
             (self.max_rollout_work < 1, "max_rollout_work must be at least 1"),
+            (self.max_request_chars < 1, "max_request_chars must be at least 1"),
+            (self.max_request_tokens < 1, "max_request_tokens must be at least 1"),
+            (self.text_token_budget < 1, "text_token_budget must be at least 1"),
             (self.request_timeout_s <= 0, "request_timeout_s must be positive"),
             (self.header_timeout_s <= 0, "header_timeout_s must be positive"),
             (self.body_timeout_s <= 0, "body_timeout_s must be positive"),
@@ -454,6 +476,23 @@ def build_parser() -> argparse.ArgumentParser:
             kwargs.update(type=want, metavar=meta["metavar"] or f.name.upper())
         parser.add_argument(*meta["flags"], **kwargs)
     return parser
+
+
+def subcommand_args(
+    name: str, doc: str, own: str, argv: Sequence[str] | None, add: Callable[[argparse.ArgumentParser], Any]
+) -> tuple[argparse.Namespace, list[str]] | None:
+    """A `jepa-server NAME` subcommand's own flags (declared by `add`, spelled `own` in its usage)
+    and the rest, which are the server's own settings. None when -h was asked (printed)."""
+    p = argparse.ArgumentParser(prog=f"jepa-server {name}", add_help=False)
+    add(p)
+    p.add_argument("-h", "--help", action="store_true")
+    ns, rest = p.parse_known_args(argv)
+    if ns.help:
+        print(doc)
+        print(f"usage: jepa-server {name} {own} [jepa-server's flags: -m FILE, --models-dir DIR, "
+              "--config FILE, ...]")
+        return None
+    return ns, rest
 
 
 def load_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> Settings:
