@@ -10,6 +10,7 @@ server's smoke test on it (one encode of the model's native shape) and frees it 
 
 from __future__ import annotations
 
+import argparse
 import errno
 import os
 import socket
