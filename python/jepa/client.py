@@ -173,21 +173,27 @@ class Client:
             body["pool"] = pool
         if dimensions is not None:
             body["dimensions"] = dimensions
-        out = self._call("POST", "/v1/embeddings", body)
-        rows = []
-        for entry in sorted(out["data"], key=lambda e: e["index"]):
-            shape = entry.get("shape") or [entry["dim"]]
-            if encoding_format == "base64":
-                row = np.frombuffer(base64.b64decode(entry["embedding"]), dtype="<f4")
-            else:
-                row = np.asarray(entry["embedding"], dtype=np.float32)
-            rows.append(row.astype(np.float32).reshape(shape))
-        if len({r.shape for r in rows}) > 1:
-            counts = sorted({r.shape[0] for r in rows})
-            raise ValueError(
-                f"pool 'none' gave items with different token counts ({counts}): embed them separately"
-            )
-        return np.stack(rows)
+        return _rows(self._call("POST", "/v1/embeddings", body), encoding_format)
+
+    def embed_text(
+        self,
+        texts: str | Sequence[str],
+        pool: str | None = None,
+        encoding_format: str = "base64",
+        dimensions: int | None = None,
+    ) -> np.ndarray:
+        """Embed one text or a list with a text model: [n, D] float32 (the file's pooling and
+        normalisation unless `pool` overrides it; `dimensions` keeps the first values, re-normalised)."""
+        if isinstance(texts, str):
+            texts = [texts]
+        if not all(isinstance(t, str) for t in texts):
+            raise TypeError("embed_text takes strings")
+        body: dict[str, Any] = {"input": list(texts), "encoding_format": encoding_format}
+        if pool is not None:
+            body["pool"] = pool
+        if dimensions is not None:
+            body["dimensions"] = dimensions
+        return _rows(self._call("POST", "/v1/embeddings", body), encoding_format)
 
     def classify(self, items: Any, top_k: int = 5) -> list[dict[str, Any]]:
         """The top_k classes per item, in item order (a model with a classifier head): each
@@ -238,6 +244,25 @@ class Client:
             raise _server_error(exc) from None
         except urllib.error.URLError as exc:
             raise ServerError(f"cannot reach {self.url}: {exc.reason}", 0) from None
+
+
+
+def _rows(out: Mapping[str, Any], encoding_format: str) -> np.ndarray:
+    """An /v1/embeddings answer's vectors, in input order, float32."""
+    rows = []
+    for entry in sorted(out["data"], key=lambda e: e["index"]):
+        shape = entry.get("shape") or [entry["dim"]]
+        if encoding_format == "base64":
+            row = np.frombuffer(base64.b64decode(entry["embedding"]), dtype="<f4")
+        else:
+            row = np.asarray(entry["embedding"], dtype=np.float32)
+        rows.append(row.astype(np.float32).reshape(shape))
+    if len({r.shape for r in rows}) > 1:
+        counts = sorted({r.shape[0] for r in rows})
+        raise ValueError(
+            f"pool 'none' gave items with different token counts ({counts}): embed them separately"
+        )
+    return np.stack(rows)
 
 
 def _server_error(exc: urllib.error.HTTPError) -> ServerError:

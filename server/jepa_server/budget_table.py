@@ -65,6 +65,25 @@ BUDGETS: tuple[Budget, ...] = (
         fixed="one full-resolution frame at a time",
     ),
     Budget(
+        "text per request",
+        ("max_request_chars",),
+        "the parsed request's strings (text models), before tokenizing",
+        "413 `input_too_large`",
+    ),
+    Budget(
+        "tokens per request",
+        ("max_request_tokens",),
+        "the texts once tokenized and truncated to the model's max_seq_len (token-id arrays as given), "
+        "before any is encoded",
+        "413 `input_too_large`",
+    ),
+    Budget(
+        "tokens per engine call",
+        ("text_token_budget",),
+        "a text batch, shortest texts first: a call ends before the text that would pass it",
+        "— (batches are cut, nothing refused)",
+    ),
+    Budget(
         "the answer",
         ("max_response_mb",),
         "estimated at its largest from the request alone (a float as 25 bytes of JSON, 16/3 in base64; "

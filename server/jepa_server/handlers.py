@@ -15,6 +15,7 @@ from aiohttp.web_protocol import RequestPayloadError
 
 import jepa
 
+from . import text as texts
 from .admission import Admission
 from .budget import (
     check_response,
@@ -178,10 +179,13 @@ async def embeddings(request: web.Request) -> web.StreamResponse:
 
 
 async def _embeddings(request: web.Request, engine: Engine, body: dict[str, Any]) -> web.StreamResponse:
+    if engine.model.is_text:
+        return await texts.embeddings(request, engine, body)
     fmt = opt_str(body, "encoding_format", ("float", "base64")) or "float"
     dims = _dimensions(engine, body)
     pool = _pool(engine.model, body)
-    items = parse_items(body.get("input"), engine.pipeline.files.resolve, _limits(request))
+    resolve = engine.pipeline.files.resolve
+    items = texts.media_items(engine, body.get("input"), resolve, _limits(request), "input")
     check_response(embedding_bytes(engine.model, items, pool, fmt, dims), request.app[SETTINGS])
     result = await _embed(request, engine, items, pool)
     data = []
@@ -203,10 +207,13 @@ async def embed_tei(request: web.Request) -> web.StreamResponse:
 
 
 async def _embed_tei(request: web.Request, engine: Engine, body: dict[str, Any]) -> web.StreamResponse:
+    if engine.model.is_text:
+        return await texts.embed_tei(request, engine, body)
     dims = _dimensions(engine, body)
     normalize = opt_bool(body, "normalize", False)
     pool = _pool(engine.model, body)
-    items = parse_items(body.get("inputs"), engine.pipeline.files.resolve, _limits(request), name="inputs")
+    resolve = engine.pipeline.files.resolve
+    items = texts.media_items(engine, body.get("inputs"), resolve, _limits(request), "inputs")
     check_response(embedding_bytes(engine.model, items, pool, "float", dims), request.app[SETTINGS])
     result = await _embed(request, engine, items, pool)
     return await _json([truncate(v, dims, normalize).tolist() for v in result.vectors], result)
@@ -432,7 +439,7 @@ async def info(request: web.Request) -> web.StreamResponse:
 
 def _model_entry(engine: Engine) -> dict[str, Any]:
     head = {"id": engine.model_id, "file": engine.file_name, "dtype": engine.dtype}
-    return {**head, **model_json(engine.model)}
+    return {**head, **model_json(engine.model), **texts.info_fields(engine)}
 
 
 async def metrics(request: web.Request) -> web.StreamResponse:

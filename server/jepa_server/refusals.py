@@ -29,6 +29,12 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(400, "truncated or invalid base64", ("invalid_base64",)),
     Refusal(
         400,
+        "an image or a video sent to a text model; text or token ids sent to an image or video model "
+        "(the message names the model's modality)",
+        ("wrong_modality",),
+    ),
+    Refusal(
+        400,
         "bytes that are not an image (or video), or an input the engine refuses (by class)",
         ("invalid_input", "unsupported"),
     ),

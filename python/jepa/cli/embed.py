@@ -99,12 +99,18 @@ def _positive(text: str) -> int:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog=PROG,
-        description="Embed images, frame folders and video files with a jepa GGUF model.",
+        description="Embed images, frame folders and video files, or texts (a text model: --text, .txt and "
+        ".jsonl files), with a jepa GGUF model.",
         epilog="Exit status: 0 done, 1 a bad input (or nothing could be embedded), 2 bad usage or model.",
     )
     p.add_argument("-m", "--model", required=True, metavar="MODEL.gguf", help="the GGUF model file")
     p.add_argument(
-        "inputs", nargs="+", metavar="INPUT", help="image or video files, directories (recursive), globs"
+        "inputs", nargs="*", metavar="INPUT",
+        help="image or video files, directories (recursive), globs; for a text model .txt (a text per line) "
+        "and .jsonl (a JSON string or {\"text\": ...} per line) files",
+    )
+    p.add_argument(
+        "--text", action="append", metavar="TEXT", help="a text to embed (text models; repeatable)"
     )
     p.add_argument(
         "-o",
@@ -113,7 +119,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="out.npy (vectors) or out.npz (vectors and names); default: text",
     )
     p.add_argument(
-        "--pool", choices=("mean", "cls", "none"), help="default: cls if the model has one, else mean"
+        "--pool", choices=("mean", "cls", "none", "last_token"),
+        help="default: cls if the model has one, else mean; a text model's default is its file's pooling",
     )
     group = p.add_mutually_exclusive_group()
     group.add_argument(
@@ -136,6 +143,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--keep-going", action="store_true", help="report bad inputs and embed the rest")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
     args = p.parse_args(argv)
+    if not args.inputs and not args.text:
+        p.error("give at least one INPUT (or --text for a text model)")
     if args.output and os.path.splitext(args.output)[1].lower() not in (".npy", ".npz"):
         p.error(f"-o must end in .npy or .npz, got {args.output!r}")
     if args.pool == "none" and not args.output:
@@ -225,6 +234,14 @@ def run(args: argparse.Namespace) -> int:
     except (JepaError, OSError) as e:
         print(f"{PROG}: error: cannot load model {args.model!r}: {e}", file=sys.stderr)
         return EXIT_USAGE
+    if model.is_text:
+        from .embed_text import run_text
+
+        return run_text(args, model, lambda names, vectors: _finish(args, names, vectors, 0))
+    if args.text:
+        print(f"{PROG}: error: --text needs a text model; this is an {model.info.modality} model",
+              file=sys.stderr)
+        return EXIT_USAGE
     clips = args.clip or (not args.as_images and model.info.modality == "video")
     entries = expand(args.inputs, clips)
     show = not args.quiet and sys.stderr.isatty()
@@ -242,14 +259,19 @@ def run(args: argparse.Namespace) -> int:
     if not job.rows:
         print(f"{PROG}: error: nothing to write: every input was bad", file=sys.stderr)
         return EXIT_BAD_INPUT
+    return _finish(args, job.names, vectors, job.skipped)
+
+
+def _finish(args: argparse.Namespace, names: list[str], vectors: np.ndarray, skipped: int) -> int:
+    """Write the rows (-o or text on stdout) and say what was written."""
     try:
-        _write(args.output, job.names, vectors, sys.stdout)
+        _write(args.output, names, vectors, sys.stdout)
     except OSError as e:
         print(f"{PROG}: error: cannot write {args.output!r}: {e.strerror or e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if not args.quiet and args.output:
-        skipped = f", skipped {job.skipped} bad input(s)" if job.skipped else ""
-        print(f"{PROG}: wrote {list(vectors.shape)} to {args.output}{skipped}", file=sys.stderr)
+        note = f", skipped {skipped} bad input(s)" if skipped else ""
+        print(f"{PROG}: wrote {list(vectors.shape)} to {args.output}{note}", file=sys.stderr)
     return 0
 
 

@@ -1,0 +1,110 @@
+"""jepa-embed for text models: `--text` strings and .txt / .jsonl files, through jepa.text (the code the
+library and the server run), so a text's vector here is bit-identical to jepa.text.embed_text's and the
+server's for the same text.
+
+A .txt file gives one text per non-empty line (named file:LINE); a .jsonl file one per line, each a JSON
+string or an object with a "text" field. Truncation to the model's max_seq_len is reported."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+TEXT_EXTENSIONS = (".txt", ".jsonl")
+
+
+class BadText(Exception):
+    """An input that names no text (a missing file, a malformed line)."""
+
+
+def _jsonl(path: str) -> list[tuple[str, str]]:
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise BadText(f"{path}:{n}: not JSON ({e.msg})") from None
+            if isinstance(value, dict):
+                value = value.get("text")
+            if not isinstance(value, str):
+                raise BadText(f'{path}:{n}: expected a JSON string or an object with a "text" string')
+            out.append((f"{path}:{n}", value))
+    return out
+
+
+def _txt(path: str) -> list[tuple[str, str]]:
+    with open(path, encoding="utf-8") as f:
+        return [(f"{path}:{n}", line.rstrip("\n")) for n, line in enumerate(f, 1) if line.strip()]
+
+
+def text_entries(texts: list[str], inputs: list[str]) -> list[tuple[str, str]]:
+    """(name, text) in command-line order: the --text strings, then each file's texts."""
+    out = [(f"text[{i}]", t) for i, t in enumerate(texts)]
+    for path in inputs:
+        ext = os.path.splitext(path)[1].lower()
+        if ext not in TEXT_EXTENSIONS:
+            raise BadText(f"{path}: a text model reads .txt or .jsonl files (or --text strings)")
+        try:
+            out += _jsonl(path) if ext == ".jsonl" else _txt(path)
+        except FileNotFoundError:
+            raise BadText(f"{path}: no such file") from None
+        except UnicodeDecodeError as e:
+            raise BadText(f"{path}: not UTF-8 text (byte {e.start})") from None
+        except OSError as e:
+            raise BadText(f"{path}: {e.strerror or e}") from None
+    return out
+
+
+def run_text(args: argparse.Namespace, model: Any, write: Any) -> int:
+    """Embed the texts (tokenizer.encode, then encode_tokens: what jepa.text.embed_text runs);
+    `write(names, vectors)` writes the rows as jepa-embed does for images and returns the exit status."""
+    from ..errors import JepaError
+    from ..text import encode_tokens
+
+    prog = "jepa-embed"
+    if args.pool == "none":
+        print(f"{prog}: error: --pool none is for image and video models", file=sys.stderr)
+        return 2
+    try:
+        entries = text_entries(args.text or [], list(args.inputs))
+    except BadText as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
+    if not entries:
+        print(f"{prog}: error: no text to embed (give --text or .txt / .jsonl files)", file=sys.stderr)
+        return 1
+    ctx = model.context(threads=args.threads, max_batch=args.batch)
+    try:
+        seqs = model.tokenizer.encode([t for _, t in entries])
+    except JepaError as e:
+        print(f"{prog}: error: {_name_of(e.message, entries)}", file=sys.stderr)
+        return 1
+    try:
+        vectors = encode_tokens(ctx, seqs, args.pool)
+    except JepaError as e:
+        print(f"{prog}: error: {e.message}", file=sys.stderr)
+        return 1
+    truncated = [name for (name, _), s in zip(entries, seqs, strict=True) if s.truncated]
+    if truncated and not args.quiet:
+        print(
+            f"{prog}: {len(truncated)} text(s) truncated to {model.info.max_seq_len} tokens "
+            f"(first: {truncated[0]})",
+            file=sys.stderr,
+        )
+    return int(write([n for n, _ in entries], np.asarray(vectors, np.float32)))
+
+
+def _name_of(message: str, entries: list[tuple[str, str]]) -> str:
+    """'text 3 is empty' -> '<the entry's name>: text 3 is empty'."""
+    words = message.split()
+    if len(words) > 1 and words[0] == "text" and words[1].isdigit() and int(words[1]) < len(entries):
+        return f"{entries[int(words[1])][0]}: {message}"
+    return message

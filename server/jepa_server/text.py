@@ -1,0 +1,343 @@
+"""Text in /v1/embeddings and /embed (text models, family bert): parsing, budgets, tokenization off the
+event loop, the batched op, the answers, and /info's truncation counters.
+
+A request's texts are parsed and bounded (items, characters) before anything is tokenized, then
+tokenized on a thread with the model's own tokenizer (truncated to its max_seq_len, counted) and
+bounded again in tokens; each text goes to the dispatcher as one task. Its payload is a fixed-shape
+int32 row (the length, the ids, the token types), so texts of every length share batches across
+requests; the worker-side op (text_op) unpacks it and runs jepa.text.encode_tokens, which orders the
+batch by length and cuts it at the token budget: the engine sees real tokens only, never padding. The
+vectors are the library's, so a text gives the same bits here as through jepa.text or jepa-embed.
+
+The other direction is refused too: an image or a clip sent to a text model, or text (or token ids)
+sent to an image model, is a 400 `wrong_modality` naming the model's modality."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from aiohttp import web
+
+import jepa
+import jepa.text
+from jepa.text import Tokens
+
+from .dispatcher import timing_of
+from .errors import ApiError, bad_request, from_jepa
+from .inputs import Item, Limits, opt_bool, opt_str, parse_items
+from .keys import ADMISSION, SETTINGS
+from .settings import FLOAT_JSON_BYTES
+
+if TYPE_CHECKING:
+    from .runtime import Engine
+
+_ENTRY_BYTES = 200  # an embedding entry's JSON beside its floats
+_HEAD_BYTES = 1024
+
+
+@dataclass
+class TextStats:
+    """What one model's text traffic has been (/info): texts, real tokens, texts truncated."""
+
+    texts: int = 0
+    tokens: int = 0
+    truncated: int = 0
+
+
+_STATS: weakref.WeakKeyDictionary[Any, TextStats] = weakref.WeakKeyDictionary()
+
+
+def stats_of(engine: Engine) -> TextStats:
+    return _STATS.setdefault(engine, TextStats())
+
+
+def wrong_modality(model: jepa.Model, got: str, param: str) -> ApiError:
+    modality = model.info.modality
+    takes = "strings or arrays of token ids" if modality == "text" else f"{modality}s ({_MEDIA_FORMS})"
+    return ApiError(
+        400,
+        f"this is a {modality} model: it takes {takes}, not {got}",
+        param=param,
+        code="wrong_modality",
+    )
+
+
+_MEDIA_FORMS = '{"b64": ...}, {"frames": [...]}, {"video": {...}} or a local path'
+
+
+def _is_ids(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_id_list(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(_is_ids(x) for x in v)
+
+
+# -- parsing ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TextInputs:
+    """A request's text inputs: strings, or sequences of token ids (OpenAI's array forms)."""
+
+    texts: list[str] | None = None
+    ids: list[list[int]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.texts if self.texts is not None else self.ids or [])
+
+
+def parse_text_inputs(model: jepa.Model, value: Any, name: str, s: Any) -> TextInputs:
+    """`input` as OpenAI allows it for a text model: a string, an array of strings, an array of
+    token ids, or an array of arrays of token ids. Bounded by items and characters before anything
+    is tokenized."""
+    if value is None:
+        raise bad_request(f"'{name}' is required", param=name, code="missing_field")
+    if isinstance(value, str) or _is_id_list(value):
+        value = [value]
+    if not isinstance(value, list):
+        raise _refuse_item(model, value, name)
+    if not value:
+        raise bad_request(f"'{name}' is an empty list", param=name)
+    if len(value) > s.max_items:
+        raise bad_request(
+            f"too many items: {len(value)} (this server takes at most {s.max_items}, --max-items)",
+            param=name,
+            code="too_many_items",
+        )
+    if all(isinstance(v, str) for v in value):
+        return TextInputs(texts=_checked_texts(value, name, s))
+    if all(_is_id_list(v) for v in value):
+        total = sum(len(v) for v in value)
+        if total > s.max_request_tokens:
+            raise _too_many_tokens(total, s, name)
+        return TextInputs(ids=value)
+    bad = next(i for i, v in enumerate(value) if not isinstance(v, str))
+    raise _refuse_item(model, value[bad], f"{name}[{bad}]")
+
+
+def _refuse_item(model: jepa.Model, v: Any, param: str) -> ApiError:
+    if isinstance(v, dict):
+        return wrong_modality(model, "an image or a video", param)
+    what = "an empty array" if v == [] else {int: "an integer", float: "a number", bool: "a boolean"}.get(
+        type(v), f"a {type(v).__name__}"
+    )
+    return bad_request(
+        f"'{param}' is {what}; an input of a text model is a non-empty string or a non-empty array of "
+        "token ids (all inputs of one kind)",
+        param=param,
+        code="invalid_item",
+    )
+
+
+def _checked_texts(texts: list[str], name: str, s: Any) -> list[str]:
+    total = 0
+    for i, t in enumerate(texts):
+        if not t:
+            raise bad_request(f"'{name}[{i}]' is an empty string", param=f"{name}[{i}]", code="invalid_item")
+        total += len(t)
+        if total > s.max_request_chars:
+            raise ApiError(
+                413,
+                f"the request's texts hold more than {s.max_request_chars} characters "
+                f"(--max-request-chars); send fewer or shorter texts",
+                param=name,
+                code="input_too_large",
+            )
+        try:
+            t.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate escaped in the JSON ("\ud800")
+            raise bad_request(
+                f"'{name}[{i}]' is not valid Unicode (a lone surrogate)",
+                param=f"{name}[{i}]",
+                code="invalid_item",
+            ) from None
+    return texts
+
+
+def _too_many_tokens(n: int, s: Any, name: str) -> ApiError:
+    return ApiError(
+        413,
+        f"the request's texts tokenize to {n} tokens; this server encodes at most {s.max_request_tokens} "
+        "per request (--max-request-tokens)",
+        param=name,
+        code="input_too_large",
+    )
+
+
+def media_items(
+    engine: Engine, value: Any, resolve: Callable[..., Any], limits: Limits, name: str
+) -> list[Item]:
+    """parse_items for an image or video model, with text and token ids refused by modality."""
+    forms = [value] if not isinstance(value, list) or _is_id_list(value) else value
+    if any(_is_id_list(v) for v in forms):
+        raise wrong_modality(engine.model, "token ids", name)
+    try:
+        return parse_items(value, resolve, limits, name)
+    except ApiError as exc:
+        # A string is a local path for an image model: one that is not a readable file is most
+        # likely text, and the answer says what this model takes.
+        if (
+            exc.status == 400
+            and forms
+            and all(isinstance(v, str) for v in forms)
+            and exc.code != "too_many_items"
+        ):
+            raise ApiError(
+                400,
+                f"{exc.message} (this is an {engine.model.info.modality} model: a string input is a local "
+                "file path; text needs a text model)",
+                param=exc.param,
+                code="wrong_modality",
+            ) from None
+        raise
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+
+def pack(t: Tokens, width: int) -> np.ndarray:
+    """A text as one fixed-shape row [1 + 2 width]: its length, ids and token types (zeros past the
+    length, never read by the engine)."""
+    row = np.zeros(1 + 2 * width, np.int32)
+    n = len(t)
+    row[0] = n
+    row[1 : 1 + n] = t.ids
+    row[1 + width : 1 + width + n] = t.type_ids
+    return row
+
+
+def unpack(row: np.ndarray) -> Tokens:
+    n, width = int(row[0]), (row.shape[0] - 1) // 2
+    return Tokens(row[1 : 1 + n].copy(), row[1 + width : 1 + width + n].copy())
+
+
+def text_op(
+    ctx: jepa.Context, inputs: list[np.ndarray], arg: tuple[str | None, bool | None, int]
+) -> list[np.ndarray]:
+    """The worker-side operation of a text group: length-ordered engine calls within the token budget."""
+    pool, normalize, budget = arg
+    vecs = jepa.text.encode_tokens(ctx, [unpack(r) for r in inputs], pool, normalize, budget)
+    return [v.copy() for v in vecs]
+
+
+@dataclass(frozen=True)
+class TextEmbedded:
+    vectors: list[np.ndarray]
+    tokens: int  # real tokens encoded (special tokens included), for `usage`
+    truncated: int  # texts cut to max_seq_len
+    queue_s: float
+    inference_s: float
+
+
+def _tokenize(model: jepa.Model, inputs: TextInputs, s: Any) -> list[Tokens]:
+    if inputs.texts is not None:
+        return model.tokenizer.encode(inputs.texts, max_chars=s.max_request_chars)
+    return jepa.text.tokens_from_ids(inputs.ids or [], model)
+
+
+async def embed_texts(
+    engine: Engine, inputs: TextInputs, pool: str | None, normalize: bool | None, s: Any
+) -> TextEmbedded:
+    model = engine.model
+    try:
+        seqs = await asyncio.to_thread(_tokenize, model, inputs, s)
+    except jepa.JepaError as exc:
+        raise from_jepa(exc, "input") from None
+    n_tok = sum(len(t) for t in seqs)
+    if n_tok > s.max_request_tokens:
+        raise _too_many_tokens(n_tok, s, "input")
+    width = model.info.max_seq_len
+    rows = [pack(t, width) for t in seqs]
+    try:
+        done = await engine.dispatcher.run_batched(text_op, (pool, normalize, s.text_token_budget), rows)
+    except jepa.JepaError as exc:
+        raise from_jepa(exc, "input", computing=True) from None
+    truncated = sum(t.truncated for t in seqs)
+    st = stats_of(engine)
+    st.texts += len(seqs)
+    st.tokens += n_tok
+    st.truncated += truncated
+    return TextEmbedded([d.value for d in done], n_tok, truncated, *timing_of(done))
+
+
+def _pool_arg(body: dict[str, Any]) -> str | None:
+    pool = opt_str(body, "pool")
+    if pool is not None and pool not in jepa.text.TEXT_POOLS:
+        raise bad_request(
+            f"'pool' is {pool!r}; a text model pools {', '.join(jepa.text.TEXT_POOLS)}", param="pool"
+        )
+    return pool
+
+
+def _check_answer(n: int, width: int, fmt: str, s: Any) -> None:
+    from .budget import check_response
+
+    per = FLOAT_JSON_BYTES if fmt == "float" else 16 / 3
+    check_response(int(_HEAD_BYTES + n * (_ENTRY_BYTES + width * per)), s)
+
+
+async def embeddings(request: web.Request, engine: Engine, body: dict[str, Any]) -> web.StreamResponse:
+    """/v1/embeddings for a text model, OpenAI-shaped; `usage` counts the real tokens."""
+    from .handlers import _dimensions, _encode, _json, truncate
+
+    s = request.app[SETTINGS]
+    fmt = opt_str(body, "encoding_format", ("float", "base64")) or "float"
+    dims = _dimensions(engine, body)
+    pool = _pool_arg(body)
+    inputs = parse_text_inputs(engine.model, body.get("input"), "input", s)
+    _check_answer(len(inputs), dims or engine.model.embed_dim, fmt, s)
+    async with request.app[ADMISSION].slot():
+        result = await embed_texts(engine, inputs, pool, None, s)
+    data = []
+    for i, v in enumerate(result.vectors):
+        v = truncate(v, dims, normalize=False)
+        data.append(
+            {"object": "embedding", "index": i, "embedding": _encode(v, fmt), "dim": int(v.shape[-1])}
+        )
+    usage = {
+        "prompt_tokens": result.tokens,
+        "total_tokens": result.tokens,
+        "truncated_inputs": result.truncated,
+    }
+    return await _json({"object": "list", "data": data, "model": engine.model_id, "usage": usage}, result)  # type: ignore[arg-type]
+
+
+async def embed_tei(request: web.Request, engine: Engine, body: dict[str, Any]) -> web.StreamResponse:
+    """/embed for a text model, TEI-style bare vectors; `normalize` re-normalises (the file's own
+    normalisation already applies when it has one)."""
+    from .handlers import _dimensions, _json, truncate
+
+    s = request.app[SETTINGS]
+    dims = _dimensions(engine, body)
+    normalize = opt_bool(body, "normalize", False)
+    pool = _pool_arg(body)
+    inputs = parse_text_inputs(engine.model, body.get("inputs"), "inputs", s)
+    _check_answer(len(inputs), dims or engine.model.embed_dim, "float", s)
+    async with request.app[ADMISSION].slot():
+        result = await embed_texts(engine, inputs, pool, None, s)
+    return await _json([truncate(v, dims, normalize).tolist() for v in result.vectors], result)  # type: ignore[arg-type]
+
+
+def info_fields(engine: Engine) -> dict[str, Any]:
+    """/info's text block of a text model (its tokenizer's bounds, its pooling, the counters)."""
+    info = engine.model.info
+    if info.modality != "text":
+        return {}
+    st = stats_of(engine)
+    return {
+        "text": {
+            "vocab_size": info.vocab_size,
+            "max_seq_len": info.max_seq_len,
+            "pooling": jepa.text.POOL_NAMES[info.text_pool],
+            "normalize": bool(info.text_normalize),
+            "texts": st.texts,
+            "tokens": st.tokens,
+            "truncated": st.truncated,
+        }
+    }
