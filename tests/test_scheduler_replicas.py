@@ -242,12 +242,23 @@ def test_build_replicas_skips_a_device_the_model_does_not_fit(
         build_replicas(tiny_vjepa2_encoder_path, ["cuda:1"], 1, 1, 8, None, load=load)
 
 
-def test_build_replicas_unbounded_cpu_budget_and_weights(tiny_vjepa2_encoder_path: str) -> None:
-    reps = build_replicas(tiny_vjepa2_encoder_path, ["cpu"], 2, 1, 4, None, weights={"cpu": 2.0})
+def test_build_replicas_unbounded_cpu_budget_weights_and_a_device_named_twice(
+    tiny_vjepa2_encoder_path: str,
+) -> None:
+    reps = build_replicas(tiny_vjepa2_encoder_path, ["cpu", "cpu"], 2, 1, 4, None,
+                          weights={"cpu": 2.0, "cpu#2": 1.0})
     try:
-        assert reps[0].budget == math.inf and reps[0].weight == 2.0 and reps[0].workers.size == 2
+        assert [(r.device, r.weight, r.budget, r.workers.size) for r in reps] == [
+            ("cpu", 2.0, math.inf, 2), ("cpu#2", 1.0, math.inf, 2)]
+
+        async def serve(d: Dispatcher) -> None:
+            assert d.devices["cpu"].spec.weight == 2.0  # one dispatcher over both
+            assert len(await d.run_batched(encode_op, "mean", _inputs()[0])) == len(_inputs()[0])
+
+        asyncio.run(_serving(reps, serve))
     finally:
-        reps[0].workers.stop()
+        for r in reps:
+            r.workers.stop()
     # More memory, a bigger budget; and a native item costs its share of it.
     model = jepa.Model(tiny_vjepa2_encoder_path)
     assert budget_from_bytes(model, 2e6) == pytest.approx(2 * budget_from_bytes(model, 1e6))

@@ -634,6 +634,8 @@ def render_scheduler_sim(data: dict[str, Any]) -> str:
                     for w in data["workload"])
     speeds = " : ".join(f"{d['name']} {d['relative_speed']:g}" for d in data["devices"])
     lines = [
+        f"Simulated {data.get('simulated_at', 'at an unrecorded date')} at commit "
+        f"`{data.get('commit', 'unrecorded')}`. "
         "A simulation, not a measurement: the server's `Scheduler` on a virtual clock "
         f"(seed {data['seed']}), one burst of {mix} (ViT-L/16 at {data['model']['img_size']} px), "
         f"max-batch {data['max_batch']}, "

@@ -29,9 +29,11 @@ test holds it under 0.85) and over the even split's.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 import random
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,6 +147,24 @@ def static(devs: list[Device], items: list[tuple[int, float]], weights: list[flo
     return {"makespan_s": round(makespan, 4), "devices": per, "weights": weights}
 
 
+# What a run records about itself; everything else is a function of the code and the seed (the test
+# compares the committed file with a fresh run, less these).
+RECORD = ("commit", "simulated_at")
+
+
+def git_commit() -> str:
+    """HEAD, with '+dirty' when the scheduler's or this tool's source differs from it."""
+    paths = ["server/jepa_server/scheduler.py", "tools/sim_scheduler.py"]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
 def run(seed: int = SEED) -> dict[str, Any]:
     devs, items = devices(), workload(seed)
     policies = {
@@ -184,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(DEFAULT_OUT), help="the JSON file, or - for stdout")
     p.add_argument("--seed", type=int, default=SEED)
     args = p.parse_args(argv)
-    result = run(args.seed)
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    result = {"commit": git_commit(), "simulated_at": now, **run(args.seed)}
     text = json.dumps(result, indent=1) + "\n"
     if args.out == "-":
         sys.stdout.write(text)

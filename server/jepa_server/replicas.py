@@ -31,7 +31,7 @@ GPU_MEMORY_SHARE = 0.8
 class Replica:
     """One device's copy of a model, and its workers."""
 
-    device: str  # "cpu", "cuda:0", ...
+    device: str  # "cpu", "cuda:0", ...; a second replica on one device "cpu#2"
     workers: WorkerPool
     budget: float = math.inf  # cost units one batch may hold (scheduler.input_cost's units)
     weight: float | None = None  # overrides the measured speed in the ranking (every replica or none)
@@ -81,7 +81,8 @@ def build_replicas(
     memory: Callable[[str], tuple[int, int]] = device_memory,
 ) -> list[Replica]:
     """The model at `path` on each of `devices` ("cpu", "cuda:N"), each with `workers` started
-    workers of `threads` threads and contexts of `max_batch`, in the order given.
+    workers of `threads` threads and contexts of `max_batch`, in the order given. A device named
+    twice gets two replicas, the second named "cpu#2" (weights are keyed by these names).
 
     A device the model does not fit (the engine's ResourceLimitError or BackendError while loading
     it or warming its workers) is skipped with a warning; when none is left the last error is
@@ -92,11 +93,13 @@ def build_replicas(
     owns the pools: stop them with `replica.workers.stop()`."""
     replicas: list[Replica] = []
     last: jepa.JepaError | None = None
-    for device in devices:
+    for n, device in enumerate(devices):
+        # A device named twice is two replicas on it: the second is "cpu#2" (names are unique).
+        label = device if device not in devices[:n] else f"{device}#{list(devices[:n]).count(device) + 1}"
         pool: WorkerPool | None = None
         try:
             model = load(path, device)
-            pool = WorkerPool(model, workers, threads, max_batch, label=device)
+            pool = WorkerPool(model, workers, threads, max_batch, label=label)
             pool.start()
             budget = _budget(model, device, cpu_budget_bytes, memory)
         except _SKIPPED as exc:
@@ -105,9 +108,9 @@ def build_replicas(
             log.warning("not serving %s on %s: %s", os.path.basename(path), device, exc.message)
             last = exc
             continue
-        weight = None if weights is None else weights.get(device)
-        replicas.append(Replica(device, pool, budget, weight))
-        log.info("%s on %s: %d workers, batch budget %s", os.path.basename(path), device, workers,
+        weight = None if weights is None else weights.get(label)
+        replicas.append(Replica(label, pool, budget, weight))
+        log.info("%s on %s: %d workers, batch budget %s", os.path.basename(path), label, workers,
                  "unbounded" if math.isinf(budget) else f"{budget:.3g}")
     if not replicas:
         if last is not None:
