@@ -2,9 +2,9 @@
 // tensor the engine uses as stored (norms, biases, tables, quantized matrices, and every matrix on a
 // CPU whose kernels are ggml's) of 64 KiB or more is used in place from the mapping, so a load costs
 // page-table entries and processes serving one file share one copy in the page cache. The matrices
-// the engine's own kernel repacks (gemm::pack_in_place) need a copy of their own: they go to 64-byte
-// aligned memory, and their pages of the mapping are dropped again once copied; small tensors are
-// copied too (weights.cpp says why). Without a mapping (CUDA, use_mmap = 0, or nothing left to use
+// the engine's own kernel repacks (gemm::pack_in_place) need a copy of their own: they are read into
+// 64-byte aligned memory, never through the mapping; small tensors are copied too (weights.cpp says
+// why). Without a mapping (CUDA, use_mmap = 0, or nothing left to use
 // in place) every tensor is read into memory of the backend's.
 #pragma once
 
@@ -26,8 +26,6 @@ public:
 
     const uint8_t * data() const { return static_cast<const uint8_t *>(addr_); }
     uint64_t size() const { return size_; }
-    // Give the pages under [off, off + n) back (the page cache keeps them): the tensors copied out.
-    void release(uint64_t off, uint64_t n) const;
 
 private:
     void * addr_ = nullptr;
