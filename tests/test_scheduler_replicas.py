@@ -21,7 +21,7 @@ import jepa
 from jepa_server.dispatcher import Dispatcher, is_device_failure
 from jepa_server.metrics import Metrics
 from jepa_server.pipeline import encode_op
-from jepa_server.replicas import Replica, budget_from_bytes, build_replicas
+from jepa_server.replicas import Replica, budget_from_bytes, build_replicas, stop_replicas
 from jepa_server.scheduler import input_cost
 from jepa_server.workers import Task, WorkerPool
 
@@ -79,7 +79,7 @@ def _pools(model: jepa.Model, *kinds: dict[str, Any]) -> list[SeamPool]:
 
 
 async def _serving(replicas: list[Replica], body: Callable[[Dispatcher], Awaitable[None]],
-                   max_batch: int = 8, metrics: Metrics | None = None) -> None:
+                   max_batch: int = 8, metrics: Metrics | None = None, stop: bool = True) -> None:
     d = Dispatcher(replicas, max_batch, 0, metrics or Metrics())
     task = asyncio.create_task(d.run())
     try:
@@ -87,7 +87,7 @@ async def _serving(replicas: list[Replica], body: Callable[[Dispatcher], Awaitab
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        for r in replicas:
+        for r in replicas if stop else []:
             r.workers.stop()
 
 
@@ -245,7 +245,7 @@ def test_build_replicas_skips_a_device_the_model_does_not_fit(
 def test_build_replicas_unbounded_cpu_budget_weights_and_a_device_named_twice(
     tiny_vjepa2_encoder_path: str,
 ) -> None:
-    reps = build_replicas(tiny_vjepa2_encoder_path, ["cpu", "cpu"], 2, 1, 4, None,
+    reps = build_replicas(tiny_vjepa2_encoder_path, ["cpu", "cpu"], 2, 1, 4, 0,  # 0: off, as None
                           weights={"cpu": 2.0, "cpu#2": 1.0})
     try:
         assert [(r.device, r.weight, r.budget, r.workers.size) for r in reps] == [
@@ -255,10 +255,12 @@ def test_build_replicas_unbounded_cpu_budget_weights_and_a_device_named_twice(
             assert d.devices["cpu"].spec.weight == 2.0  # one dispatcher over both
             assert len(await d.run_batched(encode_op, "mean", _inputs()[0])) == len(_inputs()[0])
 
-        asyncio.run(_serving(reps, serve))
+        d_threads = [t for t in threading.enumerate() if t.name.startswith(("jepa-cpu-", "jepa-cpu#2-"))]
+        assert len(d_threads) == 4  # two workers each, named by their replica
+        asyncio.run(_serving(reps, serve, stop=False))
     finally:
-        for r in reps:
-            r.workers.stop()
+        stop_replicas(reps, timeout=5)
+    assert not any(t.is_alive() for t in d_threads)
     # More memory, a bigger budget; and a native item costs its share of it.
     model = jepa.Model(tiny_vjepa2_encoder_path)
     assert budget_from_bytes(model, 2e6) == pytest.approx(2 * budget_from_bytes(model, 1e6))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -74,7 +75,7 @@ def build_replicas(
     workers: int,
     threads: int,
     max_batch: int,
-    cpu_budget_bytes: int | None,
+    cpu_budget_bytes: float | None,
     *,
     weights: Mapping[str, float] | None = None,
     load: Callable[[str, str], jepa.Model] = jepa.Model,
@@ -86,8 +87,8 @@ def build_replicas(
 
     A device the model does not fit (the engine's ResourceLimitError or BackendError while loading
     it or warming its workers) is skipped with a warning; when none is left the last error is
-    raised. The budget: on the CPU, `cpu_budget_bytes` of batch memory (None: unbounded, max_batch
-    alone); on CUDA, GPU_MEMORY_SHARE of the free memory measured after the weights and contexts
+    raised. The budget: on the CPU, `cpu_budget_bytes` of batch memory (None or 0: unbounded,
+    max_batch alone); on CUDA, GPU_MEMORY_SHARE of the free memory measured after the weights and contexts
     are placed. `weights` (device -> weight, every device or none) overrides the measured speeds
     in the scheduler's ranking. Blocking (loads, warms): call it off the event loop. The caller
     owns the pools: stop them with `replica.workers.stop()`."""
@@ -119,9 +120,18 @@ def build_replicas(
     return replicas
 
 
-def _budget(model: jepa.Model, device: str, cpu_budget_bytes: int | None,
+def stop_replicas(replicas: Sequence[Replica], timeout: float = 30.0) -> None:
+    """Stop every replica's workers, waiting `timeout` seconds in all for graphs still running.
+    Blocking: call it off the event loop."""
+    deadline = time.monotonic() + timeout
+    for r in replicas:
+        r.workers.stop(max(0.0, deadline - time.monotonic()))
+
+
+def _budget(model: jepa.Model, device: str, cpu_budget_bytes: float | None,
             memory: Callable[[str], tuple[int, int]]) -> float:
     if device == "cpu":
-        return math.inf if cpu_budget_bytes is None else budget_from_bytes(model, cpu_budget_bytes)
+        # None or 0 (a setting's "off"): unbounded, max_batch alone.
+        return budget_from_bytes(model, cpu_budget_bytes) if cpu_budget_bytes else math.inf
     free, _ = memory(device)
     return budget_from_bytes(model, GPU_MEMORY_SHARE * free)
