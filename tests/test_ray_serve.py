@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import subprocess
 import time
@@ -80,6 +81,7 @@ def _free_port() -> int:
 class Deployed:
     url: str
     nodes: list[str]
+    metrics_ports: list[int]  # each node's Ray metrics export (what Prometheus scrapes)
 
 
 @pytest.fixture(scope="module")
@@ -92,9 +94,12 @@ def deployed() -> Iterator[Deployed]:
     saved = {k: os.environ.get(k) for k in CLUSTER_ENV}
     os.environ.update(CLUSTER_ENV)
     demo_path()  # written once, before two replicas race to read it
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    metrics_ports = [_free_port(), _free_port()]
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "include_dashboard": False, "metrics_export_port": metrics_ports[0],
+        "_system_config": {"metrics_report_interval_ms": 1000}})  # fmt: skip
     try:
-        cluster.add_node(num_cpus=1)
+        cluster.add_node(num_cpus=1, metrics_export_port=metrics_ports[1])
         ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
         port = _free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": port, "location": "HeadOnly"})
@@ -105,7 +110,7 @@ def deployed() -> Iterator[Deployed]:
         builder = import_attr(config["import_path"])
         serve.run(call_user_app_builder_with_args_if_necessary(builder, args), route_prefix="/")
         nodes = [n["NodeID"][:12] for n in ray.nodes() if n["Alive"]]
-        yield Deployed(f"http://127.0.0.1:{port}", nodes)
+        yield Deployed(f"http://127.0.0.1:{port}", nodes, metrics_ports)
     finally:
         try:
             serve.shutdown()
@@ -232,6 +237,27 @@ def test_health_and_models_answer_through_ray(deployed: Deployed) -> None:
     models = http(deployed.url + "/v1/models", headers=AUTH)
     assert models.status == 200
     assert [m["id"] for m in models.json()["data"]] == ["demo-vit"]
+
+
+def test_engine_counters_are_exported_beside_rays_own(deployed: Deployed) -> None:
+    """Each node's Ray metrics endpoint carries the replicas' jepa_* counters (tagged by replica)
+    beside Ray Serve's ray_serve_*."""
+    http(deployed.url + "/health")
+    deadline = time.monotonic() + 60
+    seen: dict[int, str] = {}
+    while time.monotonic() < deadline and len(seen) < len(deployed.metrics_ports):
+        for port in deployed.metrics_ports:
+            text = http(f"http://127.0.0.1:{port}/metrics").body.decode()
+            if "ray_jepa_requests_total" in text and "ray_serve_" in text:
+                seen[port] = text
+        time.sleep(1)
+    assert len(seen) == len(deployed.metrics_ports), sorted(seen)
+    replicas = set()
+    for text in seen.values():
+        for line in text.splitlines():
+            if line.startswith("ray_jepa_requests_total{"):
+                replicas.update(re.findall(r'[{,]replica="([^"]+)"', line))
+    assert len(replicas) >= 2, replicas  # both replicas' counters, one per node
 
 
 # -- refusals ------------------------------------------------------------------------------------------

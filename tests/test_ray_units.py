@@ -83,13 +83,23 @@ def test_bad_arguments_are_refused_before_any_replica_starts(args: dict[str, Any
 
 
 def test_a_replica_uses_the_cpus_ray_gave_it() -> None:
-    assert replica_settings({"model": "m.gguf"}, 4.0, []).graph_threads == 4
-    assert replica_settings({"model": "m.gguf"}, 0.5, []).graph_threads == 1  # a fraction: one thread
-    assert replica_settings({"model": "m.gguf", "workers": 2}, 4.0, []).graph_threads == 2
-    assert replica_settings({"model": "m.gguf", "threads": 3}, 4.0, []).graph_threads == 3  # given wins
-    assert replica_settings({"model": "m.gguf"}, 1.0, []).decode_threads == 1
-    assert replica_settings({"model": "m.gguf"}, 2.0, [3]).device == "cuda:0"  # Ray's device is 0
-    assert replica_settings({"model": "m.gguf"}, 2.0, []).device == "cpu"
+    assert replica_settings({"model": "m.gguf"}, 4.0, [], {}).graph_threads == 4
+    assert replica_settings({"model": "m.gguf"}, 0.5, [], {}).graph_threads == 1  # a fraction: one thread
+    assert replica_settings({"model": "m.gguf", "workers": 2}, 4.0, [], {}).graph_threads == 2
+    assert replica_settings({"model": "m.gguf", "threads": 3}, 4.0, [], {}).graph_threads == 3  # given wins
+    assert replica_settings({"model": "m.gguf"}, 1.0, [], {}).decode_threads == 1
+    assert replica_settings({"model": "m.gguf"}, 2.0, [3], {}).device == "cuda:0"  # Ray's device is 0
+    assert replica_settings({"model": "m.gguf"}, 2.0, [], {}).device == "cpu"
+
+
+def test_a_replicas_environment_fills_what_the_arguments_leave_out() -> None:
+    env = {"JEPA_API_KEY": "from-a-secret", "JEPA_MAX_BATCH": "4", "JEPA_PORT": "1", "OTHER": "x"}
+    s = replica_settings({"model": "m.gguf", "max_batch": 16}, 1.0, [], env)
+    assert s.api_key == "from-a-secret"
+    assert s.max_batch == 16  # the arguments win, as flags win over the environment in jepa-server
+    assert s.port == 8080  # Ray's proxy owns the port: JEPA_PORT is not read
+    with pytest.raises(SettingsError, match="max_batch must be int"):
+        replica_settings({"model": "m.gguf"}, 1.0, [], {"JEPA_MAX_BATCH": "lots"})
 
 
 def test_the_shipped_serve_config_is_valid_for_ray_and_for_the_builder() -> None:
@@ -240,6 +250,47 @@ def test_the_hop_to_a_closed_server_is_a_503_envelope(tmp_path: Any) -> None:
     assert dict(answer.headers)["Retry-After"] == "1"
     err = json.loads(answer.body)["error"]
     assert err["code"] == "replica_unavailable" and err["type"] == "server_error"
+
+
+def test_a_models_directory_is_served_through_the_hop(tmp_path: Any, tiny_vit_path: str) -> None:
+    """models_dir passes through as any setting: the replica's app serves every GGUF of the
+    directory, chosen per request by `model`, each answer the in-process one bit for bit."""
+    import shutil
+
+    import numpy as np
+    from test_server_support import b64, decode_embeddings, demo_path, png_bytes
+
+    import jepa
+
+    from conftest import bits
+
+    shutil.copy(demo_path(), tmp_path / "big.gguf")
+    shutil.copy(tiny_vit_path, tmp_path / "small.gguf")
+    spec = ReplicaSpec.from_args({"models_dir": str(tmp_path), "max_batch": 4})
+    settings = replica_settings(spec.settings, 1.0, [], {})
+    image = png_bytes(3, (40, 40))
+    body = {"input": [{"b64": b64(image)}], "pool": "mean", "encoding_format": "base64"}
+
+    async def scenario() -> dict[str, Any]:
+        server = await EmbeddedServer.start(settings, 120)
+        try:
+            out = {}
+            for name in ("big", "small"):
+                raw = json.dumps({**body, "model": name}).encode()
+                headers = [("Content-Type", "application/json")]
+                answer = await server.forward("POST", "/v1/embeddings", headers, raw)
+                assert answer.status == 200, answer.body[:300]
+                out[name] = json.loads(answer.body)
+            return out
+        finally:
+            await server.close()
+
+    answers = asyncio.run(scenario())
+    for name in ("big", "small"):
+        model = jepa.Model(str(tmp_path / f"{name}.gguf"))
+        want = jepa.embed(model.context(threads=1), [image], pool="mean")
+        assert answers[name]["model"] == name
+        np.testing.assert_array_equal(bits(decode_embeddings(answers[name])), bits(np.asarray(want)))
 
 
 # -- what does not import Ray --------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -695,6 +696,82 @@ def render_bench_load(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _bench_ray_memory(data: dict[str, Any]) -> str:
+    s, st = data["summary"], data["settings"]
+    mem = s.get("memory")
+    busy = [c["machine_cpu_share"] for r in data["rounds"] for k, c in r.items()
+            if not k.startswith("health")]  # fmt: skip
+    load = (f"The machine's cores were {100 * statistics.median(busy):.0f}% busy (median over the embed "
+            "cells: this run's clients and servers included; the machine is shared).") if busy else ""
+    if not mem:
+        return load
+    cells = st["cells"]
+    replicas = ", ".join(f"{v:.0f}" for v in mem["ray_replica_rss_mb"])
+    return (f"Resident memory, warm, MiB: each Ray replica {replicas}; Ray's own processes on the node "
+            f"(GCS, raylet, controller, proxy, ...) {mem['ray_system_rss_mb']:.0f} in all; jepa-server "
+            f"`--workers {st['replicas']}` {mem['server_rss_mb'][cells['split']]:.0f}, `--workers 1` "
+            f"{mem['server_rss_mb'][cells['whole']]:.0f}. " + load)
+
+
+def _rounds(n: int) -> str:
+    return "one round" if n == 1 else f"{n} interleaved rounds"
+
+
+def render_bench_ray(data: dict[str, Any]) -> str:
+    """bench-ray.json: jepa_server.ray on a local Ray cluster against jepa-server at the same cores."""
+    s, st = data["summary"], data["settings"]
+    cells = st["cells"]
+    ray, split, whole = cells["ray"], cells["split"], cells["whole"]
+    kind = " — a `--smoke` run (a tiny model, a few requests)." if data.get("smoke") else "."
+    lines = [
+        run_record(data),
+        "",
+        f"{st['model']}, random weights, one JPEG photo per `/v1/embeddings` request, {st['clients']} "
+        f"concurrent clients, max-batch {st['max_batch']}, {_rounds(st['rounds'])} of "
+        f"{st['requests']} timed requests per cell (medians){kind}",
+        "",
+    ]
+    labels = {
+        ray: f"Ray Serve: {st['replicas']} replicas × {st['threads']} thread"
+        + ("" if st["threads"] == 1 else "s"),
+        split: f"jepa-server `--workers {st['replicas']} --threads {st['threads']}`",
+        whole: f"jepa-server `--workers 1 --threads {st['cores']}`",
+    }
+    best = max(s["server_req_s"].values())
+    rows = []
+    for key, label in labels.items():
+        rate = s["ray_req_s"] if key == ray else s["server_req_s"][key]
+        lat = s["latency_ms"][key]
+        rows.append([label, f"{rate:.1f}", _ms(lat["p50"]), _ms(lat["p95"]), _ms(lat["p99"]),
+                     f"{rate / best:.2f}×"])  # fmt: skip
+    lines += _table(["path", "req/s", "p50 ms", "p95 ms", "p99 ms", "of the faster jepa-server"], rows,
+                    "lrrrrr")  # fmt: skip
+    ratio, goal = s["ray_over_server"], s["goal"]
+    hop, health, one = s["hop"], s["health_req_s"], s["health_p50_ms_one_client"]
+    spread = ", ".join(str(n) for n in sorted(s["replica_spread"].values(), reverse=True))
+    lines += [
+        "",
+        f"Ray over the faster jepa-server configuration, paired within each round: "
+        f"**{_ratio(ratio)}** (goal {goal:g}×{'' if ratio is None or ratio >= goal else ', **not met**'}); "
+        f"over the same split (`--workers {st['replicas']}`): {_ratio(s['ray_over_same_split'])}. "
+        f"The routing alone, `GET /health` without the engine: {health[ray]:.0f} req/s through Ray against "
+        f"{health[split]:.0f} from jepa-server at {st['clients']} clients, and a median "
+        f"{_ms(one[ray])} ms against {_ms(one[split])} ms at one client. Of that, the replica's "
+        f"Unix-socket hop into jepa-server's app is {hop['unix_hop_ms']:.2f} ms a request "
+        f"({hop['tcp_loopback_ms']:.2f} ms for the same app over loopback TCP); the rest is Ray's proxy, "
+        f"router and actor call. {4 * st['clients']} concurrent requests spread over the replicas "
+        f"{spread}. "
+        + ("Every answer equals in-process `jepa.embed` bit for bit." if not s["mismatches"] else
+           f"**{s['mismatches']} answers differed** from in-process `jepa.embed`."),
+        "",
+        _bench_ray_memory(data),
+        "",
+        f"Source: `tests/results/bench-ray.json` ({data['seconds'] / 60:.0f} min run; every round's cells, "
+        "the share of the machine's cores in use during each, and the CPU's flags are in the file).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench-engine": render_bench_engine,
     # bench_engine.py's q8_0 / q4_k rows (docs/quantize.md)
@@ -704,6 +781,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "server-bench": render_server_bench,
     "scheduler-sim": render_scheduler_sim,
     "bench-load": render_bench_load,
+    "bench-ray": render_bench_ray,
 }
 
 

@@ -8,12 +8,14 @@ deployment's. Nothing here imports Ray: the split is tested without a cluster.""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..settings import Settings, SettingsError
+from ..settings import Settings, SettingsError, env_name
 
 # Ray's, not the server's: how many replicas and what each one holds.
 DEPLOYMENT_ARGS: dict[str, type] = {
@@ -103,11 +105,16 @@ class ReplicaSpec:
         return options
 
 
-def replica_settings(spec_settings: Mapping[str, Any], cpus: float, gpus: list[int]) -> Settings:
-    """The settings one replica serves with, given what Ray assigned it: unless told otherwise, its
-    graphs use the CPUs it was given (the node's core count would oversubscribe a shared node), and
-    a replica given a GPU runs on it (Ray makes the assigned device the process's CUDA device 0)."""
-    values = dict(spec_settings)
+def replica_settings(
+    spec_settings: Mapping[str, Any], cpus: float, gpus: list[int], env: Mapping[str, str] | None = None
+) -> Settings:
+    """The settings one replica serves with. As in jepa-server, the arguments win over JEPA_<NAME>
+    variables of the replica's environment (a Kubernetes Secret's JEPA_API_KEY stays out of the serve
+    config). Then, given what Ray assigned the replica: unless told otherwise, its graphs use the CPUs
+    it was given (the node's core count would oversubscribe a shared node), and a replica given a
+    GPU runs on it (Ray makes the assigned device the process's CUDA device 0)."""
+    env = os.environ if env is None else env
+    values = {**from_env(env), **spec_settings}
     if "threads" not in values:
         workers = int(values.get("workers", 1))
         values["threads"] = max(1, math.floor(cpus / max(1, workers)))
@@ -116,6 +123,16 @@ def replica_settings(spec_settings: Mapping[str, Any], cpus: float, gpus: list[i
     if gpus and values.get("gpu") is None:
         values["gpu"] = 0
     return Settings.from_mapping(values, "the deployment's arguments")
+
+
+def from_env(env: Mapping[str, str]) -> dict[str, str]:
+    """JEPA_<NAME> values of the settings that take one (jepa-server's environment names)."""
+    out = {}
+    for f in dataclasses.fields(Settings):
+        key = env_name(f.name)
+        if f.metadata.get("env") and key in env and f.name not in NOT_IN_A_REPLICA:
+            out[f.name] = env[key]
+    return out
 
 
 def _deployment_value(name: str, value: Any) -> Any:
