@@ -45,6 +45,14 @@ def test_the_converging_queue_idles_neither_device(result: dict) -> None:
     assert even["cuda:0"]["idle_s"] > 0.5 * result["policies"]["static-even"]["makespan_s"]
 
 
+def test_no_static_guess_beats_the_converging_queue(result: dict) -> None:
+    sweep = {g["ratio"]: g for g in result["static_by_guess"]}
+    assert result["true_ratio"] in sweep and result["guessed_ratio"] in sweep
+    assert all(g["converging_over_it"] < 1 for g in sweep.values())
+    # The right guess is the best static split, and not one the converging queue has to be given.
+    assert min(sweep.values(), key=lambda g: g["makespan_s"])["ratio"] == result["true_ratio"]
+
+
 def test_every_item_is_served_once_whatever_the_arrival_order() -> None:
     # simulate() asserts it; the makespan does not depend on the order the burst arrived in.
     spans = {sim.run(seed)["policies"]["converging"]["makespan_s"] for seed in (1, 2, 3)}

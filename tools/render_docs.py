@@ -659,7 +659,17 @@ def render_scheduler_sim(data: dict[str, Any]) -> str:
     lines += ["", f"The converging queue ends the burst in {_ratio(data['ratio_vs_best_static'])} the best "
               f"static split's time ({best}) and {_ratio(data['ratio_vs_even'])} the even split's; the "
               f"bound (total cost over the summed speeds) is {data['ideal_makespan_s']:.2f} s.",
-              "", "Source: `tests/results/scheduler-sim.json` (`python tools/sim_scheduler.py`)."]
+              ""]
+    sweep = data.get("static_by_guess", [])
+    if sweep:
+        lines += ["A static split by other guesses of the ratio (the true one is "
+                  f"1:{data['true_ratio']:g}):", ""]
+        lines += _table(["guessed ratio", *(f"1:{g['ratio']:g}" for g in sweep)],
+                        [["static makespan s", *(f"{g['makespan_s']:.2f}" for g in sweep)],
+                         ["converging / static", *(_ratio(g["converging_over_it"]) for g in sweep)]],
+                        "l" + "r" * len(sweep))
+        lines += [""]
+    lines += ["Source: `tests/results/scheduler-sim.json` (`python tools/sim_scheduler.py`)."]
     return "\n".join(lines) + "\n"
 
 

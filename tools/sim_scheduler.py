@@ -21,7 +21,8 @@ Policies:
 
 Per policy: the makespan, each device's busy and idle time (makespan - busy), the cost share it
 served; and the converging queue's makespan over the best static split's (even or guessed; the
-test holds it under 0.85) and over the even split's.
+test holds it under 0.85) and over the even split's. Then static splits by a range of guesses
+(SWEEP): how close to the true ratio a guess must be for a static split to come near.
 
     python tools/sim_scheduler.py              # writes tests/results/scheduler-sim.json
     python tools/sim_scheduler.py --out -      # prints it"""
@@ -54,6 +55,7 @@ MAX_BATCH = 8  # the server's default --max-batch
 SEED = 13
 GUESS = 2.0  # the guessed fast:slow ratio of static-guess
 RATIO = 4.0  # the true one
+SWEEP = (1.5, 2.0, 3.0, 4.0, 6.0, 8.0)  # static splits by other guesses: how wrong a guess may be
 
 
 @dataclass(frozen=True)
@@ -196,6 +198,8 @@ def run(seed: int = SEED) -> dict[str, Any]:
         "ratio_vs_best_static": round(conv / policies[best]["makespan_s"], 4),
         "ratio_vs_even": round(conv / policies["static-even"]["makespan_s"], 4),
         "ratio_vs_oracle": round(conv / policies["static-oracle"]["makespan_s"], 4),
+        "static_by_guess": [{"ratio": g, "makespan_s": (m := static(devs, items, [1.0, g])["makespan_s"]),
+                             "converging_over_it": round(conv / m, 4)} for g in SWEEP],
     }  # fmt: skip
 
 
