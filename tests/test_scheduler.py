@@ -208,3 +208,28 @@ def test_a_batch_waiting_ahead_moves_to_a_free_device_only_when_it_ends_sooner_t
     unmeasured.push("y", 1, "img")
     b = unmeasured.take("cuda:0", 0.0)
     assert b is not None and unmeasured.sooner_elsewhere(b, "cpu", 0.0, 0.0)  # a free worker wins
+
+
+def test_a_failing_device_rests_doubling_while_another_serves() -> None:
+    s = _sched(DeviceSpec("cpu", 10), DeviceSpec("cuda:0", 40))
+    for i in range(4):
+        s.push(f"x{i}", 1, "img")
+    s.device_failed("cuda:0", 10.0)
+    assert s.resting("cuda:0", 10.5) and s.take("cuda:0", 10.5) is None
+    assert s.wakes_at(10.5) == 11.0
+    assert not s.resting("cuda:0", 11.0) and not s.resting("cpu", 10.5)
+    s.device_failed("cuda:0", 11.0)  # a second failure in a row: twice as long
+    assert s.resting("cuda:0", 12.9) and not s.resting("cuda:0", 13.0)
+    s.device_failed("cpu", 12.0)  # every device resting: none does, the work must go somewhere
+    assert not s.resting("cuda:0", 12.5) and not s.resting("cpu", 12.5)
+    batch = s.take("cuda:0", 20.0)
+    assert batch is not None
+    s.finish(batch, 1.0)  # a success ends the streak: the next failure rests 1 s again
+    s.device_failed("cuda:0", 30.0)
+    assert s.wakes_at(30.0) == 31.0
+    for _ in range(12):
+        s.device_failed("cuda:0", 40.0)
+    assert s.wakes_at(40.0) == 100.0  # at most REST_MAX_S
+    lone = _sched(DeviceSpec("cpu"))
+    lone.device_failed("cpu", 0.0)
+    assert not lone.resting("cpu", 0.5)  # with nobody else to serve, it never rests

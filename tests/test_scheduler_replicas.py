@@ -140,6 +140,8 @@ def test_a_batch_failing_on_one_device_is_retried_on_the_other(model: jepa.Model
             assert all(np.array_equal(bits(g.value), bits(r)) for r, g in zip(ref, got, strict=True))
         assert d.retried >= 1 and d.devices["cpu-bad"].cost == 0
         assert d.devices["cpu-good"].items == sum(map(len, requests))
+        # The failing device rests after a failure (1 s): it bounced the first batch, not each one.
+        assert d.devices["cpu-bad"].failures == d.retried < len(requests)
         assert metric(metrics.render().decode(), "jepa_retries_total", {"device": "cpu-bad"}) == d.retried
 
     metrics = Metrics()
@@ -160,6 +162,8 @@ def test_a_request_fails_whole_when_its_retry_fails_or_its_input_is_refused(
         with pytest.raises(type(error)):
             await d.run_batched(encode_op, "mean", _inputs()[0][:1])
         assert d.retried == retries and d.depth == 0
+        # A device failure rests both devices (each failed once); a refused input rests none.
+        assert [st.failures for st in d.devices.values()] == [retries] * 2
 
     asyncio.run(_serving(replicas, body))
 

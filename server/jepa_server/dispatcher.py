@@ -162,6 +162,8 @@ class Dispatcher:
             now = time.perf_counter()
             for device in self._sched.ranking():  # the fastest first: it takes the expensive end
                 replica, running = self.replicas[device], len(self._outstanding[device])
+                if self._sched.resting(device, now):
+                    continue  # it failed a batch a moment ago
                 if running < replica.workers.size:
                     batch = self._sched.take(device, now) if len(self._sched.queue) else None
                     if batch is not None:
@@ -174,7 +176,12 @@ class Dispatcher:
                     if batch is not None:
                         return replica, batch, False
             self._arrived.clear()
-            await self._arrived.wait()
+            wake = self._sched.wakes_at(now)  # a resting device may take work again then
+            try:
+                async with asyncio.timeout(None if wake is None else max(0.0, wake - now)):
+                    await self._arrived.wait()
+            except TimeoutError:
+                pass
 
     def _steal(self, thief: str, now: float) -> Batch[Task] | None:
         """A batch handed ahead to another replica that has not started there, taken back for
@@ -255,9 +262,13 @@ class Dispatcher:
         self._set_gauges()
 
     def _retry(self, batch: Batch[Task], exc: BaseException) -> bool:
-        """Queue a batch that failed on its device again for the other replicas, once."""
+        """Queue a batch that failed on its device again for the other replicas, once; the device
+        rests a while (Scheduler.device_failed)."""
+        if not is_device_failure(exc):
+            return False
+        self._sched.device_failed(batch.device, time.perf_counter())
         live = [e for e in batch.entries if not e.item.future.done()]
-        if self._closed or not live or not is_device_failure(exc) or not self._sched.retry(batch, live):
+        if self._closed or not live or not self._sched.retry(batch, live):
             return False
         self.retried += 1
         self._metrics.retries.labels(batch.device).inc()

@@ -33,6 +33,11 @@ End = Literal["expensive", "cheap", "oldest"]
 # Speed estimates follow a device's recent graphs, a few graphs deep (the load on a shared machine
 # changes; one odd graph does not swing the ranking).
 EWMA_ALPHA = 0.3
+# A device that fails (its own failure, not a refused input) rests this long before it takes work
+# again, doubling per consecutive failure up to REST_MAX_S: a broken device must not take, fail and
+# hand on every batch. Only while another device can serve.
+REST_S = 1.0
+REST_MAX_S = 60.0
 
 
 # -- cost ---------------------------------------------------------------------------------------
@@ -266,6 +271,8 @@ class DeviceState:
     items: int = 0
     cost: float = 0.0  # served (finished without error)
     busy_s: float = 0.0  # graph-seconds spent
+    failures: int = 0  # consecutive device failures
+    rests_until: float = 0.0  # takes no work before this time (after a failure)
 
 
 class Scheduler(Generic[T]):
@@ -323,6 +330,8 @@ class Scheduler(Generic[T]):
         """The batch `device` runs next, removed from the queue and counted as running on it; None
         when there is nothing for it (or, full_only, nothing full; or the tail rule says wait)."""
         d = self.devices[device]
+        if self.resting(device, now):
+            return None
         end = self.end_for(device, now)
         sel = self.queue.select(end, d.spec.budget, self.max_batch, device)
         if not sel.entries or (full_only and not sel.full):
@@ -357,12 +366,31 @@ class Scheduler(Generic[T]):
         d.busy_s += seconds
         if not ok:
             return
+        d.failures = 0
         d.batches += 1
         d.items += len(batch)
         d.cost += batch.cost
         if seconds > 0:
             sample = batch.cost / seconds
             d.speed = sample if d.speed is None else (1 - self.alpha) * d.speed + self.alpha * sample
+
+    def device_failed(self, device: str, now: float) -> None:
+        """A batch failed on `device` by the device's own fault: it rests REST_S, doubling per
+        consecutive failure up to REST_MAX_S (a success ends the streak)."""
+        d = self.devices[device]
+        d.failures += 1
+        d.rests_until = now + min(REST_MAX_S, REST_S * 2 ** (d.failures - 1))
+
+    def resting(self, device: str, now: float) -> bool:
+        """Whether `device` sits out now: after a failure, and only while some other device does
+        not (when every device rests, none does: the work must go somewhere)."""
+        if now >= self.devices[device].rests_until:
+            return False
+        return any(now >= o.rests_until for o in self.devices.values())
+
+    def wakes_at(self, now: float) -> float | None:
+        """When the next resting device may take work again (None: none rests)."""
+        return min((d.rests_until for d in self.devices.values() if d.rests_until > now), default=None)
 
     def sooner_elsewhere(self, batch: Batch[T], device: str, now: float, waits_for: float) -> bool:
         """Whether `batch`, handed to its device ahead and not started there, would end sooner on
