@@ -252,6 +252,29 @@ def test_the_hop_to_a_closed_server_is_a_503_envelope(tmp_path: Any) -> None:
     assert err["code"] == "replica_unavailable" and err["type"] == "server_error"
 
 
+def test_a_body_too_large_is_refused_from_its_length_unread() -> None:
+    """The hop tells the app a body's declared length without sending it: the app's own 413, the
+    message jepa-server gives for the same Content-Length."""
+    from test_server_support import demo_path
+
+    settings = replica_settings({"model": demo_path(), "max_body_mb": 1}, 1.0, [], {})
+    n = 5 * 1024 * 1024
+
+    async def scenario() -> Any:
+        server = await EmbeddedServer.start(settings, 120)
+        try:
+            headers = [("Content-Type", "application/json"), ("Content-Length", str(n))]
+            return await server.forward("POST", "/v1/embeddings", headers, b"", n)
+        finally:
+            await server.close()
+
+    answer = asyncio.run(scenario())
+    assert answer.status == 413
+    err = json.loads(answer.body)["error"]
+    assert err["message"] == (f"the request body is {n} bytes; this server takes at most {1024 * 1024} "
+                              "(--max-body-mb 1)")  # fmt: skip
+
+
 def test_a_models_directory_is_served_through_the_hop(tmp_path: Any, tiny_vit_path: str) -> None:
     """models_dir passes through as any setting: the replica's app serves every GGUF of the
     directory, chosen per request by `model`, each answer the in-process one bit for bit."""

@@ -61,8 +61,15 @@ class JepaReplica:
 
     async def __call__(self, request: Request) -> Response:
         path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        body = await request.body()
-        answer = await self._server().forward(request.method, path, request.headers.items(), body)
+        declared = _declared_length(request)
+        if declared is not None and declared > self.settings.max_body_bytes:
+            # Never read a body the app will refuse from its length (413): the app says so itself.
+            body = b""
+        else:
+            declared = None
+            body = await request.body()
+        server = self._server()
+        answer = await server.forward(request.method, path, request.headers.items(), body, declared)
         headers = [*answer.headers, (REPLICA_HEADER, self.replica), (NODE_HEADER, self.node)]
         response = Response(answer.body, status_code=answer.status)
         for key, value in headers:
@@ -81,6 +88,11 @@ class JepaReplica:
                 await self._export
         if self.server is not None:
             await self.server.close()
+
+
+def _declared_length(request: Request) -> int | None:
+    value = request.headers.get("content-length", "")
+    return int(value) if value.isdigit() else None
 
 
 # The deployment's defaults; `app` sets its replicas and resources from the arguments.

@@ -33,10 +33,11 @@ from ..settings import Settings
 log = logging.getLogger("jepa_server.ray")
 
 # Headers that describe one connection, not the request: never passed across the hop (RFC 9110
-# 7.6.1), nor the ones the hop writes itself (the body's length, the socket's host).
+# 7.6.1), nor the ones the hop writes itself (the body's length, the socket's host), nor Expect
+# (Ray's proxy has read the body already).
 _HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade",
-    "proxy-authenticate", "proxy-authorization", "host", "content-length",
+    "proxy-authenticate", "proxy-authorization", "host", "content-length", "expect",
 })  # fmt: skip
 # The answer's headers the front server writes itself (uvicorn in Ray's proxy).
 _ANSWER_OWN = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive", "date", "server"})
@@ -99,11 +100,21 @@ class EmbeddedServer:
         return self._session
 
     async def forward(
-        self, method: str, path: str, headers: Iterable[tuple[str, str]], body: bytes
+        self,
+        method: str,
+        path: str,
+        headers: Iterable[tuple[str, str]],
+        body: bytes,
+        declared_length: int | None = None,
     ) -> Answer:
-        """One request through the app. A hop that fails (the app is closing) is a 503 in the
-        server's envelope, never an exception out of the replica."""
+        """One request through the app. With `declared_length` (a body too large to read) the app
+        is told that length and sent nothing: it refuses the request from its Content-Length, as
+        jepa-server does, before reading a byte. A hop that fails (the app is closing) is a 503 in
+        the server's envelope, never an exception out of the replica."""
         sent = [(k, v) for k, v in headers if k.lower() not in _HOP_BY_HOP]
+        if declared_length is not None:
+            sent.append(("Content-Length", str(declared_length)))
+            body = b""
         try:
             async with self._client().request(
                 method, _BASE + path, headers=sent, data=body if body else None, allow_redirects=False
@@ -129,9 +140,9 @@ class EmbeddedServer:
     async def close(self) -> None:
         """Refuse new requests, let in-flight ones finish (--shutdown-timeout-s), stop the workers."""
         self.app[RUNTIME].drain()
+        with contextlib.suppress(Exception):
+            await self._runner.cleanup()  # waits for the app's in-flight requests first
         if self._session is not None:
             await self._session.close()
             self._session = None
-        with contextlib.suppress(Exception):
-            await self._runner.cleanup()
         shutil.rmtree(self._directory, ignore_errors=True)
