@@ -424,3 +424,27 @@ def test_skip_smoke_test_marks_the_model_resident_without_the_call(
 
     run(body)
 
+
+
+def test_devices_replicate_a_model_and_answer_the_same_bits(models_dir: Path) -> None:
+    """--devices cpu,cpu: two replicas of one loaded model (one copy of the weights), each with its
+    own workers, pulling from one queue; every answer is bit for bit the single-device one."""
+    model = jepa.Model(models_dir / "gamma.gguf")
+    want = jepa.embed(model.context(), [_png(i) for i in range(12)])
+
+    async def body() -> None:
+        async with in_process(models_dir=str(models_dir), devices="cpu,cpu", threads=1) as (client, app):
+            bodies = [{"model": "gamma", "input": [image_item(i) for i in range(j, j + 3)]}
+                      for j in range(0, 12, 3)]
+            answers = await asyncio.gather(*(_post(client, "/v1/embeddings", b) for b in bodies))
+            got = np.concatenate([decode_embeddings(await r.json()) for r in answers])
+            assert np.array_equal(bits(got), bits(np.stack(want)))
+            reg = app[RUNTIME].registry
+            assert reg is not None
+            engine = reg.resident["gamma"].engine
+            assert engine.devices == ("cpu", "cpu#2") and len(engine.replicas) == 2
+            assert engine.replicas[0].workers.model is engine.replicas[1].workers.model
+            info = await (await client.get("/info")).json()
+            assert info["models"][0]["devices"] == ["cpu", "cpu#2"]
+
+    run(body)

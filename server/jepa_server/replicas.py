@@ -80,6 +80,7 @@ def build_replicas(
     weights: Mapping[str, float] | None = None,
     load: Callable[[str, str], jepa.Model] = jepa.Model,
     memory: Callable[[str], tuple[int, int]] = device_memory,
+    warm: bool = True,
 ) -> list[Replica]:
     """The model at `path` on each of `devices` ("cpu", "cuda:N"), each with `workers` started
     workers of `threads` threads and contexts of `max_batch`, in the order given. A device named
@@ -90,8 +91,10 @@ def build_replicas(
     raised. The budget: on the CPU, `cpu_budget_bytes` of batch memory (None or 0: unbounded,
     max_batch alone); on CUDA, GPU_MEMORY_SHARE of the free memory measured after the weights and contexts
     are placed. `weights` (device -> weight, every device or none) overrides the measured speeds
-    in the scheduler's ranking. Blocking (loads, warms): call it off the event loop. The caller
-    owns the pools: stop them with `replica.workers.stop()`."""
+    in the scheduler's ranking. `warm=False` starts the workers without their warm call (the
+    server's --skip-smoke-test). Any other error stops the replicas already started, then is
+    raised. Blocking (loads, warms): call it off the event loop. The caller owns the pools: stop
+    them with `stop_replicas`."""
     replicas: list[Replica] = []
     last: jepa.JepaError | None = None
     for n, device in enumerate(devices):
@@ -101,7 +104,7 @@ def build_replicas(
         try:
             model = load(path, device)
             pool = WorkerPool(model, workers, threads, max_batch, label=label)
-            pool.start()
+            pool.start(warm)
             budget = _budget(model, device, cpu_budget_bytes, memory)
         except _SKIPPED as exc:
             if pool is not None:
@@ -109,6 +112,11 @@ def build_replicas(
             log.warning("not serving %s on %s: %s", os.path.basename(path), device, exc.message)
             last = exc
             continue
+        except BaseException:
+            if pool is not None:
+                pool.stop()
+            stop_replicas(replicas)
+            raise
         weight = None if weights is None else weights.get(label)
         replicas.append(Replica(label, pool, budget, weight))
         log.info("%s on %s: %d workers, batch budget %s", os.path.basename(path), label, workers,

@@ -24,6 +24,7 @@ from .errors import ApiError
 from .metrics import Metrics
 from .pipeline import Pipeline
 from .registry import Registry
+from .replicas import Replica, build_replicas, stop_replicas
 from .security import LocalFiles
 from .settings import Settings
 from .workers import WorkerPool
@@ -46,6 +47,7 @@ class Engine:
     loaded_at: int
     devices: tuple[str, ...] = ("cpu",)
     aliases: tuple[str, ...] = ()
+    replicas: tuple[Replica, ...] = ()  # --devices: every replica (workers is the first one's pool)
     _dispatch_task: asyncio.Task[None] | None = field(default=None, repr=False)
 
     @property
@@ -70,7 +72,10 @@ class Engine:
             self._dispatch_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._dispatch_task
-        await asyncio.to_thread(self.workers.stop, timeout)
+        if self.replicas:
+            await asyncio.to_thread(stop_replicas, self.replicas, timeout)
+        else:
+            await asyncio.to_thread(self.workers.stop, timeout)
 
 
 class SmokeTestFailed(Exception):
@@ -84,10 +89,13 @@ async def open_engine(
     files: LocalFiles,
     model: jepa.Model | None = None,
 ) -> Engine:
-    """Load `entry` (or take the given, already loaded `model`), start its workers with one warm
-    call on each (the smoke test: a model that loads but cannot infer fails here), start its
-    dispatcher. Raises what failed; nothing is left running then."""
+    """Load `entry` (or take the given, already loaded `model`) on the settings' device, or on each
+    of --devices, start the workers with one warm call on each (the smoke test: a model that loads
+    but cannot infer fails here), start the dispatcher. Raises what failed; nothing is left
+    running then."""
     s = settings
+    if len(s.device_list) > 1:
+        return await _open_replicated(entry, s, metrics, files)
     if model is None:
         model = await asyncio.to_thread(jepa.Model, entry.path, s.device, mmap=not s.no_mmap)
     workers = WorkerPool(model, s.workers, s.graph_threads, s.max_batch)
@@ -95,17 +103,51 @@ async def open_engine(
         await asyncio.to_thread(workers.start, not s.skip_smoke_test)
     except jepa.JepaError as exc:
         await asyncio.to_thread(workers.stop)
-        why = f"it loads, but its smoke test (one call on each worker) failed: {exc}"
-        raise SmokeTestFailed(why) from exc
+        raise _smoke_failed(exc) from exc
     except BaseException:
         await asyncio.to_thread(workers.stop)
         raise
     dispatcher = Dispatcher(workers, s.max_batch, s.max_wait_ms, metrics)
-    pipeline = Pipeline(model, dispatcher, files, s.decode_threads, s.max_frames, lambda: media_budget(s))
-    engine = Engine(
-        model, entry.id, workers, dispatcher, pipeline, int(time.time()), (s.device,), entry.aliases
-    )
-    engine._dispatch_task = asyncio.create_task(dispatcher.run(), name=f"jepa-dispatcher-{entry.id}")
+    return _start(Engine(model, entry.id, workers, dispatcher, _pipeline(model, dispatcher, s, files),
+                         int(time.time()), (s.device,), entry.aliases))
+
+
+async def _open_replicated(entry: ModelEntry, s: Settings, metrics: Metrics, files: LocalFiles) -> Engine:
+    """The model on every device of --devices, one replica each, pulling from one queue. Replicas
+    on the same device share one loaded model (one copy of the weights): each has its own workers."""
+    loaded: dict[str, jepa.Model] = {}
+
+    def load(path: str, device: str) -> jepa.Model:
+        if device not in loaded:
+            loaded[device] = jepa.Model(path, device, mmap=not s.no_mmap)
+        return loaded[device]
+
+    try:
+        replicas = await asyncio.to_thread(
+            build_replicas, entry.path, s.device_list, s.workers, s.graph_threads, s.max_batch,
+            s.cpu_batch_mb * 2**20, load=load, warm=not s.skip_smoke_test,
+        )
+    except jepa.InvalidInputError as exc:  # the warm call refused: the model cannot infer
+        raise _smoke_failed(exc) from exc
+    model = replicas[0].workers.model
+    dispatcher = Dispatcher(replicas, s.max_batch, s.max_wait_ms, metrics)
+    devices = tuple(r.device for r in replicas)
+    pipeline = _pipeline(model, dispatcher, s, files)
+    return _start(Engine(model, entry.id, replicas[0].workers, dispatcher, pipeline, int(time.time()),
+                         devices, entry.aliases, tuple(replicas)))
+
+
+def _smoke_failed(exc: jepa.JepaError) -> SmokeTestFailed:
+    return SmokeTestFailed(f"it loads, but its smoke test (one call on each worker) failed: {exc}")
+
+
+def _pipeline(model: jepa.Model, dispatcher: Dispatcher, s: Settings, files: LocalFiles) -> Pipeline:
+    return Pipeline(model, dispatcher, files, s.decode_threads, s.max_frames, lambda: media_budget(s))
+
+
+def _start(engine: Engine) -> Engine:
+    name = f"jepa-dispatcher-{engine.model_id}"
+    engine._dispatch_task = asyncio.create_task(engine.dispatcher.run(), name=name)
     return engine
 
 

@@ -91,6 +91,12 @@ class Settings:
         help="Replicate each model on these devices (`cpu,cuda:0,cuda:1`), each with its own workers; they "
         "pull work from one queue. Default: the CPU, or --gpu's device.",
     )
+    cpu_batch_mb: float = _opt(
+        "--cpu-batch-mb",
+        default=1024.0,
+        help="Activation memory one CPU batch may take, in MiB: the CPU replica's batch budget in the "
+        "scheduler (a GPU's comes from its free memory once the model is placed); 0: --max-batch alone.",
+    )
     no_mmap: bool = _opt(
         "--no-mmap",
         default=False,
@@ -305,6 +311,7 @@ class Settings:
             (self.max_loaded_models < 0, "max_loaded_models must be 0 (no cap) or more"),
             (self.max_concurrent_loads < 1, "max_concurrent_loads must be at least 1"),
             (self.keep_alive_s < 0, "keep_alive_s must be 0 or more"),
+            (self.cpu_batch_mb < 0, "cpu_batch_mb must be 0 (no budget) or more"),
             (any(not m for m in self.model), "model paths must not be empty"),
             (self.model_id is not None and len(self.model) > 1,
              "--model-id names the one -m model; with several, name them in a models.toml (--models-dir)"),
