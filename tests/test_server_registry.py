@@ -267,6 +267,24 @@ def test_lru_eviction_and_503_when_every_resident_model_is_busy(models_dir: Path
     run(body)
 
 
+def test_concurrent_first_requests_at_the_cap_evict_once_and_load_once(models_dir: Path) -> None:
+    """At --max-loaded-models 2 with two idle models resident, eight concurrent first requests for a
+    third: one eviction (the least recently used), one load."""
+
+    async def body() -> None:
+        loader = Loader(delay=0.05)
+        reg = _registry(models_dir, loader, max_loaded=2)
+        alpha = await _use(reg, "alpha")
+        await asyncio.sleep(0.01)
+        beta = await _use(reg, "beta")
+        engines = await asyncio.gather(*(_use(reg, "gamma") for _ in range(8)))
+        assert loader.started == ["alpha", "beta", "gamma"] and all(e is engines[0] for e in engines)
+        assert alpha.closed and not beta.closed and set(reg.resident) == {"beta", "gamma"}
+        await reg.close()
+
+    run(body)
+
+
 def test_a_model_added_to_the_directory_becomes_servable(tmp_path: Path, models_dir: Path) -> None:
     async def body() -> None:
         d = _dir_with(tmp_path, models_dir, ("alpha",))

@@ -183,17 +183,22 @@ class Registry:
     # -- loading
 
     async def _load(self, entry: ModelEntry) -> Resident:
-        if self._closed:
-            raise ApiError(503, "the server is shutting down", code="shutting_down")
-        task = self._loading.get(entry.id)
-        if task is None:
+        while True:  # re-checked after every await: another request may have begun the load
+            if self._closed:
+                raise ApiError(503, "the server is shutting down", code="shutting_down")
+            task = self._loading.get(entry.id)
+            if task is not None:
+                break
             res = self.resident.get(entry.id)
             if res is not None:
                 return res
-            await self._make_room(entry)
+            if self.max_loaded > 0 and len(self.resident) + len(self._loading) >= self.max_loaded:
+                await self._evict_one(entry)
+                continue
             task = asyncio.create_task(self._load_one(entry), name=f"jepa-load-{entry.id}")
             self._loading[entry.id] = task
             task.add_done_callback(self._loaded_callback(entry.id))
+            break
         # shield: a request that gives up (its deadline, its client gone) does not cancel the load
         # the other requests for this model wait for.
         return await asyncio.shield(task)
@@ -238,23 +243,19 @@ class Registry:
         log.info("model %s loaded in %.2f s", entry.id, took)
         return res
 
-    async def _make_room(self, entry: ModelEntry) -> None:
+    async def _evict_one(self, entry: ModelEntry) -> None:
         """Under --max-loaded-models: unload the least recently used idle unpinned model, or 503."""
-        if self.max_loaded <= 0:
-            return
-        while len(self.resident) + len(self._loading) >= self.max_loaded:
-            idle = [r for r in self.resident.values() if r.refs == 0 and not r.entry.pinned]
-            if not idle:
-                raise ApiError(
-                    503,
-                    f"cannot load {entry.id!r}: {len(self.resident) + len(self._loading)} models are "
-                    f"resident or loading (--max-loaded-models {self.max_loaded}) and every one is in use "
-                    "or pinned; retry",
-                    code="models_busy",
-                    headers={"Retry-After": "1"},
-                )
-            victim = min(idle, key=lambda r: r.last_used)
-            await self._unload(victim, "lru")
+        idle = [r for r in self.resident.values() if r.refs == 0 and not r.entry.pinned]
+        if not idle:
+            raise ApiError(
+                503,
+                f"cannot load {entry.id!r}: {len(self.resident) + len(self._loading)} models are "
+                f"resident or loading (--max-loaded-models {self.max_loaded}) and every one is in use "
+                "or pinned; retry",
+                code="models_busy",
+                headers={"Retry-After": "1"},
+            )
+        await self._unload(min(idle, key=lambda r: r.last_used), "lru")
 
     # -- unloading
 
