@@ -13,6 +13,10 @@ compatible tasks behind it, in arrival order, up to its budget (cost units) and 
   the shares follow the speeds as they are, not as configured.
 - A slower device takes only as much as it can finish before the others would finish everything
   else (the tail rule): past that point its batch would only lengthen the makespan, so it waits.
+- A batch handed to a busy device ahead moves to a free one when it would end sooner there
+  (`sooner_elsewhere`, `move`: the dispatcher's work stealing).
+- A device that fails a batch by its own fault rests a while (`device_failed`), so a broken device
+  does not take and hand on every batch.
 - A lone device has no frontier to meet: it takes the oldest task, in arrival order, as before.
 - `max_age_s` (off by default) serves a task that has waited that long next, from any device, so
   the middle of the order cannot starve under sustained load.
