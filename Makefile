@@ -84,11 +84,11 @@ fuzz-skipped:
 # The long local runs, one target after another (FUZZ_RUNS executions each), logs in $(FUZZ_LOGS);
 # the atheris targets keep going past a finding and write each distinct one to $(FUZZ_LOGS)/findings-*.
 fuzz: fuzz-build bench-deps
-	mkdir -p $(FUZZ_LOGS) $(FUZZ_BUILD)/corpus-media $(FUZZ_BUILD)/corpus-request
+	mkdir -p $(FUZZ_LOGS) $(FUZZ_BUILD)/corpus-media $(FUZZ_BUILD)/corpus-request $(FUZZ_BUILD)/corpus-text
 	$(FUZZ_BUILD)/tests/fuzz/fuzz_gguf -runs=$(strip $(FUZZ_RUNS)) -timeout=20 -rss_limit_mb=3072 \
 	    -print_final_stats=1 -dict=tests/fuzz/gguf.dict -artifact_prefix=$(FUZZ_LOGS)/ \
 	    $(FUZZ_BUILD)/tests/fuzz/corpus-gguf tests/fuzz/corpus/gguf 2> $(FUZZ_LOGS)/gguf.log
-	for t in media request; do \
+	for t in media request text; do \
 	    JEPA_FUZZ_FINDINGS=$(abspath $(FUZZ_LOGS))/findings-$$t $(BIN)/python tests/fuzz/fuzz_$$t.py \
 	        -runs=$(strip $(FUZZ_RUNS)) -timeout=20 -rss_limit_mb=3072 -print_final_stats=1 \
 	        -dict=tests/fuzz/$$t.dict -artifact_prefix=$(abspath $(FUZZ_LOGS))/ \

@@ -146,7 +146,7 @@ REFUSALS: list[tuple[str, str, Any, int, str, str | None]] = [
     ("not JSON", EMB, b"{not json", 400, "invalid_json", None),
     ("not UTF-8", EMB, b"\xff\xfe\x00", 400, "invalid_json", None),
     ("array body", EMB, [{"input": "x"}], 400, "invalid_json", None),
-    ("array item", EMB, {"input": [[1, 2, 3]]}, 400, "invalid_item", "input[0]"),
+    ("array item", EMB, {"input": [[1, 2, 3]]}, 400, "wrong_modality", "input[0]"),  # ids to an image model
     ("number item", EMB, {"input": 3}, 400, "invalid_item", "input"),
     ("missing input", EMB, {"model": "demo-vit"}, 400, "missing_field", "input"),
     ("empty input", EMB, {"input": []}, 400, "invalid_value", "input"),

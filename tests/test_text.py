@@ -131,6 +131,8 @@ def test_refusals(tiny: jepa.Model, ctx: jepa.Context) -> None:
         tokens_from_ids([[2, 999, 3]], tiny)
     with pytest.raises(jepa.InvalidInputError, match="over the model's max_seq_len of 24"):
         tokens_from_ids([[5] * 25], tiny)
+    with pytest.raises(jepa.InvalidInputError, match="out of range"):  # past int64: a fuzz finding
+        tokens_from_ids([[2**80, 3]], tiny)
     with pytest.raises(jepa.InvalidInputError, match="empty list of token ids"):
         tokens_from_ids([[]], tiny)
     # The engine's own checks, for callers of Context.encode_text.

@@ -748,14 +748,21 @@ def render_bench_ray(data: dict[str, Any]) -> str:
         whole: f"jepa-server `--workers 1 --threads {st['cores']}`",
     }
     best = max(s["server_req_s"].values())
+    cpu = s.get("cpu_ms_per_req", {})
     rows = []
     for key, label in labels.items():
         rate = s["ray_req_s"] if key == ray else s["server_req_s"][key]
         lat = s["latency_ms"][key]
         rows.append([label, f"{rate:.1f}", _ms(lat["p50"]), _ms(lat["p95"]), _ms(lat["p99"]),
-                     f"{rate / best:.2f}×"])  # fmt: skip
-    lines += _table(["path", "req/s", "p50 ms", "p95 ms", "p99 ms", "of the faster jepa-server"], rows,
-                    "lrrrrr")  # fmt: skip
+                     f"{rate / best:.2f}×", f"{cpu[key]:.1f}" if key in cpu else "–"])  # fmt: skip
+    lines += _table(["path", "req/s", "p50 ms", "p95 ms", "p99 ms", "of the faster jepa-server",
+                     "CPU ms / request"], rows, "lrrrrrr")  # fmt: skip
+    by_cpu = s.get("ray_over_server_by_cpu")
+    if by_cpu is not None:
+        lines += ["", "*CPU ms / request*: the CPU time every process of the path spent (for Ray: its "
+                  "GCS, raylet, controller, proxy and replicas) over the answers; unlike req/s it does not "
+                  "depend on what else the machine runs. Where the path has the cores to itself, "
+                  f"throughput goes as its inverse: Ray at **{_ratio(by_cpu)}** of the cheaper jepa-server."]
     ratio, goal = s["ray_over_server"], s["goal"]
     hop, health, one = s["hop"], s["health_req_s"], s["health_p50_ms_one_client"]
     spread = ", ".join(str(n) for n in sorted(s["replica_spread"].values(), reverse=True))
@@ -782,12 +789,58 @@ def render_bench_ray(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+TEXT_VARIANTS = {"st-torch": "sentence-transformers (PyTorch)", "ort-f32": "ONNX Runtime f32",
+                 "jepa-f32": "jepa f32", "jepa-f16": "jepa f16"}
+
+
+def render_bench_text(data: dict[str, Any]) -> str:
+    """bench-text.json (tools/bench_text.py): the text encoder against sentence-transformers and
+    ONNX Runtime on real weights and real sentences, tokens per second, padding and parity."""
+    lines = [run_record(data), ""]
+    t = data["tokens_per_text"]
+    lines.append(
+        f"{data['model']}, {data['texts']} texts of the standard library's docstrings ({t['min']}-{t['max']} "
+        f"tokens, median {t['median']:g}; {data['truncated_texts']} truncated to max_seq_len), batches of "
+        f"{data['batch']} texts, {data['threads']} threads, text in and normalised vector out (tokenization "
+        f"included), variants interleaved, median of {data['rounds']} rounds:"
+    )
+    lines.append("")
+    r = data["ratios"]
+    ratio = {"st-torch": (r["jepa-f32 / st-torch"], r["jepa-f16 / st-torch"]),
+             "ort-f32": (r["jepa-f32 / ort-f32"], r["jepa-f16 / ort-f32"])}
+    rows = []
+    for key, label in TEXT_VARIANTS.items():
+        f32, f16 = ratio.get(key, (None, None))
+        par = data["parity_vs_st"].get(key)
+        rows.append([
+            label, f"{data['tokens_per_s'][key]:,.0f}",
+            _ratio(f32) if f32 else "—", _ratio(f16) if f16 else "—",
+            f"{100 * data['padding_waste'][key]:.1f}%",
+            "reference" if par is None else f"{par['min_cos']:.7f}",
+            "—" if par is None else f"{par['max_abs_diff']:.1e}",
+        ])
+    lines += _table(["variant", "real tokens/s", "jepa f32 / this", "jepa f16 / this", "padding computed",
+                     "min cosine vs ST", "max abs diff vs ST"], rows, "lrrrrrr")
+    lines += [
+        "",
+        "Token ids identical to the model's own tokenizer: "
+        f"{'yes' if data['token_ids_identical'] else 'NO'}; a text's vector alone = in its batch, bit for "
+        f"bit: {'yes' if data['bit_identical_alone_vs_batch'] else 'NO'}. Padding computed: the padded "
+        "positions a peer runs through the network, as a share of the real tokens (jepa lays a batch's "
+        "texts end to end).",
+        "",
+        "Source: `tests/results/bench-text.json` (`python tools/bench_text.py`).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench-engine": render_bench_engine,
     # bench_engine.py's q8_0 / q4_k rows (docs/quantize.md)
     "bench-quant": lambda data: render_bench_engine_peers(data, "bench-quant"),
     "bench-video": render_bench_video,
     "bench-world": render_bench_world,
+    "bench-text": render_bench_text,
     "server-bench": render_server_bench,
     "scheduler-sim": render_scheduler_sim,
     "bench-load": render_bench_load,

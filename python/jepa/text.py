@@ -122,14 +122,13 @@ def tokens_from_ids(seqs: Sequence[Any], model: Model) -> list[Tokens]:
                 f"input {i}: {len(s)} token ids, over the model's max_seq_len of {info.max_seq_len}",
                 param="input",
             )
-        ids = np.asarray(s, dtype=np.int64)
-        bad = np.flatnonzero((ids < 0) | (ids >= info.vocab_size))
-        if bad.size:
+        # Checked as Python ints first: an id past int64 is refused, not an overflow in numpy.
+        bad = next((int(x) for x in s if not 0 <= int(x) < info.vocab_size), None)
+        if bad is not None:
             raise InvalidInputError(
-                f"input {i}: token id {int(ids[bad[0]])} is out of range [0, {info.vocab_size})",
-                param="input",
+                f"input {i}: token id {bad} is out of range [0, {info.vocab_size})", param="input"
             )
-        out.append(Tokens(ids.astype(np.int32), np.zeros(len(s), np.int32)))
+        out.append(Tokens(np.asarray(s, dtype=np.int32), np.zeros(len(s), np.int32)))
     return out
 
 

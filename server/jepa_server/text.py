@@ -59,9 +59,10 @@ def stats_of(engine: Engine) -> TextStats:
 def wrong_modality(model: jepa.Model, got: str, param: str) -> ApiError:
     modality = model.info.modality
     takes = "strings or arrays of token ids" if modality == "text" else f"{modality}s ({_MEDIA_FORMS})"
+    article = "an" if modality[:1] in "aeiou" else "a"
     return ApiError(
         400,
-        f"this is a {modality} model: it takes {takes}, not {got}",
+        f"this is {article} {modality} model: it takes {takes}, not {got}",
         param=param,
         code="wrong_modality",
     )
@@ -170,32 +171,26 @@ def _too_many_tokens(n: int, s: Any, name: str) -> ApiError:
     )
 
 
+def _looks_like_text(s: str) -> bool:
+    """Words, not a file name: whitespace and no path separator."""
+    return any(c.isspace() for c in s) and "/" not in s and "\\" not in s
+
+
 def media_items(
     engine: Engine, value: Any, resolve: Callable[..., Any], limits: Limits, name: str
 ) -> list[Item]:
-    """parse_items for an image or video model, with text and token ids refused by modality."""
-    forms = [value] if not isinstance(value, list) or _is_id_list(value) else value
-    if any(_is_id_list(v) for v in forms):
+    """parse_items for an image or video model, with text and token ids refused by modality: a
+    string is a local file path for these models, and one that reads as words is text."""
+    if _is_id_list(value):
         raise wrong_modality(engine.model, "token ids", name)
-    try:
-        return parse_items(value, resolve, limits, name)
-    except ApiError as exc:
-        # A string is a local path for an image model: one that is not a readable file is most
-        # likely text, and the answer says what this model takes.
-        if (
-            exc.status == 400
-            and forms
-            and all(isinstance(v, str) for v in forms)
-            and exc.code != "too_many_items"
-        ):
-            raise ApiError(
-                400,
-                f"{exc.message} (this is an {engine.model.info.modality} model: a string input is a local "
-                "file path; text needs a text model)",
-                param=exc.param,
-                code="wrong_modality",
-            ) from None
-        raise
+    forms = value if isinstance(value, list) else [value]
+    for i, v in enumerate(forms):
+        param = name if not isinstance(value, list) else f"{name}[{i}]"
+        if _is_id_list(v):
+            raise wrong_modality(engine.model, "token ids", param)
+        if isinstance(v, str) and _looks_like_text(v):
+            raise wrong_modality(engine.model, "text (a string is a local file path here)", param)
+    return parse_items(value, resolve, limits, name)
 
 
 # -- running ---------------------------------------------------------------------------------------

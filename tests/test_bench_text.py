@@ -1,0 +1,36 @@
+"""tools/bench_text.py --smoke: every variant (sentence-transformers, ONNX Runtime, jepa f32 / f16) runs
+end to end on a tiny random BERT, the record is complete, and the JSON renders (docs/text.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import import_tool, run_tool
+
+pytestmark = [pytest.mark.torch, pytest.mark.transformers]
+
+VARIANTS = {"st-torch", "ort-f32", "jepa-f32", "jepa-f16"}
+
+
+def test_bench_text_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    r = run_tool("bench_text.py", "--smoke", "--threads", "1", "--out", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["schema"] == 1 and data["smoke"]
+    assert set(data["tokens_per_s"]) == set(data["padding_waste"]) == VARIANTS
+    assert all(v > 0 for v in data["tokens_per_s"].values())
+    assert data["padding_waste"]["jepa-f32"] == data["padding_waste"]["jepa-f16"] == 0.0
+    assert data["padding_waste"]["ort-f32"] > 0  # texts of different lengths: the peers pad
+    assert all(v > 0 for v in data["ratios"].values())
+    assert data["parity_vs_st"]["jepa-f32"]["min_cos"] >= 0.99999
+    assert data["parity_vs_st"]["jepa-f16"]["min_cos"] >= 0.9999
+    assert data["parity_vs_st"]["ort-f32"]["min_cos"] >= 0.99999
+    assert data["token_ids_identical"] and data["bit_identical_alone_vs_batch"]
+    assert data["machine"]["simd"] and data["commit"]
+    text = import_tool("render_docs").render_bench_text(data)
+    for label in ("ONNX Runtime f32", "sentence-transformers (PyTorch)", "jepa f16", "padding computed"):
+        assert label in text, label
