@@ -68,6 +68,7 @@ def test_a_text_is_the_same_bits_alone_and_in_any_batch(ctx: jepa.Context) -> No
     assert np.array_equal(bits(alone), bits(together))
     for budget in (1, 7, 30, 100000):  # one text per call ... all in one call
         assert np.array_equal(bits(embed_text(ctx, SENTENCES, token_budget=budget)), bits(alone))
+    assert np.array_equal(bits(jepa.embed(ctx, SENTENCES)), bits(together))  # the one pipeline entry
     shuffled = [SENTENCES[i] for i in (3, 0, 6, 2, 5, 1, 4)]
     again = embed_text(ctx, shuffled)
     assert np.array_equal(bits(again), bits(together[[3, 0, 6, 2, 5, 1, 4]]))

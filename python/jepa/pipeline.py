@@ -85,7 +85,7 @@ def embed(
 
     Returns float32 [n, D] (or [n, N, D] for pool='none') in input order. pool: 'mean' (patch
     tokens), 'cls' or 'none'; default CLS when the model has one, else mean. as_video and frames are
-    passed to jepa.media.prepare."""
+    passed to jepa.media.prepare. For a text model the items are strings (jepa.text.embed_text)."""
     from .media import prepare  # Pillow and PyAV load on first use: `import jepa` stays light
 
     if isinstance(items, str | os.PathLike | bytes | bytearray | memoryview | np.ndarray) or not isinstance(
@@ -95,6 +95,10 @@ def embed(
             f"embed expects a list of items, got one {type(items).__name__}: wrap it in a list"
         )
     model = context.model
+    if model.is_text:  # texts: the same pipeline's text half (tokenize, length-ordered, no padding)
+        from .text import embed_text
+
+        return embed_text(context, items, pool=pool)  # type: ignore[arg-type]
     mode = check_pool(model, pool)
     inputs = []
     for i, item in enumerate(items):
