@@ -676,31 +676,26 @@ def render_scheduler_sim(data: dict[str, Any]) -> str:
 def render_bench_load(data: dict[str, Any]) -> str:
     """bench-load.json (tools/bench_load.py): a cold load read into memory of its own against
     memory-mapped, warm and cold page cache, per file type, and two processes on one file."""
-    lines = [run_record(data), ""]
     shape = data["model_shape"]
-    lines.append(f"ViT-L/16-shaped file ({shape['embed_dim']} wide, {shape['n_layer']} blocks), random weights; "
-                 f"medians of {data['rounds']} rounds, each cell a fresh process:")
-    lines.append("")
+    lines = [run_record(data), "",
+             f"ViT-L/16-shaped file ({shape['embed_dim']} wide, {shape['n_layer']} blocks), random weights; "
+             f"medians of {data['rounds']} rounds, each cell a fresh process:", ""]
     rows = []
     for c in data["cells"].values():
         m = c["median"]
-        rows.append([
-            f"{c['model']} ({data['file_mb'][c['model']]:.0f} MiB)", "mapped" if c["mode"] == "mmap" else "read",
-            c["cache"], f"{m['load_s'] * 1000:.0f}", f"{m['first_s'] * 1000:.0f}",
-            f"{m['rss_mb']:.0f}", f"{m['anon_mb']:.0f}", f"{m['file_mb']:.0f}", f"{m['n_bytes_mapped_mb']:.0f}",
-        ])
+        name = f"{c['model']} ({data['file_mb'][c['model']]:.0f} MiB)"
+        rows.append([name, "mapped" if c["mode"] == "mmap" else "read", c["cache"],
+                     f"{m['load_s'] * 1000:.0f}", f"{m['first_s'] * 1000:.0f}", f"{m['rss_mb']:.0f}",
+                     f"{m['anon_mb']:.0f}", f"{m['file_mb']:.0f}", f"{m['n_bytes_mapped_mb']:.0f}"])
     lines += _table(["file", "weights", "page cache", "load ms", "first encode ms", "RSS MiB",
                      "of it own MiB", "of it file pages MiB", "mapped MiB"], rows, "lllrrrrrr")
-    lines.append("")
-    two = data["two_processes"]
     rows = []
-    for name, pair in two.items():
+    for name, pair in data["two_processes"].items():
         model, mode = name.split("-", 1)
-        rows.append([model, "mapped" if mode == "mmap" else "read",
-                     f"{pair['first']['pss_while_shared_mb']:.0f}", f"{pair['second']['pss_while_shared_mb']:.0f}",
-                     f"{pair['first']['pss_while_shared_mb'] + pair['second']['pss_while_shared_mb']:.0f}"])
-    lines.append("Two processes serving one file (warm), proportional set size of each while both map it:")
-    lines.append("")
+        a, b = pair["first"]["pss_while_shared_mb"], pair["second"]["pss_while_shared_mb"]
+        weights = "mapped" if mode == "mmap" else "read"
+        rows.append([model, weights, f"{a:.0f}", f"{b:.0f}", f"{a + b:.0f}"])
+    lines += ["", "Two processes serving one file (warm), proportional set size of each while both map it:", ""]
     lines += _table(["file", "weights", "first PSS MiB", "second PSS MiB", "both MiB"], rows, "llrrr")
     lines += ["", "Source: `tests/results/bench-load.json` (`python tools/bench_load.py`)."]
     return "\n".join(lines) + "\n"
