@@ -695,7 +695,8 @@ def render_bench_load(data: dict[str, Any]) -> str:
         a, b = pair["first"]["pss_while_shared_mb"], pair["second"]["pss_while_shared_mb"]
         weights = "mapped" if mode == "mmap" else "read"
         rows.append([model, weights, f"{a:.0f}", f"{b:.0f}", f"{a + b:.0f}"])
-    lines += ["", "Two processes serving one file (warm), proportional set size of each while both map it:", ""]
+    lines += ["", "Two processes serving one file (warm), proportional set size of each while both map it:",
+              ""]
     lines += _table(["file", "weights", "first PSS MiB", "second PSS MiB", "both MiB"], rows, "llrrr")
     lines += ["", "Source: `tests/results/bench-load.json` (`python tools/bench_load.py`)."]
     return "\n".join(lines) + "\n"
