@@ -69,6 +69,10 @@ def test_model_repeats_through_flags_environment_and_config(tmp_path: Path) -> N
     assert s.model == ("z.gguf",) and src["model"] == "flag"
     with pytest.raises(SettingsError, match="model-id"):
         load_settings(["-m", "a.gguf", "-m", "b.gguf", "--model-id", "x"], env={})
+    bad = tmp_path / "latin1.toml"
+    bad.write_bytes(b"model = '\xe9.gguf'\n")
+    with pytest.raises(SettingsError, match="cannot read the config file"):
+        load_settings(["--config", str(bad)], env={})
     with pytest.raises(SettingsError, match="--gpu or --devices"):
         load_settings(["--gpu", "0", "--devices", "cpu"], env={})
     assert load_settings(["--devices", "cpu, cuda:1"], env={}).device_list == ("cpu", "cuda:1")

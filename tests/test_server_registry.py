@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_server_support import decode_embeddings, image_item, in_process, run
 
 import jepa
@@ -466,3 +468,28 @@ def test_devices_replicate_a_model_and_answer_the_same_bits(models_dir: Path) ->
             assert info["models"][0]["devices"] == ["cpu", "cpu#2"]
 
     run(body)
+
+
+_TOML_PIECES = ['[models.', 'x]', '"a b"', ']\n', 'file = ', '"alpha.gguf"', '"../beta.gguf"', '"beta.gguf"',
+                'aliases = ', '["a", "b"]', '[1, 2]', '"s"', 'keep_alive_s = ', '-1', '5', 'true', '1e999',
+                '\n', '[other]\n', '{a = 1}', '"\\u0000"', '= = ', '[[models]]\n', 'models = 3\n']
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.one_of(st.binary(max_size=200),
+                      st.lists(st.sampled_from(_TOML_PIECES), max_size=20).map(lambda p: "".join(p).encode())))
+def test_any_models_toml_is_served_or_refused_with_a_catalog_error(
+    tmp_path_factory: pytest.TempPathFactory, models_dir: Path, data: bytes
+) -> None:
+    """models.toml is parsed input: whatever it holds, reading the catalog serves it or raises
+    CatalogError naming why, never anything else."""
+    d = tmp_path_factory.mktemp("toml")
+    for n in ("alpha", "beta"):
+        (d / f"{n}.gguf").symlink_to(models_dir / f"{n}.gguf")
+    (d / "models.toml").write_bytes(data)
+    try:
+        c = Catalog((), str(d))
+    except CatalogError:
+        return
+    assert all(e.path.startswith(str(d)) for e in c.entries())  # nothing outside the directory

@@ -160,7 +160,7 @@ def _models_toml(root: str) -> dict[str, dict[str, Any]]:
     try:
         with open(path, "rb") as fh:
             data = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:  # TOML is UTF-8 only
         raise CatalogError(f"cannot read {path}: {exc}") from None
     unknown = set(data) - {"models"}
     if unknown:

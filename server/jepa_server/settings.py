@@ -521,7 +521,7 @@ def resolve_settings(
         try:
             with open(config, "rb") as fh:
                 from_file = _coerce_all(tomllib.load(fh), config)
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:  # TOML is UTF-8 only
             raise SettingsError(f"cannot read the config file {config}: {exc}") from None
         values.update(from_file)
         source.update(dict.fromkeys(from_file, f"config {config}"))
