@@ -477,8 +477,10 @@ _TOML_PIECES = ['[models.', 'x]', '"a b"', ']\n', 'file = ', '"alpha.gguf"', '".
 
 @settings(max_examples=300, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.one_of(st.binary(max_size=200),
-                      st.lists(st.sampled_from(_TOML_PIECES), max_size=20).map(lambda p: "".join(p).encode())))
+@given(data=st.one_of(
+    st.binary(max_size=200),
+    st.lists(st.sampled_from(_TOML_PIECES), max_size=20).map(lambda p: "".join(p).encode()),
+))
 def test_any_models_toml_is_served_or_refused_with_a_catalog_error(
     tmp_path_factory: pytest.TempPathFactory, models_dir: Path, data: bytes
 ) -> None:
