@@ -11,10 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import bits
 
 import jepa
 from jepa.convert.quantize import quantize
+
+from conftest import bits
 
 IMG = 32
 
