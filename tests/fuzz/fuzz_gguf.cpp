@@ -1,5 +1,6 @@
 // libFuzzer target: bytes -> a GGUF file in memory (memfd) -> jepa_model_load; a model that loads is
-// described, counted and, when tiny, run once: an encode, then its head, predictor or world model. Built by -DJEPA_FUZZ=ON with clang
+// described, counted and, when tiny, run once: an encode, then its head, predictor or world model
+// (a text model: its tokenizer string and a two-sequence encode_text through every pooling). Built by -DJEPA_FUZZ=ON with clang
 // (-fsanitize=fuzzer,address,undefined over the engine and ggml): docs/fuzzing.md.
 //
 // Beyond "no sanitizer report": every refusal carries a status and a non-empty UTF-8 message, and a
@@ -103,6 +104,34 @@ void heads(jepa_context * ctx, const jepa_model_info & info, std::vector<float> 
     }
 }
 
+// A text model: its tokenizer string, then two short sequences laid end to end (ids and token types
+// in range) through every pooling.
+void exercise_text(jepa_model * m, const jepa_model_info & info) {
+    const char * tok = jepa_model_tokenizer(m);
+    if (!tok) return refused("jepa_model_tokenizer");
+    if (!utf8(tok)) broken("jepa_model_tokenizer", "not UTF-8");
+    const int n1 = info.max_tokens < 5 ? info.max_tokens : 5;
+    const size_t n_tok = size_t(1 + n1);
+    if (info.n_layer > 4 || n_tok * size_t(info.embed_dim) > kMaxRunFloats || info.vocab_size < 1) return;
+    jepa_context_params cp = jepa_context_default_params();
+    cp.n_threads = 1;
+    jepa_context * ctx = jepa_context_new(m, &cp);
+    if (!ctx) return refused("jepa_context_new");
+    std::vector<int32_t> ids(n_tok), types(n_tok);
+    for (size_t i = 0; i < n_tok; ++i) {
+        ids[i] = int32_t(i * 7 % size_t(info.vocab_size));
+        types[i] = int32_t(i % size_t(info.n_token_types > 0 ? info.n_token_types : 1));
+    }
+    const int32_t lens[2] = {1, n1};
+    std::vector<float> out(n_tok * size_t(info.embed_dim));
+    for (jepa_text_pool pool : {JEPA_TEXT_POOL_NONE, JEPA_TEXT_POOL_CLS, JEPA_TEXT_POOL_MEAN, JEPA_TEXT_POOL_LAST}) {
+        if (jepa_encode_text(ctx, ids.data(), types.data(), lens, 2, pool, 1, out.data(), out.size()) != JEPA_OK) {
+            refused("jepa_encode_text");
+        }
+    }
+    jepa_context_free(ctx);
+}
+
 void exercise(jepa_model * m) {
     jepa_model_info info;
     if (jepa_model_get_info(m, &info) != JEPA_OK) return refused("jepa_model_get_info");
@@ -113,6 +142,7 @@ void exercise(jepa_model * m) {
         const char * l = jepa_model_label(m, i);
         if (!l || !utf8(l)) broken("jepa_model_label", "NULL or not UTF-8");
     }
+    if (std::strcmp(info.modality, "text") == 0) return exercise_text(m, info);
     const int T = info.n_frames;
     const int64_t n_tok = jepa_model_n_tokens(m, info.in_chans, T, info.img_size, info.img_size);
     if (n_tok < 0) return refused("jepa_model_n_tokens");

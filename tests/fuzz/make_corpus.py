@@ -26,6 +26,7 @@ from pathlib import Path
 
 from jepa.convert.gguf_keys import KEYS
 from jepa.convert.random_weights import write_random_file
+from jepa.convert.random_text import write_random_bert
 from jepa.convert.random_world import write_random_ac, write_random_lewm
 from jepa.convert.schema import Encoder, Meta, Preprocess
 from jepa.convert.vjepa2 import write_random as write_random_vjepa2
@@ -58,6 +59,8 @@ VALID: dict[str, Callable[[Path], object]] = {
     "lewm": lambda p: write_random_lewm(p, enc_dim=8, enc_layers=1, enc_heads=2, patch_size=4, img_size=8,
                                         embed_dim=8, n_layer=1, n_head=2, head_dim=6, ffn_dim=16, n_frames=2,
                                         action_dim=2, proj_hidden=8),
+    "bert": lambda p: write_random_bert(p, embed_dim=8, n_layer=1, n_head=2, ffn_dim=16, n_positions=10,
+                                        max_seq_len=8, pos_offset=2),
 }
 
 
