@@ -51,6 +51,10 @@ def test_every_cell_ran_and_every_answer_was_right(smoke: dict[str, Any]) -> Non
     assert set(s["latency_ms"]) == {cells["ray"], cells["split"], cells["whole"]}
     for lat in s["latency_ms"].values():
         assert 0 < lat["p50"] <= lat["p95"] <= lat["p99"]
+    # each path's CPU per request was read from its own processes
+    cpu = s["cpu_ms_per_req"]
+    assert set(cpu) == set(s["latency_ms"]) and all(v > 0 for v in cpu.values())
+    assert s["ray_over_server_by_cpu"] > 0
     # the hop was measured, both replicas answered, and the memory of each process was read
     assert s["hop"]["unix_hop_ms"] > 0 and s["hop"]["tcp_loopback_ms"] > 0
     assert len(s["replica_spread"]) == smoke["settings"]["replicas"]
@@ -68,5 +72,5 @@ def test_the_doc_block_renders_from_it(smoke: dict[str, Any]) -> None:
         sys.path.pop(0)
     text = render_docs.RENDERERS["bench-ray"](smoke)
     assert text.startswith(render_docs.run_record(smoke))
-    assert "| path | req/s | p50 ms |" in text and text.count("\n| ") >= 4
+    assert "| path | req/s | p50 ms |" in text and "CPU ms / request" in text and text.count("\n| ") >= 4
     assert "`--smoke` run" in text and "bit for bit" in text and "Resident memory" in text

@@ -74,6 +74,7 @@ from bench_server import (  # noqa: E402
     engine_fingerprint,
     percentiles,
     photos,
+    process_busy_s,
     request_body,
     rss_mb,
     same_bits,
@@ -125,20 +126,24 @@ def ray_app(model: str, cores: int, replicas: int, threads: int, max_batch: int)
 
 
 @contextmanager
-def machine_share() -> Iterator[dict[str, Any]]:
-    """The share of all cores the whole machine, and this process (the clients), used in the block."""
+def machine_share(pids: list[int]) -> Iterator[dict[str, Any]]:
+    """The share of all cores the whole machine, and this process (the clients), used in the block,
+    and the CPU-seconds the serving processes `pids` spent in it: what a request costs the path,
+    whatever else the machine ran (a shared machine's req/s depends on its neighbours)."""
     busy, mine, t0 = machine_busy_s(), self_busy_s(), time.perf_counter()
+    serving = sum(process_busy_s(p) for p in pids)
     out: dict[str, Any] = {}
     yield out
     wall = (time.perf_counter() - t0) * (os.cpu_count() or 1)
     out["machine_cpu_share"] = round(min(1.0, (machine_busy_s() - busy) / wall), 3)
     out["client_cpu_share"] = round(min(1.0, (self_busy_s() - mine) / wall), 3)
+    out["serving_cpu_s"] = round(sum(process_busy_s(p) for p in pids) - serving, 3)
 
 
 def embed_cell(
-    url: str, bodies: list[bytes], clients: int, n: int, expected: list[np.ndarray]
+    url: str, bodies: list[bytes], clients: int, n: int, expected: list[np.ndarray], pids: list[int]
 ) -> dict[str, Any]:
-    with machine_share() as share:
+    with machine_share(pids) as share:
         w = asyncio.run(_steady(url, _poster(url, bodies), clients, n, clients, False))
     mismatches = sum(not same_bits(vector_of(json.loads(raw)), expected[i % len(expected)])
                      for i, raw in w.answers)  # fmt: skip
@@ -149,16 +154,19 @@ def embed_cell(
         "server_ms": {h.removeprefix("x-"): round(statistics.fmean(v), 2) for h, v in w.headers.items() if v},
         "mismatches": mismatches,
         "answered": len(w.answers),
+        # CPU-milliseconds the serving processes spent per answer (warm-up and tail included)
+        "cpu_ms_per_req": round(share["serving_cpu_s"] / len(w.answers) * 1000, 2),
         **share,
     }
 
 
-def health_cell(url: str, clients: int, n: int) -> dict[str, Any]:
-    with machine_share() as share:
+def health_cell(url: str, clients: int, n: int, pids: list[int]) -> dict[str, Any]:
+    with machine_share(pids) as share:
         w = asyncio.run(_steady(url, _getter(url), clients, n, clients, False))
     bad = sum(json.loads(raw).get("status") != "ok" for _, raw in w.answers)
     return {"seconds": round(w.seconds, 3), "req_s": round(n / w.seconds, 1),
             "latency_ms": percentiles(w.latencies), "mismatches": bad, "answered": len(w.answers),
+            "cpu_ms_per_req": round(share["serving_cpu_s"] / len(w.answers) * 1000, 3),
             **share}  # fmt: skip
 
 
@@ -310,17 +318,24 @@ def main(argv: list[str] | None = None) -> int:
                 running[name] = Server(path, w, t, args.max_batch, extra).start()
             with ray_app(path, cores, replicas, threads, args.max_batch) as ray_url:
                 urls = {ray_cell: ray_url, **{k: s.url for k, s in running.items()}}
+                # The processes each path runs on: Ray's are every process under this one (the
+                # GCS, raylet, controller, proxy and replicas) but the jepa-servers.
+                theirs = {s.pid for s in running.values()}
+                pids = {ray_cell: [p for p in _descendants(os.getpid()) if p not in theirs],
+                        **{k: [s.pid] for k, s in running.items()}}  # fmt: skip
                 spread = replica_spread(ray_url, bodies[0], 4 * clients)
                 cells = [*urls, f"health-{ray_cell}", f"health-{split}"]
                 for r in range(args.rounds):
                     done: dict[str, Any] = {}
                     for name in cells[r % len(cells):] + cells[: r % len(cells)]:
                         if name.startswith("health-"):
-                            url = urls[name.removeprefix("health-")]
-                            done[name] = health_cell(url, clients, args.health_requests)
-                            done[name + "-c1"] = health_cell(url, 1, args.health_requests // 4)
+                            path = name.removeprefix("health-")
+                            done[name] = health_cell(urls[path], clients, args.health_requests, pids[path])
+                            done[name + "-c1"] = health_cell(urls[path], 1, args.health_requests // 4,
+                                                             pids[path])  # fmt: skip
                         else:
-                            done[name] = embed_cell(urls[name], bodies, clients, args.requests, expected)
+                            done[name] = embed_cell(urls[name], bodies, clients, args.requests, expected,
+                                                    pids[name])  # fmt: skip
                         print(f"round {r} {name}: {done[name]['req_s']:.2f}/s", file=sys.stderr, flush=True)
                     rounds.append(done)
                 mem = memory(running)  # warm: every process has served the whole run
@@ -342,6 +357,14 @@ def main(argv: list[str] | None = None) -> int:
         "meets_goal": None if ratio is None else ratio >= GOAL,
         "latency_ms": lat,
         "health_req_s": {k: median_of(rounds, f"health-{k}", "req_s") for k in (ray_cell, split)},
+        # CPU per request of each path: on a CPU-bound machine of its own, throughputs go as its inverse
+        "cpu_ms_per_req": {k: median_of(rounds, k, "cpu_ms_per_req") for k in (ray_cell, split, whole)},
+        # the throughput ratio those CPU costs give where the serving processes have the cores to
+        # themselves: the cheaper jepa-server's cost over Ray's
+        "ray_over_server_by_cpu": None,
+        "health_cpu_ms_per_req": {
+            k: median_of(rounds, f"health-{k}", "cpu_ms_per_req") for k in (ray_cell, split)
+        },
         "health_p50_ms_one_client": {
             k: median_of(rounds, f"health-{k}-c1", "latency_ms", "p50") for k in (ray_cell, split)
         },
@@ -350,6 +373,9 @@ def main(argv: list[str] | None = None) -> int:
         "memory": mem,
         "mismatches": mismatches,
     }
+    cpu = summary["cpu_ms_per_req"]
+    if cpu[ray_cell] > 0:
+        summary["ray_over_server_by_cpu"] = round(min(cpu[split], cpu[whole]) / cpu[ray_cell], 3)
     result = {
         "benchmark": "bench-ray",
         "schema": SCHEMA,

@@ -751,7 +751,7 @@ def render_bench_ray(data: dict[str, Any]) -> str:
         lat = s["latency_ms"][key]
         rows.append([label, f"{rate:.1f}", _ms(lat["p50"]), _ms(lat["p95"]), _ms(lat["p99"]),
                      f"{rate / best:.2f}×", f"{cpu[key]:.1f}" if key in cpu else "–"])  # fmt: skip
-    lines += _table(["path", "req/s", "p50 ms", "p95 ms", "p99 ms", "of the faster jepa-server",
+    lines += _table(["path", "req/s", "p50 ms", "p95 ms", "p99 ms", "req/s of the faster jepa-server's",
                      "CPU ms / request"], rows, "lrrrrrr")  # fmt: skip
     by_cpu = s.get("ray_over_server_by_cpu")
     if by_cpu is not None:
@@ -765,7 +765,9 @@ def render_bench_ray(data: dict[str, Any]) -> str:
     lines += [
         "",
         f"Ray over the faster jepa-server configuration, paired within each round: "
-        f"**{_ratio(ratio)}** (goal {goal:g}×{'' if ratio is None or ratio >= goal else ', **not met**'}); "
+        f"**{_ratio(ratio)}** (goal {goal:g}×{'' if ratio is None or ratio >= goal else ', **not met**'}; "
+        "round by round " + ", ".join(_ratio(r[ray]["req_s"] / max(r[split]["req_s"], r[whole]["req_s"]))
+                                      for r in data["rounds"]) + "); "
         f"over the same split (`--workers {st['replicas']}`): {_ratio(s['ray_over_same_split'])}. "
         f"The routing alone, `GET /health` without the engine: {health[ray]:.0f} req/s through Ray against "
         f"{health[split]:.0f} from jepa-server at {st['clients']} clients, and a median "
