@@ -45,12 +45,12 @@ class JepaReplica:
         cpus = float(context.get_assigned_resources().get("CPU", 1.0))
         gpus = [int(g) for g in ray.get_gpu_ids()]
         self.settings = replica_settings(settings, cpus, gpus)
-        self.replica = serve.get_replica_context().replica_id.unique_id
+        replica = serve.get_replica_context()
+        self.replica = replica.replica_id.unique_id
         self.node = context.get_node_id()[:12]
         self.server = await EmbeddedServer.start(self.settings, READY_TIMEOUT_S)
-        exporter = EngineMetricsExport(
-            self.server.metrics.registry, {"replica": self.replica, "deployment": "jepa"}
-        )
+        tags = {"replica": self.replica, "deployment": replica.deployment, "application": replica.app_name}
+        exporter = EngineMetricsExport(self.server.metrics.registry, tags)
         self._export = asyncio.create_task(exporter.run(), name="jepa-ray-metrics")
         log.info("replica %s on node %s: ready (threads %d × workers %d)", self.replica, self.node,
                  self.settings.graph_threads, self.settings.workers)  # fmt: skip
