@@ -12,7 +12,7 @@ from conftest import import_tool, run_tool
 
 pytestmark = [pytest.mark.torch, pytest.mark.transformers]
 
-VARIANTS = {"st-torch", "ort-f32", "jepa-f32", "jepa-f16"}
+VARIANTS = {"st-torch", "ort-f32", "ort-f32-sorted", "jepa-f32", "jepa-f16"}
 
 
 def test_bench_text_smoke(tmp_path: Path) -> None:
@@ -25,12 +25,15 @@ def test_bench_text_smoke(tmp_path: Path) -> None:
     assert all(v > 0 for v in data["tokens_per_s"].values())
     assert data["padding_waste"]["jepa-f32"] == data["padding_waste"]["jepa-f16"] == 0.0
     assert data["padding_waste"]["ort-f32"] > 0  # texts of different lengths: the peers pad
+    assert data["padding_waste"]["ort-f32-sorted"] <= data["padding_waste"]["ort-f32"]
     assert all(v > 0 for v in data["ratios"].values())
     assert data["parity_vs_st"]["jepa-f32"]["min_cos"] >= 0.99999
     assert data["parity_vs_st"]["jepa-f16"]["min_cos"] >= 0.9999
     assert data["parity_vs_st"]["ort-f32"]["min_cos"] >= 0.99999
+    assert data["parity_vs_st"]["ort-f32-sorted"]["min_cos"] >= 0.99999
     assert data["token_ids_identical"] and data["bit_identical_alone_vs_batch"]
     assert data["machine"]["simd"] and data["commit"]
     text = import_tool("render_docs").render_bench_text(data)
-    for label in ("ONNX Runtime f32", "sentence-transformers (PyTorch)", "jepa f16", "padding computed"):
+    for label in ("ONNX Runtime f32", "length-sorted batches", "sentence-transformers (PyTorch)", "jepa f16",
+                  "padding computed"):
         assert label in text, label

@@ -788,7 +788,8 @@ def render_bench_ray(data: dict[str, Any]) -> str:
 
 
 TEXT_VARIANTS = {"st-torch": "sentence-transformers (PyTorch)", "ort-f32": "ONNX Runtime f32",
-                 "jepa-f32": "jepa f32", "jepa-f16": "jepa f16"}
+                 "ort-f32-sorted": "ONNX Runtime f32, length-sorted batches", "jepa-f32": "jepa f32",
+                 "jepa-f16": "jepa f16"}
 
 
 def render_bench_text(data: dict[str, Any]) -> str:
@@ -805,9 +806,12 @@ def render_bench_text(data: dict[str, Any]) -> str:
     lines.append("")
     r = data["ratios"]
     ratio = {"st-torch": (r["jepa-f32 / st-torch"], r["jepa-f16 / st-torch"]),
-             "ort-f32": (r["jepa-f32 / ort-f32"], r["jepa-f16 / ort-f32"])}
+             "ort-f32": (r["jepa-f32 / ort-f32"], r["jepa-f16 / ort-f32"]),
+             "ort-f32-sorted": (r.get("jepa-f32 / ort-f32-sorted"), r.get("jepa-f16 / ort-f32-sorted"))}
     rows = []
     for key, label in TEXT_VARIANTS.items():
+        if key not in data["tokens_per_s"]:
+            continue
         f32, f16 = ratio.get(key, (None, None))
         par = data["parity_vs_st"].get(key)
         rows.append([
