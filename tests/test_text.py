@@ -191,3 +191,12 @@ def test_half_files_keep_the_class(tmp_path: Path) -> None:
         assert (a * b).sum(1).min() >= 0.999, ftype
         alone = np.concatenate([embed_text(half, [s]) for s in SENTENCES])
         assert np.array_equal(bits(alone), bits(b)), ftype
+
+
+def test_ggml_attention_path(tiny: jepa.Model) -> None:
+    """flash_attn=False: ggml's matmul + softmax + matmul on each sequence's rows, the path a GPU
+    takes (custom ops do not run there), against the engine's per-sequence kernel."""
+    seqs = tiny.tokenizer.encode(SENTENCES)
+    kernel = tiny.context(threads=2).encode_text(seqs, pool=jepa.text.TextPool.NONE)
+    plain = tiny.context(threads=2, flash_attn=False).encode_text(seqs, pool=jepa.text.TextPool.NONE)
+    np.testing.assert_allclose(plain, kernel, rtol=0, atol=1e-5)

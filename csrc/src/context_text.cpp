@@ -53,7 +53,7 @@ void Context::encode_text_chunk(const int32_t * ids, const int32_t * type_ids, c
     for (int64_t & o : varlen_.offsets) o -= t0;
     varlen_.scale = 1.0f / std::sqrt(float(m.hp.enc.head_dim()));
     varlen_.half = m.half_attention;
-    TextGraph tg = build_text_graph(graph_ctx(), m, varlen_);
+    TextGraph tg = build_text_graph(graph_ctx(), m, varlen_, use_flash());
     allocate(tg.graph);
     text_pos_.resize(size_t(n_tok));
     text_types_.assign(size_t(n_tok), 0);
@@ -106,7 +106,7 @@ void Context::encode_text(const int32_t * ids, const int32_t * type_ids, const i
     auto build = [&](int b) {
         varlen_.offsets.resize(size_t(b) + 1);
         for (int i = 0; i <= b; ++i) varlen_.offsets[size_t(i)] = int64_t(i) * max_len;
-        return build_text_graph(graph_ctx(), m, varlen_).graph;
+        return build_text_graph(graph_ctx(), m, varlen_, use_flash()).graph;
     };
     const int chunk = fit_chunk(build, std::min(n_seq, params_.max_batch), format("sequence of %d tokens", max_len));
     for (int s0 = 0; s0 < n_seq; s0 += chunk) {

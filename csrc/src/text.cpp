@@ -10,11 +10,13 @@ namespace {
 
 bool host_weights(const Model & m) { return m.text.tok && m.text.tok->buffer && ggml_backend_buffer_is_host(m.text.tok->buffer); }
 
-// Attention per sequence: the engine's varlen kernel on the CPU; elsewhere (CUDA) ggml's attention on
-// each sequence's rows and a concatenation (custom ops do not run there).
+// Attention per sequence: the engine's varlen kernel on the CPU; elsewhere (CUDA, where custom ops do
+// not run) or with flash off, ggml's attention on each sequence's rows and a concatenation.
 ggml_tensor * per_sequence_attention(ggml_context * ctx, const Model & m, ggml_tensor * q, ggml_tensor * k,
-                                     ggml_tensor * v, const gemm::Varlen & varlen) {
-    if (host_weights(m) && gemm::varlen_attention_supported(q, k, v)) return gemm::varlen_attention(ctx, q, k, v, &varlen);
+                                     ggml_tensor * v, const gemm::Varlen & varlen, bool flash) {
+    if (flash && host_weights(m) && gemm::varlen_attention_supported(q, k, v)) {
+        return gemm::varlen_attention(ctx, q, k, v, &varlen);
+    }
     AttnOptions o;
     o.n_head = int(q->ne[1]);
     o.scale = varlen.scale;
@@ -32,11 +34,11 @@ ggml_tensor * per_sequence_attention(ggml_context * ctx, const Model & m, ggml_t
 
 // One post-norm BERT layer: x = ln1(x + attn_out(attn(x))); x = ln2(x + mlp(x)).
 ggml_tensor * build_text_block(ggml_context * ctx, const Model & m, ggml_tensor * x, const VitBlockW & b,
-                               const gemm::Varlen & varlen, int layer) {
+                               const gemm::Varlen & varlen, bool flash, int layer) {
     const EncoderHparams & e = m.hp.enc;
     const int64_t hd = e.head_dim(), H = e.n_head, N = x->ne[1];
     auto heads = [&](const LinearW & l) { return ggml_reshape_4d(ctx, build_linear(ctx, x, l), hd, H, N, 1); };
-    ggml_tensor * a = per_sequence_attention(ctx, m, heads(b.q), heads(b.k), heads(b.v), varlen);
+    ggml_tensor * a = per_sequence_attention(ctx, m, heads(b.q), heads(b.k), heads(b.v), varlen, flash);
     a = ggml_reshape_2d(ctx, a, hd * H, N);
     x = build_norm(ctx, build_linear(ctx, a, b.attn_out, x), b.ln1, e.ln_eps);
     ggml_format_name(x, "text.blk.%d.attn_res", layer);
@@ -54,7 +56,7 @@ ggml_tensor * input_ids(ggml_context * ctx, int64_t n, const char * name) {
 
 }  // namespace
 
-TextGraph build_text_graph(ggml_context * ctx, const Model & m, const gemm::Varlen & varlen) {
+TextGraph build_text_graph(ggml_context * ctx, const Model & m, const gemm::Varlen & varlen, bool flash) {
     const TextW & w = m.text;
     const int64_t n_tok = varlen.offsets.back();
     TextGraph tg;
@@ -67,7 +69,9 @@ TextGraph build_text_graph(ggml_context * ctx, const Model & m, const gemm::Varl
     x = ggml_add(ctx, x, ggml_get_rows(ctx, w.pos, tg.pos));
     x = build_norm(ctx, x, w.embed_norm, m.hp.enc.ln_eps);
     ggml_set_name(x, "text.embed");
-    for (int il = 0; il < m.hp.enc.n_layer; ++il) x = build_text_block(ctx, m, x, w.blocks[size_t(il)], varlen, il);
+    for (int il = 0; il < m.hp.enc.n_layer; ++il) {
+        x = build_text_block(ctx, m, x, w.blocks[size_t(il)], varlen, flash, il);
+    }
     tg.out = graph_output(tg.graph, x, "text.out");
     return tg;
 }

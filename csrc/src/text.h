@@ -19,6 +19,8 @@ struct TextGraph {
 };
 
 // varlen: the sequences' offsets (n_seq + 1) and the attention's scale; it must outlive the graph's run.
-TextGraph build_text_graph(ggml_context * ctx, const Model & m, const gemm::Varlen & varlen);
+// flash: the engine's per-sequence attention kernel on the CPU (the context's flash_attn, on by
+// default); off, or off the CPU, ggml's matmul + softmax + matmul on each sequence's rows.
+TextGraph build_text_graph(ggml_context * ctx, const Model & m, const gemm::Varlen & varlen, bool flash);
 
 }  // namespace jepa
