@@ -25,8 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jepa.convert.gguf_keys import KEYS
-from jepa.convert.random_weights import write_random_file
 from jepa.convert.random_text import write_random_bert
+from jepa.convert.random_weights import write_random_file
 from jepa.convert.random_world import write_random_ac, write_random_lewm
 from jepa.convert.schema import Encoder, Meta, Preprocess
 from jepa.convert.vjepa2 import write_random as write_random_vjepa2
