@@ -495,3 +495,24 @@ def test_any_models_toml_is_served_or_refused_with_a_catalog_error(
     except CatalogError:
         return
     assert all(e.path.startswith(str(d)) for e in c.entries())  # nothing outside the directory
+
+
+def test_a_text_model_is_smoke_tested_with_its_own_tokenizer(tmp_path: Path) -> None:
+    """A text model's smoke test tokenizes and encodes a short text: a model whose tokenizer.json
+    is broken fails its load with the reason, not its first request; a sound one serves text."""
+    from jepa.convert.random_text import write_random_bert
+
+    d = tmp_path / "text"
+    d.mkdir()
+    write_random_bert(d / "good.gguf")
+    write_random_bert(d / "broken.gguf", tokenizer='{"version": "1.0", "model": {"type": "nonsense"}}')
+
+    async def body() -> None:
+        async with in_process(models_dir=str(d)) as (client, _app):
+            r = await _post(client, "/v1/embeddings", {"model": "good", "input": ["a photo of a cat"]})
+            assert r.status == 200, await r.text()
+            r = await _post(client, "/v1/embeddings", {"model": "broken", "input": ["a photo of a cat"]})
+            err = assert_envelope_json(r.status, await r.json(), 503)
+            assert err["code"] == "model_load_failed" and "broken" in err["message"], err
+
+    run(body)

@@ -148,11 +148,12 @@ def test_refusals(tiny: jepa.Model, ctx: jepa.Context) -> None:
     assert e.value.param == "seq_len"
     with pytest.raises(jepa.UnsupportedError, match="text model"):
         ctx.encode(np.zeros((1, 3, 8, 8), np.float32))
-    # The servers' warm call: one item of the model's native shape, which for a text model has no
-    # pixels (img_size 0), runs a tiny text and returns no tokens.
+    # Even an empty pixel array (a text model's "native shape" has no pixels): refused, never a
+    # silent empty answer; the servers' smoke test encodes text (workers.smoke_call).
     info = tiny.info
-    warm = np.zeros((1, info.in_chans, max(1, info.n_frames), info.img_size, info.img_size), np.float32)
-    assert ctx.encode(warm).shape == (1, 0, info.embed_dim)
+    empty = np.zeros((1, info.in_chans, max(1, info.n_frames), info.img_size, info.img_size), np.float32)
+    with pytest.raises(jepa.UnsupportedError, match="text model"):
+        ctx.encode(empty)
 
 
 def test_modalities_are_not_mixed(tiny_vit_path: str) -> None:

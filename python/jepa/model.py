@@ -197,7 +197,10 @@ class Context:
         if not isinstance(x, np.ndarray):
             raise InvalidInputError(f"encode expects a numpy array, got {type(x).__name__}")
         if self.model.is_text:
-            return self._warm_text(x)
+            raise UnsupportedError(
+                "this is a text model (jepa.modality text): it encodes token ids (encode_text, jepa.text), "
+                "not pixels", param="pixels",
+            )
         if x.dtype != np.float32:
             raise InvalidInputError(f"encode expects float32 pixels, got {x.dtype}")
         if x.ndim == 4:
@@ -263,20 +266,6 @@ class Context:
 
 
     # ---- world models: one pair of calls for every predictor kind (jepa_world_*) ---------------
-
-    def _warm_text(self, x: np.ndarray) -> np.ndarray:
-        """encode on a text model: refused, but for the servers' warm call, which encodes one item of
-        the model's native input shape: a text model's has no pixels (img_size 0). That runs one
-        two-token text instead, so the graph is built before serving, and returns no tokens."""
-        if x.size != 0:
-            raise UnsupportedError(
-                "this is a text model (jepa.modality text): it encodes token ids (encode_text, jepa.text), "
-                "not pixels", param="pixels",
-            )
-        from .text import Tokens
-
-        self.encode_text([Tokens(np.zeros(2, np.int32), np.zeros(2, np.int32))])
-        return np.zeros((x.shape[0] if x.ndim else 0, 0, self.model.embed_dim), np.float32)
 
     def encode_text(
         self, seqs: Sequence[Tokens], pool: TextPool | None = None, normalize: bool | None = None

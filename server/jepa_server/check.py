@@ -99,17 +99,18 @@ def _port(s: Settings) -> Finding:
 def _warm(path: str, s: Settings) -> Finding:
     import jepa
 
-    from .workers import warm_input
+    from .workers import smoke_call
 
     t0 = time.perf_counter()
     try:
         model = jepa.Model(path, device=s.device, mmap=not s.no_mmap)
         ctx = model.context(threads=s.graph_threads)
-        ctx.encode(warm_input(model))
+        smoke_call(model)(ctx)
         del ctx, model
     except jepa.JepaError as exc:
         return Finding(False, f"model {path}: loads but cannot serve ({type(exc).__name__}: {exc})")
-    return Finding(True, f"model {path}: loaded, one encode ran, freed ({time.perf_counter() - t0:.2f} s)")
+    return Finding(True, f"model {path}: loaded, one encode ran (the smoke test), freed "
+                         f"({time.perf_counter() - t0:.2f} s)")
 
 
 def _models_dir(s: Settings) -> tuple[list[Finding], Catalog | None]:

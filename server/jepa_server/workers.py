@@ -67,10 +67,25 @@ def run_group(ctx: jepa.Context, group: list[Task]) -> list[Any]:
 
 
 def warm_input(model: jepa.Model) -> np.ndarray:
-    """One item of the model's native shape, to build and run a first graph before serving."""
+    """One item of an image or video model's native shape, to build and run a first graph before
+    serving."""
     info = model.info
     size = int(info.img_size)
     return np.zeros((1, int(info.in_chans), max(1, int(info.n_frames)), size, size), np.float32)
+
+
+SMOKE_TEXT = "jepa smoke test"
+
+
+def smoke_call(model: jepa.Model) -> Callable[[jepa.Context], object]:
+    """The server's smoke test of a model: one call of its own kind, on a context. An image or
+    video model encodes one item of its native shape (warm_input); a text model tokenizes a short
+    text with its own tokenizer and encodes it, so a broken tokenizer fails the load too."""
+    if model.is_text:
+        tokens = model.tokenizer.encode([SMOKE_TEXT])
+        return lambda ctx: ctx.encode_text(tokens)
+    x = warm_input(model)
+    return lambda ctx: ctx.encode(x)
 
 
 class WorkerPool:
@@ -97,11 +112,11 @@ class WorkerPool:
     def start(self, warm: bool = True) -> None:
         """Make the contexts, run one warm graph on each (the server's smoke test; `warm=False`
         skips it), start the threads. Blocking: call it off the event loop."""
-        x = warm_input(self.model) if warm else None
+        smoke = smoke_call(self.model) if warm else None
         for _ in range(self.size):
             ctx = self.model.context(threads=self._threads_per_graph, max_batch=self._max_batch)
-            if x is not None:
-                ctx.encode(x)
+            if smoke is not None:
+                smoke(ctx)
             self._contexts.append(ctx)
         for i, ctx in enumerate(self._contexts):
             name = f"jepa-{self.label}-worker-{i}" if self.label else f"jepa-worker-{i}"
