@@ -106,14 +106,19 @@ class Dispatcher:
 
     # -- the request side
 
-    async def run_batched(self, op: BatchOp, arg: Any, inputs: Sequence[np.ndarray]) -> list[Done]:
+    async def run_batched(
+        self, op: BatchOp, arg: Any, inputs: Sequence[np.ndarray], costs: Sequence[float] | None = None
+    ) -> list[Done]:
         """Run op over every input, each grouped with compatible work from any request; the results
-        in input order."""
+        in input order. `costs` (one per input) replaces the cost read from an input's shape where
+        the shape does not tell it: a text's fixed-width payload holds its real token count."""
+        if costs is not None and len(costs) != len(inputs):
+            raise ValueError(f"{len(costs)} costs for {len(inputs)} inputs")
         tasks = []
-        for x in inputs:
+        for i, x in enumerate(inputs):
             key = BatchKey(op, arg, tuple(x.shape))
             tasks.append(Task(key, x, self._loop.create_future()))
-            self._submit(tasks[-1], self._cost(key.shape))
+            self._submit(tasks[-1], self._cost(key.shape) if costs is None else float(costs[i]))
         return await self._gather(tasks)
 
     async def run_whole(self, fn: Callable[[jepa.Context], Any], cost: float | None = None) -> Done:

@@ -31,6 +31,7 @@ from .dispatcher import timing_of
 from .errors import ApiError, bad_request, from_jepa
 from .inputs import Item, Limits, opt_bool, opt_str, parse_items
 from .keys import ADMISSION, SETTINGS
+from .scheduler import CostModel
 from .settings import FLOAT_JSON_BYTES
 
 if TYPE_CHECKING:
@@ -250,7 +251,13 @@ async def embed_texts(
     width = model.info.max_seq_len
     rows = [pack(t, width) for t in seqs]
     try:
-        done = await engine.dispatcher.run_batched(text_op, (pool, normalize, s.text_token_budget), rows)
+        # Each text's cost is its real tokens: the scheduler's queue orders texts by length across
+        # requests, and a device's batch budget counts what it will compute (no padding).
+        cost = CostModel.of(model)
+        costs = [cost.item(len(t)) for t in seqs]
+        done = await engine.dispatcher.run_batched(
+            text_op, (pool, normalize, s.text_token_budget), rows, costs
+        )
     except jepa.JepaError as exc:
         raise from_jepa(exc, "input", computing=True) from None
     truncated = sum(t.truncated for t in seqs)
