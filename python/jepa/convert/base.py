@@ -38,6 +38,7 @@ class Converter(ABC):
     and map its hparams and tensors; checkpoint quirks live only in the subclass."""
 
     family: ClassVar[str]
+    modality: ClassVar[str] = "image"  # what the model reads: image / video / text (jepa.modality)
 
     def __init__(self, src: Path, options: Options | None = None) -> None:
         self.src = src
@@ -70,6 +71,7 @@ class Converter(ABC):
             description=o.description or "",
             license=o.license or readme_license(self.src) or "",
             source_url=o.source_url or "",
+            modality=self.modality,
         )
 
     def default_name(self) -> str:

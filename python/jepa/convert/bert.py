@@ -20,7 +20,7 @@ import numpy as np
 
 from .base import Converter, read_json, register
 from .gguf_writer import write_text_gguf
-from .schema import Encoder, Meta, Preprocess
+from .schema import Encoder, Preprocess
 from .source import TensorSource, safetensors_files
 from .text_schema import TextEncoder
 
@@ -128,6 +128,7 @@ def _refuse(path: Path, on: list[str]) -> str:
 @register
 class BertConverter(Converter):
     family = "bert"
+    modality = "text"
 
     def __init__(self, src: Path, options: Any = None) -> None:
         self.st = SentenceTransformersDir(src) if (src / "modules.json").is_file() else None
@@ -220,17 +221,6 @@ class BertConverter(Converter):
         for name in _SKIPPED:
             if s.has(name):
                 s.skip(name)
-
-    def meta(self) -> Meta:
-        m = super().meta()
-        return Meta(
-            family=m.family,
-            name=m.name,
-            description=m.description,
-            license=m.license,
-            source_url=m.source_url,
-            modality="text",
-        )
 
     def convert(self, out: str | Path, ftype: str = "f32") -> str:
         return write_text_gguf(out, self.meta(), self.text_hparams(), self.checked_tensors(), ftype)

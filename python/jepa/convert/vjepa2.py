@@ -146,6 +146,7 @@ def _open_layout(src: Path, options: Any) -> Layout:
 @register
 class VJEPA2(Converter):
     family = "vjepa2"
+    modality = "video"
 
     @classmethod
     def detect(cls, src: Path) -> bool:
@@ -165,17 +166,6 @@ class VJEPA2(Converter):
 
     def tensors(self) -> Iterator[tuple[str, np.ndarray]]:
         return self.layout.tensors()
-
-    def meta(self) -> Meta:
-        m = super().meta()
-        return Meta(
-            family=m.family,
-            name=m.name,
-            description=m.description,
-            license=m.license,
-            source_url=m.source_url,
-            modality="video",
-        )
 
     def default_name(self) -> str:
         return self.src.stem if self.src.is_file() else super().default_name()
