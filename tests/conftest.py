@@ -155,6 +155,14 @@ def run_tool(script: str, *args: str, timeout: float = 300) -> subprocess.Comple
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
+def smoke_record(script: str, out: Path, *args: str, timeout: float = 300) -> dict[str, Any]:
+    """tools/<script> --smoke ... --out <out>, which must succeed; the JSON record it wrote."""
+    r = run_tool(script, "--smoke", *args, "--out", str(out), timeout=timeout)
+    assert r.returncode == 0, r.stderr[-3000:]
+    data: dict[str, Any] = json.loads(out.read_text())
+    return data
+
+
 def import_tool(name: str) -> ModuleType:
     """tools/<name>.py as a module (tools/ is scripts, not a package)."""
     sys.path.insert(0, str(ROOT / "tools"))

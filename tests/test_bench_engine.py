@@ -7,10 +7,9 @@ rather than skipping, so the benchmark cannot quietly lose a column."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from conftest import import_tool, run_tool
+from conftest import import_tool, smoke_record
 
 VARIANTS = {"torch-f32", "ort-f32", "ov-f32", "jepa-f32", "ov-bf16", "jepa-bf16", "jepa-f16", "jepa-q8_0",
             "jepa-q4_k"}
@@ -18,10 +17,7 @@ JEPA = ("jepa-f32", "jepa-bf16", "jepa-f16", "jepa-q8_0", "jepa-q4_k")
 
 
 def test_bench_engine_smoke(tmp_path: Path) -> None:
-    out = tmp_path / "e.json"
-    r = run_tool("bench_engine.py", "--smoke", "--threads", "1", "--out", str(out))
-    assert r.returncode == 0, r.stderr[-3000:]
-    data = json.loads(out.read_text())
+    data = smoke_record("bench_engine.py", tmp_path / "e.json", "--threads", "1")
     assert data["schema"] == 2 and data["smoke"]
     assert {(c["model"], c["batch"]) for c in data["cells"]} == {
         ("vit-tiny", 1), ("vit-tiny", 2), ("vjepa2-tiny", 1), ("vjepa2-tiny", 2)}

@@ -3,12 +3,11 @@ end to end on a tiny random BERT, the record is complete, and the JSON renders (
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from conftest import import_tool, run_tool
+from conftest import import_tool, smoke_record
 
 pytestmark = [pytest.mark.torch, pytest.mark.transformers]
 
@@ -16,10 +15,7 @@ VARIANTS = {"st-torch", "ort-f32", "ort-f32-sorted", "jepa-f32", "jepa-f16"}
 
 
 def test_bench_text_smoke(tmp_path: Path) -> None:
-    out = tmp_path / "t.json"
-    r = run_tool("bench_text.py", "--smoke", "--threads", "1", "--out", str(out))
-    assert r.returncode == 0, r.stderr[-3000:]
-    data = json.loads(out.read_text())
+    data = smoke_record("bench_text.py", tmp_path / "t.json", "--threads", "1")
     assert data["schema"] == 1 and data["smoke"]
     assert set(data["tokens_per_s"]) == set(data["padding_waste"]) == VARIANTS
     assert all(v > 0 for v in data["tokens_per_s"].values())

@@ -4,29 +4,18 @@ jepa.embed's bit for bit; and tools/render_docs.py renders what it writes."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import import_tool, smoke_record
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("bench-ray") / "bench-ray.json"
-    r = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "bench_ray.py"), "--smoke", "--out", str(out)],
-        capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr[-3000:]
-    data: dict[str, Any] = json.loads(out.read_text())
-    return data
+    return smoke_record("bench_ray.py", tmp_path_factory.mktemp("bench-ray") / "bench-ray.json", timeout=240)
 
 
 def test_the_run_is_recorded(smoke: dict[str, Any]) -> None:
@@ -65,11 +54,7 @@ def test_every_cell_ran_and_every_answer_was_right(smoke: dict[str, Any]) -> Non
 
 
 def test_the_doc_block_renders_from_it(smoke: dict[str, Any]) -> None:
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import render_docs
-    finally:
-        sys.path.pop(0)
+    render_docs = import_tool("render_docs")
     text = render_docs.RENDERERS["bench-ray"](smoke)
     assert text.startswith(render_docs.run_record(smoke))
     assert "| path | req/s | p50 ms |" in text and "CPU ms / request" in text and text.count("\n| ") >= 4

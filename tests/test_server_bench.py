@@ -4,27 +4,16 @@ ones bit for bit; and tools/render_docs.py renders what it writes."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import import_tool, smoke_record
 
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("server-bench") / "server-bench.json"
-    r = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "bench_server.py"), "--smoke", "--out", str(out)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr[-3000:]
-    data: dict[str, Any] = json.loads(out.read_text())
-    return data
+    return smoke_record("bench_server.py", tmp_path_factory.mktemp("server-bench") / "server-bench.json")
 
 
 def test_the_run_is_recorded(smoke: dict[str, Any]) -> None:
@@ -94,11 +83,7 @@ def test_the_planner_cell(smoke: dict[str, Any]) -> None:
 
 
 def test_the_doc_block_renders_from_it(smoke: dict[str, Any]) -> None:
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import render_docs
-    finally:
-        sys.path.pop(0)
+    render_docs = import_tool("render_docs")
     text = render_docs.RENDERERS["server-bench"](smoke)
     assert text.startswith(render_docs.run_record(smoke))
     assert "| max-batch | clients | req/s |" in text and "| planners |" in text
