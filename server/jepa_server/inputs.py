@@ -105,19 +105,24 @@ def check_keys(body: Mapping[str, Any], allowed: set[str], where: str = "") -> N
         )
 
 
+def check_item_count(value: list[Any], name: str, max_items: int) -> None:
+    """A request's list of items is refused when empty or longer than --max-items (images and texts alike)."""
+    if not value:
+        raise bad_request(f"'{name}' is an empty list", param=name)
+    if len(value) > max_items:
+        raise bad_request(
+            f"too many items: {len(value)} (this server takes at most {max_items}, --max-items)",
+            param=name,
+            code="too_many_items",
+        )
+
+
 def parse_items(value: Any, resolve: Resolver, limits: Limits, name: str = "input") -> list[Item]:
     """One item or a list of items."""
     if value is None:
         raise bad_request(f"'{name}' is required", param=name, code="missing_field")
     if isinstance(value, list):
-        if not value:
-            raise bad_request(f"'{name}' is an empty list", param=name)
-        if len(value) > limits.max_items:
-            raise bad_request(
-                f"too many items: {len(value)} (this server takes at most {limits.max_items}, --max-items)",
-                param=name,
-                code="too_many_items",
-            )
+        check_item_count(value, name, limits.max_items)
         return [parse_item(v, f"{name}[{i}]", resolve, limits) for i, v in enumerate(value)]
     return [parse_item(value, name, resolve, limits)]
 

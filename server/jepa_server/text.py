@@ -29,7 +29,7 @@ from jepa.text import Tokens
 
 from .dispatcher import timing_of
 from .errors import ApiError, bad_request, from_jepa
-from .inputs import Item, Limits, opt_bool, opt_str, parse_items
+from .inputs import Item, Limits, check_item_count, opt_bool, opt_str, parse_items
 from .keys import ADMISSION, SETTINGS
 from .scheduler import CostModel
 from .settings import FLOAT_JSON_BYTES
@@ -104,14 +104,7 @@ def parse_text_inputs(model: jepa.Model, value: Any, name: str, s: Any) -> TextI
         value = [value]
     if not isinstance(value, list):
         raise _refuse_item(model, value, name)
-    if not value:
-        raise bad_request(f"'{name}' is an empty list", param=name)
-    if len(value) > s.max_items:
-        raise bad_request(
-            f"too many items: {len(value)} (this server takes at most {s.max_items}, --max-items)",
-            param=name,
-            code="too_many_items",
-        )
+    check_item_count(value, name, s.max_items)
     if all(isinstance(v, str) for v in value):
         return TextInputs(texts=_checked_texts(value, name, s))
     if all(_is_id_list(v) for v in value):
