@@ -18,7 +18,6 @@ import json
 import os
 import re
 import socket
-import subprocess
 import time
 import warnings
 from collections import Counter
@@ -31,12 +30,13 @@ import numpy as np
 import pytest
 import yaml
 from test_server_support import (
-    BIN,
     ServerProcess,
     b64,
+    cli_embed,
     decode_embeddings,
     demo_path,
     http,
+    identity_images,
     metric,
     png_bytes,
     server_process,
@@ -61,7 +61,6 @@ AUTH = {"Authorization": f"Bearer {KEY}"}
 # The same settings for the Ray replicas and the jepa-server they are compared with.
 SETTINGS: dict[str, Any] = {"max_batch": 8, "max_wait_ms": 20, "max_items": 6, "max_body_mb": 1,
                             "api_key": KEY}  # fmt: skip
-SIZES = [(64, 48), (48, 64), (224, 224), (31, 97), (80, 80), (100, 60)]
 # The cluster's processes inherit these: every replica may be routed to (not only the proxy's node),
 # and Ray's own refusals come in the envelope.
 CLUSTER_ENV = {
@@ -126,22 +125,7 @@ def deployed() -> Iterator[Deployed]:
 
 @pytest.fixture(scope="module")
 def images(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    root = tmp_path_factory.mktemp("ray-images")
-    paths = []
-    for i, size in enumerate(SIZES):
-        p = root / f"img{i}.png"
-        p.write_bytes(png_bytes(200 + i, size))
-        paths.append(p)
-    return paths
-
-
-def _cli(paths: list[Path], pool: str | None, out: Path) -> np.ndarray:
-    args = [str(BIN / "jepa-embed"), "-m", demo_path(), *map(str, paths), "-o", str(out), "-q"]
-    if pool is not None:
-        args += ["--pool", pool]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return np.load(out)
+    return identity_images(tmp_path_factory.mktemp("ray-images"), 200)
 
 
 def _body(paths: list[Path], pool: str | None, fmt: str) -> dict[str, Any]:
@@ -189,7 +173,7 @@ def _vector(raw: bytes) -> np.ndarray:
 def test_vectors_are_jepa_embeds_bit_for_bit(
     deployed: Deployed, images: list[Path], tmp_path: Path, pool: str | None
 ) -> None:
-    cli = _cli(images, pool, tmp_path / "cli.npy")
+    cli = cli_embed(images, pool, tmp_path / "cli.npy")
     for fmt in ("float", "base64"):
         reply = http(deployed.url + "/v1/embeddings", "POST", _body(images, pool, fmt), headers=AUTH)
         assert reply.status == 200, reply.body[:300]
@@ -201,7 +185,7 @@ def test_vectors_are_jepa_embeds_bit_for_bit(
 def test_requests_spread_over_both_replicas_on_both_nodes(deployed: Deployed, images: list[Path]) -> None:
     assert len(deployed.nodes) == 2
     bodies = [json.dumps(_body([p], "mean", "base64")).encode() for p in images]
-    expected = [_cli([p], "mean", p.with_suffix(".mean.npy"))[0] for p in images]
+    expected = [cli_embed([p], "mean", p.with_suffix(".mean.npy"))[0] for p in images]
     answers = asyncio.run(_load(deployed.url, bodies, clients=8, n=96))
     assert all(status == 200 for _, status, _, _ in answers), Counter(s for _, s, _, _ in answers)
     for i, _, _, raw in answers:
@@ -317,7 +301,7 @@ def test_refusals_are_jepa_servers(deployed: Deployed, jepa_server: ServerProces
 
 def test_a_replica_killed_under_load(deployed: Deployed, images: list[Path]) -> None:
     bodies = [json.dumps(_body([p], "mean", "base64")).encode() for p in images]
-    expected = [_cli([p], "mean", p.with_suffix(".kill.npy"))[0] for p in images]
+    expected = [cli_embed([p], "mean", p.with_suffix(".kill.npy"))[0] for p in images]
     results: list[Answered] = []
 
     async def scenario() -> tuple[str, set[str]]:

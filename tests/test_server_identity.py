@@ -5,7 +5,6 @@ changes nothing; the official openai package reads them the same."""
 from __future__ import annotations
 
 import base64
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,15 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_server_support import (
-    BIN,
     ServerProcess,
     b64,
+    cli_embed,
     decode_embeddings,
     demo_model,
-    demo_path,
     http,
+    identity_images,
     metric,
-    png_bytes,
     server_process,
 )
 
@@ -29,19 +27,10 @@ import jepa
 
 from conftest import bits
 
-# Sizes differ on purpose: every image is resized to the model's crop, so all share one graph.
-SIZES = [(64, 48), (48, 64), (224, 224), (31, 97), (80, 80), (100, 60)]
-
 
 @pytest.fixture(scope="module")
 def images(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    root = tmp_path_factory.mktemp("images")
-    paths = []
-    for i, size in enumerate(SIZES):
-        p = root / f"img{i}.png"
-        p.write_bytes(png_bytes(100 + i, size))
-        paths.append(p)
-    return paths
+    return identity_images(tmp_path_factory.mktemp("images"), 100)
 
 
 @pytest.fixture(scope="module")
@@ -70,21 +59,12 @@ def _in_process(paths: list[Path], pool: str | None) -> np.ndarray:
     return jepa.embed(ctx, [str(p) for p in paths], pool=pool)
 
 
-def _cli(paths: list[Path], pool: str | None, out: Path) -> np.ndarray:
-    args = [str(BIN / "jepa-embed"), "-m", demo_path(), *map(str, paths), "-o", str(out), "-q"]
-    if pool is not None:
-        args += ["--pool", pool]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return np.load(out)
-
-
 @pytest.mark.parametrize("pool", [None, "mean"])
 def test_server_cli_and_python_agree_bit_for_bit(
     server: ServerProcess, images: list[Path], tmp_path: Path, pool: str | None
 ) -> None:
     python = _in_process(images, pool)
-    cli = _cli(images, pool, tmp_path / "cli.npy")
+    cli = cli_embed(images, pool, tmp_path / "cli.npy")
     as_float = _server_embed(server.url, images, pool, "float")
     as_b64 = _server_embed(server.url, images, pool, "base64")
     assert python.shape == (len(images), 192) and python.dtype == np.float32

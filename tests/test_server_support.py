@@ -64,6 +64,31 @@ def image_item(seed: int, size: tuple[int, int] = (64, 48)) -> dict[str, str]:
     return {"b64": b64(png_bytes(seed, size))}
 
 
+# The bit-identity gate's images. Sizes differ on purpose: every image is resized to the model's crop,
+# so all share one graph.
+IDENTITY_SIZES = [(64, 48), (48, 64), (224, 224), (31, 97), (80, 80), (100, 60)]
+
+
+def identity_images(root: Path, seed: int) -> list[Path]:
+    """One PNG per IDENTITY_SIZES entry under root, seeded seed, seed + 1, ..."""
+    paths = []
+    for i, size in enumerate(IDENTITY_SIZES):
+        p = root / f"img{i}.png"
+        p.write_bytes(png_bytes(seed + i, size))
+        paths.append(p)
+    return paths
+
+
+def cli_embed(paths: list[Path], pool: str | None, out: Path) -> np.ndarray:
+    """The demo model's vectors for paths from the jepa-embed command (the reference the servers match)."""
+    args = [str(BIN / "jepa-embed"), "-m", demo_path(), *map(str, paths), "-o", str(out), "-q"]
+    if pool is not None:
+        args += ["--pool", pool]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return np.load(out)
+
+
 def decode_embeddings(body: dict[str, Any]) -> np.ndarray:
     rows = []
     for entry in sorted(body["data"], key=lambda e: e["index"]):
