@@ -14,19 +14,21 @@ from gguf_doc import check_file_against_doc
 
 import jepa
 from jepa.convert import convert
-from jepa.convert.random_text import tiny_tokenizer_json
+from jepa.convert.random_text import tiny_tokenizer_json, tiny_vocab_size
 from jepa.text import TextPool, Tokens
 
 pytestmark = [pytest.mark.transformers, pytest.mark.torch]
 
 
+# Not tools/bench_text.smoke_model: that is a sentence-transformers directory sized for speed; this one
+# is bare save_pretrained, BERT or XLM-R, with randomised LayerNorms and room for long sequences.
 def _save(kind: str, tmp: Path, seed: int = 0, **cfg: Any) -> tuple[Path, Any]:
     import torch
     from transformers import BertConfig, BertModel, XLMRobertaConfig, XLMRobertaModel
 
     from conftest import randomise_norms
 
-    vocab = len(json.loads(tiny_tokenizer_json())["model"]["vocab"])
+    vocab = tiny_vocab_size()
     base = dict(
         vocab_size=vocab,
         hidden_size=48,

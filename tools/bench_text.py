@@ -86,13 +86,12 @@ def smoke_model(root: Path) -> Path:
     import torch
     from transformers import BertConfig, BertModel
 
-    from jepa.convert.random_text import tiny_tokenizer_json
+    from jepa.convert.random_text import tiny_tokenizer_json, tiny_vocab_size
 
     tok = tiny_tokenizer_json()
-    vocab = len(json.loads(tok)["model"]["vocab"])
     torch.manual_seed(0)
     cfg = BertConfig(
-        vocab_size=vocab,
+        vocab_size=tiny_vocab_size(),
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=4,

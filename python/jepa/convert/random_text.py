@@ -99,6 +99,11 @@ def tiny_tokenizer_json(words: tuple[str, ...] | list[str] = WORDS) -> str:
     return json.dumps(doc, separators=(",", ":"))
 
 
+def tiny_vocab_size() -> int:
+    """How many tokens tiny_tokenizer_json() knows: the vocab_size of a model built for it."""
+    return len(json.loads(tiny_tokenizer_json())["model"]["vocab"])
+
+
 def random_text_tensors(enc: TextEncoder, seed: int = 0) -> list[tuple[str, np.ndarray]]:
     """Every tensor of enc's table, random: matrices and tables ~ N(0, 0.2²) (so the attention is not
     uniform), LayerNorm gains around 1 and biases around 0, all randomised (so a missing or swapped
@@ -138,7 +143,7 @@ def write_random_bert(
     """A tiny random family-bert file with the tiny WordPiece tokenizer (or `tokenizer`, carried as
     given: tests write malformed ones); the vocabulary is the tiny tokenizer's unless vocab_size."""
     tok = tokenizer if tokenizer is not None else tiny_tokenizer_json()
-    vocab = vocab_size or len(json.loads(tiny_tokenizer_json())["model"]["vocab"])
+    vocab = vocab_size or tiny_vocab_size()
     enc = TextEncoder(
         embed_dim=embed_dim,
         n_layer=n_layer,
