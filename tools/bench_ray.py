@@ -72,14 +72,11 @@ from bench_server import (  # noqa: E402
     _poster,
     _steady,
     engine_fingerprint,
-    percentiles,
     photos,
     process_busy_s,
     request_body,
     rss_mb,
-    same_bits,
     server_dirty,
-    vector_of,
     write_model,
 )
 from bench_server import versions as server_versions  # noqa: E402
@@ -145,14 +142,10 @@ def embed_cell(
 ) -> dict[str, Any]:
     with machine_share(pids) as share:
         w = asyncio.run(_steady(url, _poster(url, bodies), clients, n, clients, False))
-    mismatches = sum(not same_bits(vector_of(json.loads(raw)), expected[i % len(expected)])
-                     for i, raw in w.answers)  # fmt: skip
     return {
-        "seconds": round(w.seconds, 3),
-        "req_s": round(n / w.seconds, 3),
-        "latency_ms": percentiles(w.latencies),
-        "server_ms": {h.removeprefix("x-"): round(statistics.fmean(v), 2) for h, v in w.headers.items() if v},
-        "mismatches": mismatches,
+        **w.timing(n),
+        "server_ms": w.server_ms(),
+        "mismatches": w.wrong_vectors(expected),
         "answered": len(w.answers),
         # CPU-milliseconds the serving processes spent per answer (warm-up and tail included)
         "cpu_ms_per_req": round(share["serving_cpu_s"] / len(w.answers) * 1000, 2),
@@ -163,9 +156,7 @@ def embed_cell(
 def health_cell(url: str, clients: int, n: int, pids: list[int]) -> dict[str, Any]:
     with machine_share(pids) as share:
         w = asyncio.run(_steady(url, _getter(url), clients, n, clients, False))
-    bad = sum(json.loads(raw).get("status") != "ok" for _, raw in w.answers)
-    return {"seconds": round(w.seconds, 3), "req_s": round(n / w.seconds, 1),
-            "latency_ms": percentiles(w.latencies), "mismatches": bad, "answered": len(w.answers),
+    return {**w.timing(n, req_s_digits=1), "mismatches": w.unhealthy(), "answered": len(w.answers),
             "cpu_ms_per_req": round(share["serving_cpu_s"] / len(w.answers) * 1000, 3),
             **share}  # fmt: skip
 

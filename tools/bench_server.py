@@ -337,6 +337,28 @@ class Window:
     answers: list[tuple[int, bytes]]  # (body index, raw answer) of every answer, warm-up and tail too
     metrics: tuple[dict[str, float], dict[str, float]] | None  # /metrics at the window's two ends
 
+    # What every cell records of its window, here once for bench_server's cells and bench_ray's.
+    def timing(self, n: int, req_s_digits: int = 3) -> dict[str, Any]:
+        """The window's length, request rate and client-side latency percentiles."""
+        return {
+            "seconds": round(self.seconds, 3),
+            "req_s": round(n / self.seconds, req_s_digits),
+            "latency_ms": percentiles(self.latencies),
+        }
+
+    def server_ms(self) -> dict[str, float]:
+        """The mean of each x-*-time header the server sent, in ms."""
+        return {h.removeprefix("x-"): round(statistics.fmean(v), 2) for h, v in self.headers.items() if v}
+
+    def wrong_vectors(self, expected: list[np.ndarray]) -> int:
+        """How many embedding answers are not the expected vector of their body, bit for bit."""
+        k = len(expected)
+        return sum(not same_bits(vector_of(json.loads(raw)), expected[i % k]) for i, raw in self.answers)
+
+    def unhealthy(self) -> int:
+        """How many /health answers did not say ok."""
+        return sum(json.loads(raw).get("status") != "ok" for _, raw in self.answers)
+
 
 async def _steady(
     url: str,
@@ -454,18 +476,15 @@ def embed_cell(
     d = {k: after[k] - before[k] for k in after}
     graphs = d["jepa_batch_size_count"]
     # Every answer against in-process jepa.embed, after the window (it costs the window nothing).
-    mismatches = sum(not same_bits(vector_of(json.loads(raw)), expected[i % len(expected)])
-                     for i, raw in w.answers)  # fmt: skip
+    mismatches = w.wrong_vectors(expected)
     return {
-        "seconds": round(w.seconds, 3),
-        "req_s": round(n / w.seconds, 3),
-        "latency_ms": percentiles(w.latencies),
+        **w.timing(n),
         "mean_batch": round(d["jepa_batch_size_sum"] / graphs, 2) if graphs else None,
         "graphs": int(graphs),
         "graph_ms": round(1000 * d["jepa_inference_seconds_sum"] / graphs, 1) if graphs else None,
         # the share of the window the workers spent in graphs (the rest: waiting for work)
         "worker_busy": round(d["jepa_inference_seconds_sum"] / w.seconds / server.workers, 3),
-        "server_ms": {h.removeprefix("x-"): round(statistics.fmean(v), 2) for h, v in w.headers.items() if v},
+        "server_ms": w.server_ms(),
         # CPU-seconds per image: steady under a neighbour's load, unlike req/s
         "cpu_ms_per_img": round(shares["server_cpu_s"] / len(w.answers) * 1000, 2),
         "cpu_share": shares["cpu_share"],
@@ -481,10 +500,8 @@ def health_cell(server: Server, clients: int, n: int) -> dict[str, Any]:
             w = asyncio.run(_steady(server.url, _getter(server.url), clients, n, clients, False))
         except Exception as exc:
             raise server.failed(exc) from exc
-    bad = sum(json.loads(raw).get("status") != "ok" for _, raw in w.answers)
-    return {"seconds": round(w.seconds, 3), "req_s": round(n / w.seconds, 1),
-            "latency_ms": percentiles(w.latencies), "cpu_share": shares["cpu_share"],
-            "others_cpu_share": shares["others_cpu_share"], "mismatches": bad,
+    return {**w.timing(n, req_s_digits=1), "cpu_share": shares["cpu_share"],
+            "others_cpu_share": shares["others_cpu_share"], "mismatches": w.unhealthy(),
             "answered": len(w.answers)}  # fmt: skip
 
 
