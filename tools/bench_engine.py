@@ -241,24 +241,24 @@ def git_commit() -> str:
     return head + ("+dirty" if dirty else "")
 
 
-def versions() -> dict[str, str]:
-    import onnx
-    import onnxruntime
-    import openvino
-    import torch
-    import transformers
+def versions_of(*modules: str) -> dict[str, str]:
+    """jepa's and ggml's versions, each named module's __version__ (keyed by its import name), numpy's:
+    the versions block of the benchmarks' run records."""
+    import importlib
 
     import jepa
 
     return {
         "jepa": jepa.__version__,
         "ggml": jepa._engine.ggml_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "onnx": onnx.__version__,
-        "onnxruntime": onnxruntime.__version__,
-        "openvino": openvino.__version__,
+        **{m: importlib.import_module(m).__version__ for m in modules},
         "numpy": np.__version__,
+    }
+
+
+def versions() -> dict[str, str]:
+    return {
+        **versions_of("torch", "transformers", "onnx", "onnxruntime", "openvino"),
         "python": platform.python_version(),
     }
 

@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from bench_engine import git_commit, machine_info  # noqa: E402 - the shared run record
+from bench_engine import git_commit, machine_info, versions_of  # noqa: E402 - the shared run record
 from text_corpus import sentences  # noqa: E402
 
 DEFAULT_OUT = ROOT / "tests" / "results" / "bench-text.json"
@@ -61,24 +61,7 @@ BATCH = 32
 
 
 def versions() -> dict[str, str]:
-    import onnxruntime
-    import sentence_transformers
-    import tokenizers
-    import torch
-    import transformers
-
-    import jepa
-
-    return {
-        "jepa": jepa.__version__,
-        "ggml": jepa._engine.ggml_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "sentence_transformers": sentence_transformers.__version__,
-        "onnxruntime": onnxruntime.__version__,
-        "tokenizers": tokenizers.__version__,
-        "numpy": np.__version__,
-    }
+    return versions_of("torch", "transformers", "sentence_transformers", "onnxruntime", "tokenizers")
 
 
 def smoke_model(root: Path) -> Path:
