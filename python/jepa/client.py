@@ -168,12 +168,7 @@ class Client:
         dimensions: int | None = None,
     ) -> np.ndarray:
         """Embed one item or a list: [n, D] (or [n, N, D] with pool="none"), float32."""
-        body: dict[str, Any] = {"input": _items(items), "encoding_format": encoding_format}
-        if pool is not None:
-            body["pool"] = pool
-        if dimensions is not None:
-            body["dimensions"] = dimensions
-        return _rows(self._call("POST", "/v1/embeddings", body), encoding_format)
+        return self._embeddings(_items(items), pool, encoding_format, dimensions)
 
     def embed_text(
         self,
@@ -188,7 +183,13 @@ class Client:
             texts = [texts]
         if not all(isinstance(t, str) for t in texts):
             raise TypeError("embed_text takes strings")
-        body: dict[str, Any] = {"input": list(texts), "encoding_format": encoding_format}
+        return self._embeddings(list(texts), pool, encoding_format, dimensions)
+
+    def _embeddings(
+        self, inputs: Any, pool: str | None, encoding_format: str, dimensions: int | None
+    ) -> np.ndarray:
+        """POST /v1/embeddings (images or texts alike: the server tells them apart) and decode the rows."""
+        body: dict[str, Any] = {"input": inputs, "encoding_format": encoding_format}
         if pool is not None:
             body["pool"] = pool
         if dimensions is not None:
