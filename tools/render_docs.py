@@ -618,6 +618,7 @@ def _render_server_bench_v1(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# sim_scheduler.py's policy names -> row labels: data, only shaped like WORLD_CELLS (nothing to share).
 SIM_POLICIES = {
     "converging": "converging queue",
     "static-even": "static, even",
