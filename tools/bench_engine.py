@@ -229,6 +229,12 @@ def machine_info(threads: int) -> dict[str, Any]:
     }
 
 
+def write_record(out: Path, data: dict[str, Any], indent: int = 1) -> None:
+    """A benchmark's JSON record to `out` (its folder made if missing), newline-terminated."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=indent) + "\n")
+
+
 def git_commit() -> str:
     """HEAD, with '+dirty' when the engine's sources (csrc/, python/) differ from it."""
     try:
@@ -911,8 +917,7 @@ def main(argv: list[str] | None = None) -> int:
         "cells": cells,
         "summary": summarise(cells),
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    write_record(out, result)
     print(f"wrote {out} ({seconds / 60:.1f} min)", file=sys.stderr)
     return 0
 

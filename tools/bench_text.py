@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from bench_engine import git_commit, machine_info, versions_of  # noqa: E402 - the shared run record
+from bench_engine import git_commit, machine_info, versions_of, write_record  # noqa: E402 - the shared run record
 from text_corpus import sentences  # noqa: E402
 
 DEFAULT_OUT = ROOT / "tests" / "results" / "bench-text.json"
@@ -293,8 +293,7 @@ def main(argv: list[str] | None = None) -> int:
             np.array_equal(alone.view(np.uint32), outputs["jepa-f32"][:100].view(np.uint32))
         ),
     }
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(json.dumps(data, indent=2) + "\n")
+    write_record(out_path, data, indent=2)
     print(f"wrote {out_path}", file=sys.stderr)
     return 0
 
