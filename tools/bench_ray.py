@@ -283,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     cores = os.cpu_count() or 1
     replicas = args.replicas or cores
     threads = max(1, cores // replicas)
+    # bench_server's main starts the same way, but with its own constants and flags: too little to share.
     out: Path = args.out or (SMOKE_OUT if args.smoke else DEFAULT_OUT)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     t0 = time.perf_counter()
