@@ -14,7 +14,7 @@ from gguf_doc import check_file_against_doc
 
 import jepa
 from jepa.convert import convert
-from jepa.convert.random_text import tiny_tokenizer_json, tiny_vocab_size
+from jepa.convert.random_text import tiny_tokenizer_json, tiny_vocab_size, write_st_layout
 from jepa.text import TextPool, Tokens
 
 pytestmark = [pytest.mark.transformers, pytest.mark.torch]
@@ -133,19 +133,7 @@ def test_conversion_keys_and_refusals(tmp_path: Path, gguf_contents: Any) -> Non
 
 def _st_dir(tmp_path: Path, pooling: dict[str, Any], normalize: bool) -> Path:
     src, _ = _save("bert", tmp_path)
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-    ]
-    if normalize:
-        modules.append(
-            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}
-        )
-        (src / "2_Normalize").mkdir()
-    (src / "modules.json").write_text(json.dumps(modules))
-    (src / "1_Pooling").mkdir()
-    (src / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 48, **pooling}))
-    (src / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 40}))
+    write_st_layout(src, 48, pooling, normalize, max_seq_length=40)
     return src
 
 

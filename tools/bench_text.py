@@ -69,7 +69,7 @@ def smoke_model(root: Path) -> Path:
     import torch
     from transformers import BertConfig, BertModel
 
-    from jepa.convert.random_text import tiny_tokenizer_json, tiny_vocab_size
+    from jepa.convert.random_text import tiny_tokenizer_json, tiny_vocab_size, write_st_layout
 
     tok = tiny_tokenizer_json()
     torch.manual_seed(0)
@@ -84,18 +84,7 @@ def smoke_model(root: Path) -> Path:
     BertModel(cfg, add_pooling_layer=False).eval().save_pretrained(root)
     (root / "tokenizer.json").write_text(tok)
     (root / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 64, "do_lower_case": True}))
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
-    ]
-    (root / "modules.json").write_text(json.dumps(modules))
-    (root / "1_Pooling").mkdir()
-    (root / "1_Pooling" / "config.json").write_text(
-        json.dumps({"word_embedding_dimension": 32, "pooling_mode_mean_tokens": True})
-    )
-    (root / "2_Normalize").mkdir()
-    (root / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 64}))
+    write_st_layout(root, 32, {"pooling_mode_mean_tokens": True}, normalize=True, max_seq_length=64)
     return root
 
 

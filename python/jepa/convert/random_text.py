@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import string
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -160,3 +162,23 @@ def write_random_bert(
     )
     meta = Meta(family="bert", name=name, modality="text")
     return write_text_gguf(path, meta, enc, random_text_tensors(enc, seed), ftype)
+
+
+def write_st_layout(
+    root: Path, dim: int, pooling: dict[str, Any], normalize: bool, max_seq_length: int
+) -> None:
+    """Make a save_pretrained directory a sentence-transformers one: Transformer, Pooling (`pooling`:
+    its pooling_mode_* flags), Normalize when `normalize` (what convert/bert.py reads back)."""
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    if normalize:
+        modules.append(
+            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}
+        )
+        (root / "2_Normalize").mkdir()
+    (root / "modules.json").write_text(json.dumps(modules))
+    (root / "1_Pooling").mkdir()
+    (root / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": dim, **pooling}))
+    (root / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_seq_length}))
