@@ -4,22 +4,18 @@ between the sessions that have a GPU. tools/gpu_check.sh is checked for the step
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_tool
+from conftest import ROOT, smoke_record
 
 
 @pytest.mark.transformers
 @pytest.mark.slow
 def test_bench_gpu_smoke_on_cpu(tmp_path: Path) -> None:
-    out = tmp_path / "g.json"
-    r = run_tool("bench_gpu.py", "--device", "cpu", "--smoke", "--out", str(out))
-    assert r.returncode == 0, r.stderr[-3000:]
-    data = json.loads(out.read_text())
+    data = smoke_record("bench_gpu.py", tmp_path / "g.json", "--device", "cpu")
     assert data["device"] == "cpu" and data["smoke"] and data["gpu"] is None
     cells = {(c["model"], c["batch"]) for c in data["cells"]}
     assert cells == {("vit-tiny", 1), ("vit-tiny", 2), ("vjepa2-tiny", 1)}

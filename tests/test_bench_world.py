@@ -17,7 +17,7 @@ import jepa
 from jepa import world
 from jepa.convert.random_world import write_random_ac, write_random_lewm
 
-from conftest import import_tool, run_tool
+from conftest import import_tool, smoke_record
 
 
 def test_random_ac_loads_and_predicts(tmp_path: Path) -> None:
@@ -58,10 +58,7 @@ def test_random_lewm_loads_and_plans(tmp_path: Path) -> None:
 
 
 def _smoke(tmp_path: Path, *extra: str) -> dict[str, Any]:
-    out = tmp_path / "w.json"
-    r = run_tool("bench_world.py", "--smoke", "--threads", "1", "--out", str(out), *extra)
-    assert r.returncode == 0, r.stderr
-    data = json.loads(out.read_text())
+    data = smoke_record("bench_world.py", tmp_path / "w.json", "--threads", "1", *extra)
     cells = {(c["cell"], c["K"]) for c in data["cells"]}
     assert cells == {("ac_step", 16), ("ac_step", 64), ("ac_cem_iter", 16), ("ac_cem_iter", 64),
                      ("lewm_step", 16), ("lewm_plan", 16)}
