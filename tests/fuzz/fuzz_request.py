@@ -39,7 +39,7 @@ ROOT = Path(tempfile.mkdtemp(prefix="jepa-fuzz-root-"))
 FILES = LocalFiles(True, str(ROOT))
 LIMITS = inputs.Limits(max_items=64, max_frames=16, max_input_bytes=1 << 16)
 EMBED_FIELDS = {"model", "input", "pool", "dimensions", "normalize", "encoding_format", "user", "as_video",
-                "frames", "top_k", "return_latents"}
+                "frames", "top_k", "return_latents", "keep_alive"}
 
 
 class _Engine:
@@ -48,9 +48,6 @@ class _Engine:
     def __init__(self, model: jepa.Model) -> None:
         self.model = model
         self.model_id = "fuzz"
-
-    def accepts(self, name: str) -> bool:
-        return name == self.model_id
 
 
 ENGINES = [_Engine(m) for m in MODELS.values()]
@@ -92,7 +89,8 @@ def _object(fdp: atheris.FuzzedDataProvider, depth: int) -> dict[str, Any]:
 def _fields(body: dict[str, Any], engine: _Engine) -> None:
     """The fields /v1/embeddings, /embed and /classify read, each by its own parser."""
     inputs.check_keys(body, EMBED_FIELDS)
-    handlers._check_model(engine, body)  # type: ignore[arg-type]
+    handlers._model_name(body)  # the registry resolves it; the field's own check is here
+    handlers._keep_alive(body)
     handlers._dimensions(engine, body)  # type: ignore[arg-type]
     handlers._pool(engine.model, body)
     inputs.opt_str(body, "encoding_format", ("float", "base64"))
