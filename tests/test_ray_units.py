@@ -143,7 +143,7 @@ class FakeGauge:
 def test_engine_counters_are_copied_into_gauges_tagged_with_the_replica() -> None:
     m = Metrics()
     m.requests.labels("/v1/embeddings", "200").inc(3)
-    m.batch_size.observe(4)
+    m.for_model("demo").batch_size.observe(4)
     seen: dict[Any, float] = {}
     made: list[str] = []
 
@@ -156,8 +156,8 @@ def test_engine_counters_are_copied_into_gauges_tagged_with_the_replica() -> Non
     assert n == len(registry_samples(m.registry)) and n > 0
     key = ("jepa_requests_total", (("endpoint", "/v1/embeddings"), ("replica", "r1"), ("status", "200")))
     assert seen[key] == 3.0
-    assert seen[("jepa_batch_size_count", (("replica", "r1"),))] == 1.0
-    assert seen[("jepa_batch_size_sum", (("replica", "r1"),))] == 4.0
+    assert seen[("jepa_batch_size_count", (("model", "demo"), ("replica", "r1")))] == 1.0
+    assert seen[("jepa_batch_size_sum", (("model", "demo"), ("replica", "r1")))] == 4.0
     assert not any(name.endswith("_created") for name in made)
     m.requests.labels("/v1/embeddings", "200").inc()
     export.export_once()

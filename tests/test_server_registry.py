@@ -516,3 +516,31 @@ def test_a_text_model_is_smoke_tested_with_its_own_tokenizer(tmp_path: Path) -> 
             assert err["code"] == "model_load_failed" and "broken" in err["message"], err
 
     run(body)
+
+
+def test_metrics_are_per_model_and_an_unloaded_model_leaves_no_gauges(models_dir: Path) -> None:
+    """Two models' dispatchers count apart (every sample carries the model's id); a model unloaded
+    takes its gauges (queue depth, workers) with it, its counters stay."""
+    from test_server_support import metric
+
+    async def body() -> None:
+        async with in_process(models_dir=str(models_dir), max_loaded_models=2) as (client, _app):
+            for m, n in (("alpha", 1), ("beta", 3)):
+                items = [image_item(i) for i in range(n)]
+                r = await _post(client, "/v1/embeddings", {"model": m, "input": items})
+                assert r.status == 200, await r.text()
+            text = (await (await client.get("/metrics")).read()).decode()
+            assert metric(text, "jepa_items_total", {"model": "alpha"}) == 1
+            assert metric(text, "jepa_items_total", {"model": "beta"}) == 3
+            assert metric(text, "jepa_workers", {"model": "beta", "state": "idle"}) == 1
+            assert metric(text, "jepa_model_events_total", {"model": "beta", "event": "loaded"}) == 1
+            # alpha, the least recently used, goes
+            r = await _post(client, "/v1/embeddings", {"model": "gamma", "input": image_item(1)})
+            assert r.status == 200
+            text = (await (await client.get("/metrics")).read()).decode()
+            assert 'jepa_workers{model="alpha"' not in text and 'jepa_queue_depth{model="alpha"}' not in text
+            assert metric(text, "jepa_items_total", {"model": "alpha"}) == 1
+            assert metric(text, "jepa_model_events_total", {"model": "alpha", "event": "unloaded_lru"}) == 1
+            assert metric(text, "jepa_workers", {"model": "gamma", "state": "idle"}) == 1
+
+    run(body)

@@ -285,7 +285,8 @@ def servers(
 
 
 def histogram_sums(metrics_text: str) -> dict[str, float]:
-    """The _count and _sum samples of the batch-size and inference-time histograms."""
+    """The _count and _sum samples of the batch-size and inference-time histograms, summed over
+    their labels (every model the server holds)."""
     wanted = (
         "jepa_batch_size_count",
         "jepa_batch_size_sum",
@@ -294,9 +295,9 @@ def histogram_sums(metrics_text: str) -> dict[str, float]:
     )
     out = dict.fromkeys(wanted, 0.0)
     for line in metrics_text.splitlines():
-        name = line.split(" ", 1)[0]
-        if name in out:
-            out[name] = float(line.split()[-1])
+        name = line.split(" ", 1)[0].split("{", 1)[0]
+        if name in out and not line.startswith("#"):
+            out[name] += float(line.split()[-1])
     return out
 
 

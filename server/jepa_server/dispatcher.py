@@ -56,7 +56,7 @@ def is_device_failure(exc: BaseException) -> bool:
 
 class Dispatcher:
     def __init__(self, replicas: WorkerPool | Sequence[Replica], max_batch: int, max_wait_ms: float,
-                 metrics: Metrics, *, max_age_s: float | None = None) -> None:
+                 metrics: Metrics, *, max_age_s: float | None = None, model: str = "") -> None:
         """`replicas`: the model's replicas, fastest-first order not required; or one WorkerPool,
         served as one unbounded replica on its model's device (the single-device server)."""
         if isinstance(replicas, (list, tuple)):
@@ -67,7 +67,7 @@ class Dispatcher:
         self.replicas = {r.device: r for r in reps}
         self._max_batch = max_batch
         self._max_wait_s = max_wait_ms / 1000.0
-        self._metrics = metrics
+        self._metrics = metrics.for_model(model)  # every sample carries the model's id
         self._sched: Scheduler[Task] = Scheduler(
             [DeviceSpec(r.device, r.budget, r.workers.size, r.weight) for r in reps], max_batch,
             max_age_s=max_age_s)
@@ -84,8 +84,8 @@ class Dispatcher:
         self.retried = 0  # batches queued again after a device failure
         self.stolen = 0  # batches taken back from a busy device for another's free worker
         self._gids: dict[int, int] = {}  # batch id -> its pool's group id (for revoke)
-        metrics.workers.labels("idle").set(self._workers)
-        metrics.workers.labels("busy").set(0)
+        self._metrics.workers.labels("idle").set(self._workers)
+        self._metrics.workers.labels("busy").set(0)
 
     @property
     def busy(self) -> int:

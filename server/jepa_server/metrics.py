@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -22,7 +24,10 @@ class Metrics:
             ["endpoint", "status"],
             registry=r,
         )
-        self.items = Counter("jepa_items", "Items (images, clips, videos) encoded.", registry=r)
+        # Everything a model's dispatcher counts carries the model's id: a server holds several.
+        self.items = Counter(
+            "jepa_items", "Items (images, clips, videos, texts) encoded.", ["model"], registry=r
+        )
         self.request_seconds = Histogram(
             "jepa_request_duration_seconds",
             "Time from a request's arrival to its answer.",
@@ -34,12 +39,14 @@ class Metrics:
             "jepa_queue_seconds",
             "Time an item waited between preprocessing and the start of its graph.",
             buckets=_LATENCY_BUCKETS,
+            labelnames=["model"],
             registry=r,
         )
         self.inference_seconds = Histogram(
             "jepa_inference_seconds",
             "Time one graph (one batch) took on a worker.",
             buckets=_LATENCY_BUCKETS,
+            labelnames=["model"],
             registry=r,
         )
         # One bucket per size: the histogram is the exact distribution of formed graphs.
@@ -47,42 +54,45 @@ class Metrics:
             "jepa_batch_size",
             "Items per formed graph.",
             buckets=tuple(range(1, MAX_BATCH_SERVED + 1)),
+            labelnames=["model"],
             registry=r,
         )
-        self.queue_depth = Gauge("jepa_queue_depth", "Items waiting for a worker.", registry=r)
+        self.queue_depth = Gauge("jepa_queue_depth", "Items waiting for a worker.", ["model"], registry=r)
         self.in_flight = Gauge("jepa_requests_in_flight", "Requests being answered.", registry=r)
-        self.workers = Gauge("jepa_workers", "Worker threads, by state.", ["state"], registry=r)
+        self.workers = Gauge("jepa_workers", "Worker threads, by state.", ["model", "state"], registry=r)
         # Per device (a model replicated on several: the dispatcher's scheduler).
-        self.device_items = Counter("jepa_device_items", "Items encoded, by device.", ["device"], registry=r)
+        self.device_items = Counter(
+            "jepa_device_items", "Items encoded, by device.", ["model", "device"], registry=r
+        )
         self.device_cost = Counter(
             "jepa_device_cost",
             "Work served, in the scheduler's cost units (encoder multiply-adds), by device.",
-            ["device"],
+            ["model", "device"],
             registry=r,
         )
         self.device_speed = Gauge(
             "jepa_device_speed",
             "The scheduler's speed estimate: cost units per second of one graph (EWMA), by device.",
-            ["device"],
+            ["model", "device"],
             registry=r,
         )
         self.retries = Counter(
             "jepa_retries",
             "Batches queued again for another device after failing on this one, by device.",
-            ["device"],
+            ["model", "device"],
             registry=r,
         )
         self.steals = Counter(
             "jepa_steals",
             "Batches taken back from a busy device before they started, by the device that ran them.",
-            ["device"],
+            ["model", "device"],
             registry=r,
         )
         # The registry (registry.py): loads, unloads and what is resident.
         self.model_events = Counter(
             "jepa_model_events",
             "Model residency events: loaded, load_failed, unloaded_idle, unloaded_lru.",
-            ["event"],
+            ["model", "event"],
             registry=r,
         )
         self.load_seconds = Histogram(
@@ -95,3 +105,54 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    def for_model(self, model: str) -> ModelMetrics:
+        """The dispatcher's metrics of one model, its id bound to every sample."""
+        return ModelMetrics(self, model)
+
+    def forget(self, model: str) -> None:
+        """Drop an unloaded model's gauges (a counter's total stays: Prometheus counts across
+        loads); the next load of it starts them again."""
+        for gauge in (self.queue_depth, self.workers, self.device_speed):
+            for labels in list(_children(gauge)):
+                if labels and labels[0] == model:
+                    gauge.remove(*labels)
+
+
+def _children(metric: Gauge) -> list[tuple[str, ...]]:
+    # prometheus_client keeps a metric's children by their label values
+    return [tuple(labels) for labels in metric._metrics]
+
+
+class _Bound:
+    """A labelled metric with the model's id bound first: `.labels(*rest)`, or the child itself
+    (`.inc()`, `.set()`, `.observe()`) when the model is its only label."""
+
+    def __init__(self, metric: Counter | Gauge | Histogram, model: str) -> None:
+        self._metric = metric
+        self._model = model
+
+    def labels(self, *rest: str) -> Any:
+        return self._metric.labels(self._model, *rest)
+
+    def __getattr__(self, name: str) -> Any:  # inc / set / observe on the model's own child
+        return getattr(self._metric.labels(self._model), name)
+
+
+class ModelMetrics:
+    """What one model's dispatcher records: the app's metrics, bound to the model's id."""
+
+    def __init__(self, metrics: Metrics, model: str) -> None:
+        self.model = model
+        m = metrics
+        self.items = _Bound(m.items, model)
+        self.queue_seconds = _Bound(m.queue_seconds, model)
+        self.inference_seconds = _Bound(m.inference_seconds, model)
+        self.batch_size = _Bound(m.batch_size, model)
+        self.queue_depth = _Bound(m.queue_depth, model)
+        self.workers = _Bound(m.workers, model)
+        self.device_items = _Bound(m.device_items, model)
+        self.device_cost = _Bound(m.device_cost, model)
+        self.device_speed = _Bound(m.device_speed, model)
+        self.retries = _Bound(m.retries, model)
+        self.steals = _Bound(m.steals, model)

@@ -271,8 +271,8 @@ class Registry:
             return
         del self.resident[res.entry.id]
         log.info("model %s unloaded (%s; idle %.1f s)", res.entry.id, why, res.idle_s(time.monotonic()))
-        self._on_event("unloaded_" + why, res.entry.id, 0.0)
         await res.engine.close(self._close_timeout_s)
+        self._on_event("unloaded_" + why, res.entry.id, 0.0)  # after close: its gauges are final
 
     async def reap(self) -> None:
         """Unload every idle model past its keep-alive (the reaper runs this every second)."""

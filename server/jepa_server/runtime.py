@@ -107,7 +107,7 @@ async def open_engine(
     except BaseException:
         await asyncio.to_thread(workers.stop)
         raise
-    dispatcher = Dispatcher(workers, s.max_batch, s.max_wait_ms, metrics)
+    dispatcher = Dispatcher(workers, s.max_batch, s.max_wait_ms, metrics, model=entry.id)
     return _start(Engine(model, entry.id, workers, dispatcher, _pipeline(model, dispatcher, s, files),
                          int(time.time()), (s.device,), entry.aliases))
 
@@ -130,7 +130,7 @@ async def _open_replicated(entry: ModelEntry, s: Settings, metrics: Metrics, fil
     except jepa.InvalidInputError as exc:  # the warm call refused: the model cannot infer
         raise _smoke_failed(exc) from exc
     model = replicas[0].workers.model
-    dispatcher = Dispatcher(replicas, s.max_batch, s.max_wait_ms, metrics)
+    dispatcher = Dispatcher(replicas, s.max_batch, s.max_wait_ms, metrics, model=entry.id)
     devices = tuple(r.device for r in replicas)
     pipeline = _pipeline(model, dispatcher, s, files)
     return _start(Engine(model, entry.id, replicas[0].workers, dispatcher, pipeline, int(time.time()),
@@ -224,7 +224,9 @@ class Runtime:
         return await open_engine(entry, self.settings, self.metrics, self.files, model)
 
     def _count(self, kind: str, model: str, seconds: float) -> None:
-        self.metrics.model_events.labels(kind).inc()
+        self.metrics.model_events.labels(model, kind).inc()
+        if kind.startswith("unloaded"):
+            self.metrics.forget(model)
         if kind == "loaded":
             self.metrics.load_seconds.observe(seconds)
         if self.registry is not None:
