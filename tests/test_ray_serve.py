@@ -101,7 +101,11 @@ def deployed() -> Iterator[Deployed]:
         cluster.add_node(num_cpus=1, metrics_export_port=metrics_ports[1])
         ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
         port = _free_port()
-        serve.start(http_options={"host": "127.0.0.1", "port": port, "location": "HeadOnly"})
+        # The shipped config's http_options, its request_timeout_s shortened to what a test waits:
+        # a request lost with a killed replica must end as a 504 envelope, not hang.
+        http = yaml.safe_load((ROOT / "docker" / "ray" / "serve.yaml").read_text())["http_options"]
+        serve.start(http_options={**http, "host": "127.0.0.1", "port": port, "location": "HeadOnly",
+                                  "request_timeout_s": 30})  # fmt: skip
         # The shipped config's application, its args overridden with this test's model and settings.
         config = yaml.safe_load((ROOT / "docker" / "ray" / "serve.yaml").read_text())["applications"][0]
         args = {**config["args"], "model": demo_path(), **SETTINGS, "num_replicas": 2, "num_cpus": 1,

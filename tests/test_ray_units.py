@@ -21,7 +21,7 @@ with warnings.catch_warnings():  # Ray's modules warn on import (pydantic v1-sty
     warnings.simplefilter("ignore", DeprecationWarning)
     from jepa_server.ray.embedded import EmbeddedServer
     from jepa_server.ray.export import EngineMetricsExport, registry_samples
-    from jepa_server.ray.proxy import EnvelopeErrors, proxy_error
+    from jepa_server.ray.proxy import EnvelopeErrors
     from jepa_server.ray.spec import MIN_ONGOING, ReplicaSpec, replica_settings
 
 from jepa_server.metrics import Metrics
@@ -227,7 +227,16 @@ def test_an_exception_in_the_proxy_is_a_500_envelope() -> None:
 
     status, _, body = _through(broken)
     assert status == 500 and json.loads(body)["error"]["code"] == "replica_failed"
-    assert proxy_error(408, "timed out").code == "request_timeout"
+
+
+
+def test_the_proxys_timeout_is_a_504_envelope() -> None:
+    """Ray's proxy answers 408 when no replica answered within its request_timeout_s (a request lost
+    with a dying replica ends there): the wait is the server's, never the client's fault."""
+    status, _, body = _through(_asgi(408, b"Request timed out after 30.0s."))
+    err = json.loads(body)["error"]
+    assert status == 504 and err["code"] == "deadline_exceeded" and err["type"] == "server_error"
+    assert "request_timeout_s" in err["message"] and "timed out after 30.0s" in err["message"]
 
 
 # -- the hop -------------------------------------------------------------------------------------------

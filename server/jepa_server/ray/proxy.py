@@ -2,7 +2,8 @@
 
 A replica's answers are already the server's. What Ray's HTTP proxy answers itself is not: a request
 whose replica died under it (500, "Internal Server Error" in plain text), one dropped by
-backpressure (503), one past the proxy's request_timeout_s (408). This ASGI middleware, installed in
+backpressure (503), one past the proxy's request_timeout_s (408, answered as a 504). This ASGI
+middleware, installed in
 the proxy through Ray's hook
 
     RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH=jepa_server.ray.proxy:middlewares
@@ -28,9 +29,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-# The proxy's answers by status: the code a client can act on.
+# The proxy's answers by status: the code a client can act on. (Its 408 is answered as a 504, below.)
 _CODES = {
-    408: "request_timeout",
     429: "rate_limited",
     500: "replica_failed",  # the replica died or raised before it answered: another replica may not
     503: "unavailable",
@@ -44,6 +44,11 @@ NO_ANSWER = "the proxy got no answer from the replica: it died, or its call fail
 def proxy_error(status: int, text: str) -> ApiError:
     """The envelope for an answer Ray's proxy made itself."""
     detail = text.strip() or "no detail"
+    if status == 408:
+        # Ray's proxy says 408 when no replica answered within its request_timeout_s: the client
+        # sent its request whole, so the wait is the server's, not the client's (jepa-server's own
+        # deadline is a 504 deadline_exceeded too). A request lost with a dying replica ends here.
+        status, detail = 504, f"no replica answered within the proxy's request_timeout_s ({detail})"
     if status == 500:
         message = f"the replica serving this request failed before it answered (Ray Serve: {detail})"
     else:
