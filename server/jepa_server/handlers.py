@@ -339,7 +339,7 @@ async def models(request: web.Request) -> web.StreamResponse:
     """GET /v1/models, OpenAI-shaped: every servable model, with whether it is resident (what a
     resident one is comes from its loaded file; a model not loaded is described by its catalog
     entry only: nothing is read to list it)."""
-    registry = request.app[RUNTIME]._registry()
+    registry = request.app[RUNTIME].registry_or_503()
     registry.rescan()
     data = []
     for entry in registry.catalog.entries():
@@ -368,7 +368,7 @@ def _mtime(path: str) -> int:
 
 async def info(request: web.Request) -> web.StreamResponse:
     """GET /info: the default model, every resident model, the limits and live counters."""
-    registry = request.app[RUNTIME]._registry()
+    registry = request.app[RUNTIME].registry_or_503()
     s = request.app[SETTINGS]
     admission = request.app[ADMISSION]
     default = registry.peek(None)

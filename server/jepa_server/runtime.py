@@ -37,18 +37,25 @@ __all__ = ["Engine", "Runtime", "default_model_id", "model_paths"]
 
 @dataclass(eq=False)
 class Engine:
-    """What serving one model needs once it is loaded and warm."""
+    """What serving one model needs once it is loaded and warm: the model on one or more devices
+    (a replica each, with its own workers), the dispatcher over them, the pipeline."""
 
     model: jepa.Model
     model_id: str
-    workers: WorkerPool
+    replicas: tuple[Replica, ...]
     dispatcher: Dispatcher
     pipeline: Pipeline
     loaded_at: int
-    devices: tuple[str, ...] = ("cpu",)
-    aliases: tuple[str, ...] = ()
-    replicas: tuple[Replica, ...] = ()  # --devices: every replica (workers is the first one's pool)
     _dispatch_task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    @property
+    def workers(self) -> WorkerPool:
+        """The first replica's workers (the only ones on a single device)."""
+        return self.replicas[0].workers
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        return tuple(r.device for r in self.replicas)
 
     @property
     def file_name(self) -> str:
@@ -58,9 +65,6 @@ class Engine:
     @property
     def dtype(self) -> str:
         return dtype_name(int(self.model.info.file_type))
-
-    def accepts(self, name: str) -> bool:
-        return name in (self.model_id, self.file_name, *self.aliases)
 
     async def close(self, timeout: float = 10.0) -> None:
         """Fail queued work, stop running rollouts between steps, and let the workers exit, waiting
@@ -72,10 +76,7 @@ class Engine:
             self._dispatch_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._dispatch_task
-        if self.replicas:
-            await asyncio.to_thread(stop_replicas, self.replicas, timeout)
-        else:
-            await asyncio.to_thread(self.workers.stop, timeout)
+        await asyncio.to_thread(stop_replicas, self.replicas, timeout)
 
 
 class SmokeTestFailed(Exception):
@@ -107,9 +108,7 @@ async def open_engine(
     except BaseException:
         await asyncio.to_thread(workers.stop)
         raise
-    dispatcher = Dispatcher(workers, s.max_batch, s.max_wait_ms, metrics, model=entry.id)
-    return _start(Engine(model, entry.id, workers, dispatcher, _pipeline(model, dispatcher, s, files),
-                         int(time.time()), (s.device,), entry.aliases))
+    return _engine(entry, model, (Replica(s.device, workers),), s, metrics, files)
 
 
 async def _open_replicated(entry: ModelEntry, s: Settings, metrics: Metrics, files: LocalFiles) -> Engine:
@@ -129,26 +128,24 @@ async def _open_replicated(entry: ModelEntry, s: Settings, metrics: Metrics, fil
         )
     except jepa.InvalidInputError as exc:  # the warm call refused: the model cannot infer
         raise _smoke_failed(exc) from exc
-    model = replicas[0].workers.model
+    return _engine(entry, replicas[0].workers.model, tuple(replicas), s, metrics, files)
+
+
+def _engine(
+    entry: ModelEntry, model: jepa.Model, replicas: tuple[Replica, ...], s: Settings, metrics: Metrics,
+    files: LocalFiles,
+) -> Engine:
+    """The dispatcher over the started replicas, the pipeline, and the dispatcher's task."""
     dispatcher = Dispatcher(replicas, s.max_batch, s.max_wait_ms, metrics, model=entry.id)
-    devices = tuple(r.device for r in replicas)
-    pipeline = _pipeline(model, dispatcher, s, files)
-    return _start(Engine(model, entry.id, replicas[0].workers, dispatcher, pipeline, int(time.time()),
-                         devices, entry.aliases, tuple(replicas)))
+    pipeline = Pipeline(model, dispatcher, files, s.decode_threads, s.max_frames, lambda: media_budget(s))
+    engine = Engine(model, entry.id, replicas, dispatcher, pipeline, int(time.time()))
+    name = f"jepa-dispatcher-{entry.id}"
+    engine._dispatch_task = asyncio.create_task(dispatcher.run(), name=name)
+    return engine
 
 
 def _smoke_failed(exc: jepa.JepaError) -> SmokeTestFailed:
     return SmokeTestFailed(f"it loads, but its smoke test (one call on each worker) failed: {exc}")
-
-
-def _pipeline(model: jepa.Model, dispatcher: Dispatcher, s: Settings, files: LocalFiles) -> Pipeline:
-    return Pipeline(model, dispatcher, files, s.decode_threads, s.max_frames, lambda: media_budget(s))
-
-
-def _start(engine: Engine) -> Engine:
-    name = f"jepa-dispatcher-{engine.model_id}"
-    engine._dispatch_task = asyncio.create_task(engine.dispatcher.run(), name=name)
-    return engine
 
 
 class Runtime:
@@ -170,19 +167,19 @@ class Runtime:
     async def use(self, name: str | None, keep_alive_s: float | None = None) -> AsyncIterator[Engine]:
         """The engine of the model a request names (None: the default model) for the request's
         duration: loaded first when it is not resident."""
-        async with self._registry().use(name, keep_alive_s) as engine:
+        async with self.registry_or_503().use(name, keep_alive_s) as engine:
             yield engine
 
     def require(self) -> Engine:
         """The default model's engine when it is resident, or a 503 while it loads (or after it
         failed to)."""
-        engine = self._registry().peek(None)
+        engine = self.registry_or_503().peek(None)
         if engine is None:
             message = "the model is still loading" if self.error is None else "the model failed to load"
             raise ApiError(503, message, code="not_ready", headers={"Retry-After": "1"})
         return engine
 
-    def _registry(self) -> Registry:
+    def registry_or_503(self) -> Registry:
         if self.registry is None or self.error is not None:
             message = "the server is still starting" if self.error is None else "the model failed to load"
             raise ApiError(503, message, code="not_ready", headers={"Retry-After": "1"})
