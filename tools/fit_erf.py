@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fit the polynomial coefficients of the engine's vectorised erf (csrc/src/erf_avx512.h).
+"""Fit the polynomial coefficients of the engine's vectorised erf (csrc/src/simd_math.inc).
 
 erf is evaluated in seven regions by one degree-6 Horner pass whose coefficients (and the variable's
 centre) are picked per lane with a permute:

@@ -16,13 +16,8 @@ namespace jepa::gemm {
 #ifdef JEPA_NO_X86_KERNELS
 namespace detail {
 // No x86 kernels in this build: detection finds none, so these are never reached.
-void run_avx512(const Problem &, int, int) {}
-void run_attention(const Attention &, int, int) {}
 void run_bf16(const Problem &, int, int, bool) {}
 void run_attention_bf16(const Attention &, int, int, bool) {}
-void gelu_erf_avx512(const float *, float *, int64_t) {}
-void layer_norm_rows(const float *, int64_t, float *, uint16_t *, int64_t, int64_t, int64_t, int64_t, const float *,
-                     const float *, float) {}
 void to_bf16_row(const float *, int64_t, uint16_t *) {}
 bool amx_request_permission() { return false; }
 }  // namespace detail
@@ -44,26 +39,51 @@ size_t scratch_limit() {
 
 Isa detect() {
     Isa isa;
-#if defined(__x86_64__) || defined(_M_X64)
+#if (defined(__x86_64__) || defined(_M_X64)) && !defined(JEPA_NO_X86_KERNELS)
     __builtin_cpu_init();
-    isa.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-    isa.avx512_bf16 = isa.avx512 && __builtin_cpu_supports("avx512bf16");
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    // x86 without AVX2 + FMA (pre-2013 cores, Atom-class): std::fma would be a software routine,
+    // so ggml's products run there, without the batch bit-identity (JEPA_GEMM=portable gives it).
+    isa.f32 = avx512 ? Path::Avx512 : avx2 ? Path::Avx2 : Path::Ggml;
+    isa.avx512_bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
     // AMX: CPUID leaf 7 EDX bits 22 (AMX-BF16) and 24 (AMX-TILE), then the kernel's permission.
     unsigned eax = 7, ebx = 0, ecx = 0, edx = 0;
     __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
     const bool amx_cpu = ((edx >> 22) & 1) && ((edx >> 24) & 1);
     isa.amx_bf16 = isa.avx512_bf16 && amx_cpu && amx_request_permission();
+#else
+    // Elsewhere (ARM64 ...) the portable kernels: std::fma is an instruction there.
+    isa.f32 = Path::Portable;
 #endif
-    // JEPA_GEMM=ggml keeps ggml's kernels, JEPA_GEMM=avx512 stops short of AMX / BF16 (for comparisons).
+    // JEPA_GEMM caps the paths (for tests and comparisons); it never raises one past the CPU.
     if (const char * env = std::getenv("JEPA_GEMM")) {
         const std::string v(env);
-        if (v == "ggml") isa = Isa{};
-        if (v == "avx512") isa.avx512_bf16 = isa.amx_bf16 = false;
+        auto cap = [&](Path p) { isa.f32 = std::min(isa.f32, p); isa.avx512_bf16 = isa.amx_bf16 = false; };
+        if (v == "ggml") cap(Path::Ggml);
+        if (v == "portable") isa = Isa{Path::Portable, false, false};
+        if (v == "avx2") cap(Path::Avx2);
+        if (v == "avx512") cap(Path::Avx512);
         if (v == "avx512bf16") isa.amx_bf16 = false;
     }
     return isa;
 }
+
+// The f32 kernels of the path (the portable ones on the ggml path: text's per-sequence attention
+// and the elementwise GELU have no ggml op to fall back to).
+const KernelSet & f32_kernels() {
+    static const KernelSet & k = []() -> const KernelSet & {
+#ifndef JEPA_NO_X86_KERNELS
+        if (cpu_isa().f32 == Path::Avx512) return avx512::kernels;
+        if (cpu_isa().f32 == Path::Avx2) return avx2::kernels;
+#endif
+        return portable::kernels;
+    }();
+    return k;
+}
+
+bool own_f32() { return cpu_isa().f32 != Path::Ggml; }
 
 bool bf16_pairs() { return cpu_isa().avx512_bf16; }
 
@@ -142,7 +162,7 @@ void compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
     if (p.layout == Layout::Bf16Pairs) {
         run_bf16(p, ith, nth, cpu_isa().amx_bf16);
     } else {
-        run_avx512(p, ith, nth);
+        f32_kernels().gemm(p, ith, nth);
     }
 }
 
@@ -179,7 +199,7 @@ void compute_attention(ggml_tensor * dst, int ith, int nth, void * userdata) {
     if ((bits >> 32) & 1) {
         run_attention_bf16(a, ith, nth, cpu_isa().amx_bf16);
     } else {
-        run_attention(a, ith, nth);
+        f32_kernels().attention(a, ith, nth);
     }
 }
 
@@ -208,17 +228,28 @@ const Isa & cpu_isa() {
     return isa;
 }
 
+const char * path_name(Path p) {
+    switch (p) {
+        case Path::Ggml: return "ggml";
+        case Path::Portable: return "portable";
+        case Path::Avx2: return "avx2";
+        case Path::Avx512: return "avx512";
+    }
+    return "?";
+}
+
 const char * describe() {
     static const std::string s = [] {
         const Isa & i = cpu_isa();
-        if (!i.avx512) return std::string("ggml");
-        return std::string("f32/f16: avx512-fma; bf16: ") + (i.amx_bf16 ? "amx" : i.avx512_bf16 ? "avx512-bf16" : "avx512-fma");
+        if (i.f32 == Path::Ggml) return std::string("ggml");
+        const std::string f32 = i.f32 == Path::Portable ? "portable" : std::string(path_name(i.f32)) + "-fma";
+        return "f32/f16: " + f32 + "; bf16: " + (i.amx_bf16 ? "amx" : i.avx512_bf16 ? "avx512-bf16" : f32);
     }();
     return s.c_str();
 }
 
 bool packable(const ggml_tensor * w) {
-    if (!cpu_isa().avx512) return false;
+    if (!own_f32()) return false;
     if (ggml_n_dims(w) > 2 || !ggml_is_contiguous(w)) return false;
     if (layout_of(w) == Layout::None) return false;
     if (layout_of(w) == Layout::Bf16Pairs && w->ne[0] % 2 != 0) return false;
@@ -268,7 +299,7 @@ ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_
 }
 
 bool layer_norm_supported(const ggml_tensor * x, const ggml_tensor * w, const ggml_tensor * b) {
-    if (!cpu_isa().avx512 || x->type != GGML_TYPE_F32) return false;
+    if (!own_f32() || x->type != GGML_TYPE_F32) return false;
     for (const ggml_tensor * t : {w, b}) {
         if (t && (t->type != GGML_TYPE_F32 || ggml_nelements(t) != x->ne[0] || !ggml_is_contiguous(t))) return false;
     }
@@ -303,7 +334,7 @@ ggml_tensor * layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, g
         std::memcpy(&e, &bits, sizeof(float));
         const int64_t rows = ggml_nrows(src);
         const bool half = dst->type == GGML_TYPE_BF16;
-        layer_norm_rows(static_cast<const float *>(src->data), int64_t(src->nb[1] / 4),
+        f32_kernels().layer_norm(static_cast<const float *>(src->data), int64_t(src->nb[1] / 4),
                         half ? nullptr : static_cast<float *>(dst->data), half ? static_cast<uint16_t *>(dst->data) : nullptr,
                         int64_t(dst->nb[1] / ggml_element_size(dst)), src->ne[0], rows * ith / nth, rows * (ith + 1) / nth,
                         wt ? static_cast<const float *>(wt->data) : nullptr,
@@ -314,7 +345,7 @@ ggml_tensor * layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, g
 }
 
 bool attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v, const ggml_tensor * mask) {
-    if (!cpu_isa().avx512) return false;
+    if (!own_f32()) return false;
     for (const ggml_tensor * t : {q, k, v}) {
         if (t->type != GGML_TYPE_F32 || t->nb[0] != sizeof(float)) return false;
         for (int i = 1; i < 4; ++i) {
@@ -345,34 +376,6 @@ ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, gg
 
 namespace {
 
-// softmax(q k^T scale) v for one sequence in plain C++ (CPUs without AVX-512): units (head, query)
-// split over the threads; scores and sums in f32 in a fixed order.
-void portable_attention(const Attention & a, int ith, int nth) {
-    const int64_t units = a.H * a.Nq, u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
-    std::vector<float> s(size_t(a.Nk));
-    for (int64_t u = u0; u < u1; ++u) {
-        const int64_t h = u / a.Nq, i = u % a.Nq;
-        const float * q = a.q + h * a.q_head + i * a.q_tok;
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < a.Nk; ++j) {
-            const float * k = a.k + h * a.k_head + j * a.k_tok;
-            float d = 0.0f;
-            for (int64_t c = 0; c < a.hd; ++c) d += q[c] * k[c];
-            s[size_t(j)] = d * a.scale;
-            mx = std::max(mx, s[size_t(j)]);
-        }
-        float sum = 0.0f;
-        for (int64_t j = 0; j < a.Nk; ++j) sum += (s[size_t(j)] = std::exp(s[size_t(j)] - mx));
-        float * o = a.out + i * a.o_tok + h * a.hd;
-        for (int64_t c = 0; c < a.hd; ++c) o[c] = 0.0f;
-        for (int64_t j = 0; j < a.Nk; ++j) {
-            const float p = s[size_t(j)] / sum;
-            const float * v = a.v + h * a.v_head + j * a.v_tok;
-            for (int64_t c = 0; c < a.hd; ++c) o[c] += p * v[c];
-        }
-    }
-}
-
 void compute_varlen(ggml_tensor * dst, int ith, int nth, void * userdata) {
     const Varlen & spec = *static_cast<const Varlen *>(userdata);
     const ggml_tensor * q = dst->src[0];
@@ -386,7 +389,7 @@ void compute_varlen(ggml_tensor * dst, int ith, int nth, void * userdata) {
     a.o_tok = int64_t(dst->nb[1] / sizeof(float));
     a.hd = q->ne[0], a.H = q->ne[1], a.B = 1;
     a.scale = spec.scale;
-    const bool avx512 = cpu_isa().avx512, bf16 = spec.half && cpu_isa().avx512_bf16;
+    const bool bf16 = spec.half && cpu_isa().avx512_bf16;
     for (size_t s = 0; s + 1 < spec.offsets.size(); ++s) {
         const int64_t t0 = spec.offsets[s], n = spec.offsets[s + 1] - t0;
         a.q = static_cast<const float *>(q->data) + t0 * a.q_tok;
@@ -396,8 +399,7 @@ void compute_varlen(ggml_tensor * dst, int ith, int nth, void * userdata) {
         a.Nq = a.Nk = n;
         a.q_item = a.k_item = a.v_item = a.o_item = 0;
         if (bf16) run_attention_bf16(a, ith, nth, cpu_isa().amx_bf16);
-        else if (avx512) run_attention(a, ith, nth);
-        else portable_attention(a, ith, nth);
+        else f32_kernels().attention(a, ith, nth);
     }
 }
 
@@ -420,12 +422,6 @@ ggml_tensor * varlen_attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor 
                           GGML_N_TASKS_MAX, const_cast<Varlen *>(spec));
 }
 
-void gelu_erf(const float * x, float * y, int64_t n) {
-    if (cpu_isa().avx512) {
-        gelu_erf_avx512(x, y, n);
-        return;
-    }
-    for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
-}
+void gelu_erf(const float * x, float * y, int64_t n) { f32_kernels().gelu(x, y, n); }
 
 }  // namespace jepa::gemm

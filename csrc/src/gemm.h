@@ -3,9 +3,12 @@
 // A weight [N out][K in] is repacked once at load, in place, into column panels; a product then
 // computes every output element as one FMA chain over k = 0..K-1 in order, whatever the number of
 // rows, the blocking or the thread count. That is what makes a batch give each item the same bits as
-// the item alone (ggml's own mul_mat takes another path for a single row). Products run at the CPU's
-// GEMM speed: AVX-512 FMA for f32 / f16 weights (f16 widened exactly), AMX or AVX512-BF16 for bf16.
-// CPUs without AVX-512 keep ggml's kernels (runtime detection: a portable build reaches these too).
+// the item alone (ggml's own mul_mat takes another path for a single row). The f32 kernels are one
+// source (kernels.inc) compiled per ISA: AVX-512, AVX2 + FMA + F16C (x86-64-v3) and portable C++;
+// the same chains, the same exp / erf polynomials and the same reduction trees give the same bits on
+// every one, so an f32 model's outputs do not depend on the CPU. bf16 weights run AMX or
+// AVX512-BF16 where the CPU has them (the half class: its own bits). Runtime detection picks the
+// best path the CPU has (a portable build reaches them all); JEPA_GEMM caps it (gemm.cpp).
 #pragma once
 
 #include "ggml.h"
@@ -21,15 +24,22 @@ enum class Epilogue : int {
     GeluErf = 1,  // + bias, then 0.5 x (1 + erf(x / sqrt 2))
 };
 
-// The kernels this CPU runs, detected once.
+// The f32 kernel path: ggml's own products (JEPA_GEMM=ggml only: fast, not batch bit-identical),
+// portable C++, AVX2 + FMA + F16C, AVX-512.
+enum class Path : int { Ggml = 0, Portable = 1, Avx2 = 2, Avx512 = 3 };
+
+// The kernels this CPU runs, detected once (and capped by JEPA_GEMM: ggml, portable, avx2, avx512,
+// avx512bf16; unset or anything else: the best the CPU has).
 struct Isa {
-    bool avx512 = false;      // AVX-512 F/BW/DQ/VL: the f32 / f16 kernel
+    Path f32 = Path::Ggml;    // the f32 / f16 kernel (bf16 weights widened where no bf16 kernel runs)
     bool avx512_bf16 = false; // VDPBF16PS: the bf16 kernel without AMX
     bool amx_bf16 = false;    // AMX tiles, with the OS's permission granted
 };
 const Isa & cpu_isa();
+// The path's name as JEPA_GEMM spells it ("avx2", ...).
+const char * path_name(Path p);
 
-// One line naming the paths in use, e.g. "f32/f16: avx512 fma; bf16: amx" or "ggml".
+// One line naming the paths in use, e.g. "f32/f16: avx2-fma; bf16: avx2-fma" or "ggml".
 const char * describe();
 
 // True when the engine's kernel takes this weight on this CPU (f32, f16 or bf16; shape limits),
@@ -66,8 +76,8 @@ ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, gg
 // [head_dim, n_head, n_tok, 1] f32 with contiguous rows; sequence s is tokens [offsets[s],
 // offsets[s + 1]) and attends to itself only (a block-diagonal attention that computes no block off
 // the diagonal). Returns [head_dim * n_head, n_tok, 1, 1] f32. A sequence's rows come out the same
-// bits whatever the other sequences are. Runs on any CPU: the AVX-512 kernels above where there are,
-// else a portable loop. `spec` must live until the graph has run.
+// bits whatever the other sequences are. Runs on any CPU (the f32 kernels above; the portable ones
+// on the ggml path too). `spec` must live until the graph has run.
 struct Varlen {
     std::vector<int64_t> offsets;  // n_seq + 1, from 0 to n_tok
     float scale = 1.0f;

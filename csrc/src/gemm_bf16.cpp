@@ -1,8 +1,8 @@
 // The bf16 kernels: AMX tiles where the CPU and the OS allow them, else AVX512-BF16 (VDPBF16PS).
 // Activations are rounded to bf16 (nearest even) block by block; products accumulate in f32.
 // Weights are packed in k pairs, [K/2][16][2] per 16-column panel: one AMX B tile row, one zmm.
-#include "erf_avx512.h"
 #include "gemm_kernels.h"
+#include "simd_avx512.h"
 
 #include <immintrin.h>
 #include <sys/syscall.h>
@@ -25,6 +25,11 @@ bool amx_request_permission() {
 }
 
 namespace {
+
+using avx512::lanes;
+// The f32 kernels' exp and GELU (simd_math.inc) on one zmm.
+__m512 exp_ps(__m512 x) { return avx512::vexp({x}).v; }
+__m512 gelu_erf_ps(__m512 x) { return avx512::vgelu({x}).v; }
 
 constexpr int64_t TM = 16;        // rows of an AMX tile
 constexpr int64_t TK = 32;        // k per tile step (16 pairs)

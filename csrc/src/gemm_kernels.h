@@ -15,7 +15,8 @@ namespace jepa::gemm::detail {
 constexpr int64_t NR = 32;
 // bf16 weights for AMX / AVX512-BF16: panels of NR16 columns with k in pairs, [K/2][NR16][2].
 constexpr int64_t NR16 = 16;
-// Rows per AVX-512 micro-kernel (2 x MR accumulators of 16 lanes), and the blocking of rows and k.
+// Rows of the AVX-512 micro-kernel (2 x MR accumulators of 16 lanes; the bf16 kernel's blocking too),
+// and the blocking of rows and k (MC a multiple of every ISA's micro-kernel rows: 14, 6, 4).
 constexpr int64_t MR = 14;
 constexpr int64_t MC = 14 * 72;  // at most: a thread's rows in one block where they fit (1 MB of x)
 constexpr int64_t KC = 256;
@@ -97,11 +98,6 @@ struct Attention {
 // Query rows per work unit of the attention (a multiple of MR).
 constexpr int64_t QB = 4 * MR;
 
-// LayerNorm of rows [r0, r1) of x [rows][n] (row strides ldx, ldy): (x - mean) / sqrt(var + eps),
-// then * w and + b where given; mean and variance in f32 over the row, as ggml_norm computes them.
-void layer_norm_rows(const float * x, int64_t ldx, float * y, uint16_t * y16, int64_t ldy, int64_t n, int64_t r0,
-                     int64_t r1, const float * w, const float * b, float eps);
-
 // At batch 1 each weight is read once per call, from memory: while one panel computes, the next
 // panel's bytes are prefetched towards L2 a few lines per micro-kernel call, so the memory traffic
 // overlaps the arithmetic instead of stalling the next panel's first read.
@@ -152,12 +148,31 @@ class Scratch {
 Scratch & thread_scratch(Slot slot);
 template <typename T> T * scratch(Slot slot, size_t count) { return thread_scratch(slot).get<T>(count); }
 
-// The kernels (gemm_avx512.cpp, gemm_bf16.cpp). Each computes its thread's share of p.
-void run_avx512(const Problem & p, int ith, int nth);
-void run_attention(const Attention & a, int ith, int nth);
+// The f32 kernels of one ISA (kernels.inc, compiled once per ISA: gemm_avx512.cpp, gemm_avx2.cpp,
+// gemm_portable.cpp). Each computes its thread's share; all three give the same bits.
+struct KernelSet {
+    void (*gemm)(const Problem & p, int ith, int nth);
+    void (*attention)(const Attention & a, int ith, int nth);
+    // LayerNorm of rows [r0, r1) of x [rows][n] (row strides ldx, ldy): (x - mean) / sqrt(var + eps),
+    // then * w and + b where given; mean and variance in f32 over the row. y16: bf16 out instead
+    // (CPUs with AVX512-BF16 only).
+    void (*layer_norm)(const float * x, int64_t ldx, float * y, uint16_t * y16, int64_t ldy, int64_t n, int64_t r0,
+                       int64_t r1, const float * w, const float * b, float eps);
+    void (*gelu)(const float * x, float * y, int64_t n);  // the exact-erf GELU of the epilogue
+};
+namespace avx512 {
+extern const KernelSet kernels;
+}
+namespace avx2 {
+extern const KernelSet kernels;
+}
+namespace portable {
+extern const KernelSet kernels;
+}
+
+// The bf16 kernels (gemm_bf16.cpp: AMX or AVX512-BF16).
 void run_bf16(const Problem & p, int ith, int nth, bool amx);
 void run_attention_bf16(const Attention & a, int ith, int nth, bool amx);
-void gelu_erf_avx512(const float * x, float * y, int64_t n);
 // Per-thread AMX set-up (tile permission and configuration); false when the OS refuses.
 bool amx_request_permission();
 

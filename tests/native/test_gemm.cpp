@@ -1,7 +1,8 @@
 // The engine's own GEMM (csrc/src/gemm.*): products against a double-precision reference, every
 // output bit independent of the row count and the thread count, the f16 / bf16 layouts, the fused
-// bias + GELU epilogue, odd shapes (1 row, 1 column, panel tails, k not a multiple of a block), and the
-// vectorised erf against std::erf in double.
+// bias + GELU epilogue, odd shapes (1 row, 1 column, panel tails, k not a multiple of a block), the
+// vectorised erf against std::erf in double, and the same bits from every ISA's f32 kernels (AVX-512,
+// AVX2, portable: whichever this CPU runs) on the same problems.
 //
 //     test_gemm             the checks (ctest)
 //     test_gemm --bench     GFLOP/s of the kernels on ViT shapes (a development aid, not a test)
@@ -427,6 +428,149 @@ void bench() {
     }
 }
 
+// ---- the same bits on every ISA --------------------------------------------------------------
+
+namespace kd = jepa::gemm::detail;
+
+// The f32 kernel sets this CPU can run, whatever JEPA_GEMM says (the portable one always).
+std::vector<std::pair<const char *, const kd::KernelSet *>> isa_kernels() {
+    std::vector<std::pair<const char *, const kd::KernelSet *>> v;
+#if defined(__x86_64__) && !defined(JEPA_NO_X86_KERNELS)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl")) {
+        v.push_back({"avx512", &kd::avx512::kernels});
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+        v.push_back({"avx2", &kd::avx2::kernels});
+    }
+#endif
+    v.push_back({"portable", &kd::portable::kernels});
+    return v;
+}
+
+// Runs `f(kernels, ith, nth)` for every thread of an nth-way split, one after another.
+template <typename F> void each_thread(int nth, F && f) {
+    for (int ith = 0; ith < nth; ++ith) f(ith, nth);
+}
+
+void check_isa_product(ggml_type type, int64_t M, int64_t K, int64_t N, jepa::gemm::Epilogue ep, bool residual) {
+    const std::string name = std::string("isa ") + ggml_type_name(type) + " M=" + std::to_string(M) + " K=" +
+                             std::to_string(K) + " N=" + std::to_string(N);
+    Weight W(type, K, N, true, uint32_t(M + 3 * K + 5 * N));
+    if (!jepa::gemm::can_pack(W.w) || jepa::gemm::takes_bf16(W.w)) return;  // ggml's path / the bf16 kernel
+    const std::vector<float> x = random_x(M, K, uint32_t(K * 3 + 1)), res = random_x(M, N, 17);
+    kd::Problem p;
+    p.x = x.data();
+    p.ldx = K;
+    p.w = W.w->data;
+    p.layout = type == GGML_TYPE_F32 ? kd::Layout::F32 : type == GGML_TYPE_F16 ? kd::Layout::F16 : kd::Layout::Bf16Wide;
+    p.bias = static_cast<const float *>(W.b->data);
+    p.residual = residual ? res.data() : nullptr;
+    p.ldr = N;
+    p.M = M, p.N = N, p.K = K;
+    p.epilogue = ep;
+    p.ldy = N;
+    std::vector<float> want;
+    for (const auto & [isa, k] : isa_kernels()) {
+        for (int nth : {1, 3}) {
+            std::vector<float> y(size_t(M * N), -1.0f);
+            p.y = y.data();
+            each_thread(nth, [&](int ith, int n) { k->gemm(p, ith, n); });
+            if (want.empty()) want = y;
+            check(same_bits(y.data(), want.data(), y.size()), name + ": " + isa + " threads " + std::to_string(nth) + " differs");
+        }
+    }
+}
+
+void check_isa_attention(int64_t hd, int64_t H, int64_t N, int64_t B, bool masked, bool mask_f16) {
+    const std::string name = "isa attention hd=" + std::to_string(hd) + " N=" + std::to_string(N) +
+                             (masked ? mask_f16 ? " f16 mask" : " mask" : "");
+    const int64_t D = hd * H;
+    const std::vector<float> x = random_x(B * N, 3 * D, uint32_t(hd + N * 11));
+    std::vector<float> mask(size_t(N * N), 0.0f);
+    std::vector<ggml_fp16_t> mask16(mask.size());
+    for (int64_t q = 0; q < N; ++q) {
+        for (int64_t k = 0; k < N; ++k) {
+            if (k / 5 > q / 5) mask[size_t(q * N + k)] = -INFINITY;
+            mask16[size_t(q * N + k)] = ggml_fp32_to_fp16(mask[size_t(q * N + k)]);
+        }
+    }
+    kd::Attention a;
+    a.q = x.data(), a.k = x.data() + D, a.v = x.data() + 2 * D;
+    a.q_head = a.k_head = a.v_head = hd;
+    a.q_tok = a.k_tok = a.v_tok = 3 * D;
+    a.q_item = a.k_item = a.v_item = 3 * D * N;
+    a.o_tok = D, a.o_item = D * N;
+    a.hd = hd, a.H = H, a.Nq = N, a.Nk = N, a.B = B;
+    a.scale = 1.0f / std::sqrt(float(hd));
+    if (masked) {
+        a.mask = mask_f16 ? static_cast<const void *>(mask16.data()) : mask.data();
+        a.mask_f16 = mask_f16;
+        a.mask_ld = N;
+    }
+    std::vector<float> want;
+    for (const auto & [isa, k] : isa_kernels()) {
+        std::vector<float> y(size_t(B * N * D), -1.0f);
+        a.out = y.data();
+        each_thread(2, [&](int ith, int n) { k->attention(a, ith, n); });
+        if (want.empty()) want = y;
+        check(same_bits(y.data(), want.data(), y.size()), name + ": " + isa + " differs");
+    }
+}
+
+void check_isa_rows() {
+    // LayerNorm (affine and not, odd lengths) and GELU over a wide range with the special values.
+    for (int64_t n : {int64_t(37), int64_t(384), int64_t(1000)}) {
+        std::vector<float> x = random_x(9, n, uint32_t(n)), w = random_x(1, n, 2), b = random_x(1, n, 3);
+        for (float & v : x) v = 3.0f + 2.0f * v;
+        for (bool affine : {false, true}) {
+            std::vector<float> want;
+            for (const auto & [isa, k] : isa_kernels()) {
+                std::vector<float> y(x.size(), -1.0f);
+                k->layer_norm(x.data(), n, y.data(), nullptr, n, n, 0, 9, affine ? w.data() : nullptr,
+                              affine ? b.data() : nullptr, 1e-6f);
+                if (want.empty()) want = y;
+                check(same_bits(y.data(), want.data(), y.size()), "isa layer_norm n=" + std::to_string(n) + ": " + isa + " differs");
+            }
+        }
+    }
+    std::vector<float> xs;
+    for (int i = 0; i <= (1 << 18); ++i) xs.push_back(float(-12.0 + 24.0 * i / double(1 << 18)));
+    for (float v : {0.0f, -0.0f, 1e-30f, -1e-40f, 0.5f, 1.0f, 1.5f, 4.0f, 5.656854f, 88.0f, -88.0f, 1e20f, -1e20f,
+                    3e9f, INFINITY, -INFINITY}) {
+        xs.push_back(v);
+    }
+    std::vector<float> want;
+    for (const auto & [isa, k] : isa_kernels()) {
+        std::vector<float> y(xs.size());
+        k->gelu(xs.data(), y.data(), int64_t(y.size()) - 3);  // a tail shorter than a vector
+        y.resize(y.size() - 3);
+        if (want.empty()) want = y;
+        check(same_bits(y.data(), want.data(), y.size()), std::string("isa gelu: ") + isa + " differs");
+    }
+}
+
+void check_same_bits_every_isa() {
+    std::string names;
+    for (const auto & [isa, k] : isa_kernels()) names += std::string(names.empty() ? "" : ", ") + isa;
+    std::printf("same bits on every ISA this CPU runs: %s\n", names.c_str());
+    using jepa::gemm::Epilogue;
+    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16}) {
+        check_isa_product(t, 1, 64, 32, Epilogue::None, false);
+        check_isa_product(t, 29, 96, 40, Epilogue::GeluErf, true);
+        check_isa_product(t, 33, 600, 70, Epilogue::None, true);   // k past one block
+        check_isa_product(t, 97, 130, 17, Epilogue::GeluErf, false);
+        check_isa_product(t, 600, 64, 48, Epilogue::None, false);  // rows split between threads
+    }
+    check_isa_attention(64, 3, 197, 2, false, false);
+    check_isa_attention(80, 2, 61, 2, true, false);
+    check_isa_attention(64, 2, 40, 1, true, true);
+    check_isa_attention(64, 4, 3, 3, true, false);   // the direct path (a few keys)
+    check_isa_attention(72, 2, 16, 2, false, false);
+    check_isa_rows();
+}
+
 }  // namespace
 
 int main(int argc, char ** argv) {
@@ -437,8 +581,9 @@ int main(int argc, char ** argv) {
     }
     const jepa::gemm::Isa & isa = jepa::gemm::cpu_isa();
     std::printf("kernels: %s\n", jepa::gemm::describe());
-    if (!isa.avx512) {
-        std::printf("this CPU has no AVX-512: the engine uses ggml's kernels; the erf fallback is checked\n");
+    check_same_bits_every_isa();
+    if (isa.f32 == jepa::gemm::Path::Ggml) {
+        std::printf("JEPA_GEMM=ggml: ggml's products; the erf of the portable kernels is checked\n");
         check_erf();
         std::printf("%d failures\n", g_failures);
         return g_failures ? 1 : 0;

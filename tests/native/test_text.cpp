@@ -1,7 +1,7 @@
 // The text encoder's per-sequence attention (gemm::varlen_attention): sequences laid end to end, each
 // attending to itself only. Checked against a double-precision reference, and each sequence's rows
 // bit for bit against the same sequence run alone, at 1 and 3 threads. ctest runs it on this CPU's
-// kernels and again with JEPA_GEMM=ggml (the portable loop CPUs without AVX-512 take).
+// kernels and again with JEPA_GEMM=avx2 and JEPA_GEMM=portable.
 #include "check.h"
 #include "gemm.h"
 
