@@ -13,7 +13,7 @@ FUZZ_SECONDS ?= 60        # per libFuzzer target under ctest (CI's bounded run)
 FUZZ_RUNS    ?= 1000000   # per target in `make fuzz` (the long local runs)
 FUZZ_LOGS    := $(FUZZ_BUILD)/logs
 
-.PHONY: run test install venv bench-deps native-test py-test lint clean
+.PHONY: run test install venv bench-deps native-test py-test path-test lint clean
 .PHONY: fuzz-deps fuzz-build sanitize fuzz-test fuzz fuzz-corpus
 
 $(BIN)/python:
@@ -32,7 +32,7 @@ run: install
 	$(BIN)/jepa-server $(if $(MODEL),-m $(MODEL),--demo) $(ARGS)
 
 test: install bench-deps
-	$(MAKE) native-test py-test lint $(if $(filter 0,$(strip $(FUZZ))),fuzz-skipped,sanitize fuzz-test)
+	$(MAKE) native-test py-test path-test lint $(if $(filter 0,$(strip $(FUZZ))),fuzz-skipped,sanitize fuzz-test)
 
 # The test requirements and the benchmarks' peers (the tests run every benchmark's smoke mode).
 bench-deps: venv
@@ -44,6 +44,15 @@ native-test:
 
 py-test:
 	$(BIN)/python -m pytest -q
+
+# The bit-identity and parity suite (marker every_path) again on each other CPU kernel path this CPU
+# runs (py-test ran the default one): AVX2 and portable on every AVX2 CPU, and the AVX-512 FMA path
+# beside the bf16 kernels where there are some (tools/kernel_paths.py lists them).
+path-test:
+	@for p in $$($(BIN)/python tools/kernel_paths.py --others); do \
+	    echo "== the every_path suite with JEPA_GEMM=$$p"; \
+	    JEPA_GEMM=$$p $(BIN)/python -m pytest -q -m every_path -p no:cacheprovider || exit 1; \
+	done
 
 # ruff on the whole tree; mypy on python/jepa and server/jepa_server ([tool.mypy] in pyproject.toml).
 lint:

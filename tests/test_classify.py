@@ -15,6 +15,8 @@ from jepa.media import prepare
 
 from conftest import TINY_VJEPA2
 
+pytestmark = pytest.mark.every_path
+
 SIZE = TINY_VJEPA2["img_size"]
 
 

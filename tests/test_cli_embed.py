@@ -18,6 +18,8 @@ from jepa.pipeline import embed
 
 from conftest import bits
 
+pytestmark = pytest.mark.every_path
+
 
 @pytest.fixture(scope="module")
 def ctx(tiny_vit_path: str) -> jepa.Context:

@@ -13,6 +13,8 @@ from jepa.cli.embed import main
 from jepa.convert.random_text import write_random_bert
 from jepa.text import embed_text
 
+pytestmark = pytest.mark.every_path
+
 
 @pytest.fixture(scope="module")
 def model_path(tmp_path_factory: pytest.TempPathFactory) -> str:

@@ -19,6 +19,8 @@ from jepa.convert.cli import main as convert_main
 from jepa.convert.gguf_writer import bf16_bits_to_f32, f32_to_bf16_bits, write_gguf
 from jepa.convert.schema import FTYPES, HF_VIT_RECIPE, Encoder, Meta, may_be_half
 
+pytestmark = pytest.mark.every_path
+
 
 def _ref_bits(u: int) -> int:
     """bf16 bits of the f32 with bit pattern u, written out the long way (no shared code with the writer)."""

@@ -18,6 +18,8 @@ from jepa.pipeline import embed, encode_prepared
 
 from conftest import bits
 
+pytestmark = pytest.mark.every_path
+
 
 @pytest.fixture(scope="module")
 def model(tiny_vit_path: str) -> jepa.Model:

@@ -12,6 +12,8 @@ import pytest
 
 import jepa
 
+pytestmark = pytest.mark.every_path
+
 
 @pytest.fixture(scope="module")
 def model(tiny_vit_path: str) -> jepa.Model:

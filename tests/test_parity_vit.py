@@ -15,7 +15,7 @@ import pytest
 
 from jepa.convert import convert
 
-pytestmark = pytest.mark.transformers
+pytestmark = [pytest.mark.transformers, pytest.mark.every_path]
 
 # id -> (HF class, layout written, config overrides). Norms are randomised by the fixture.
 CASES: dict[str, tuple[str, str, dict[str, Any]]] = {

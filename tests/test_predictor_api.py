@@ -12,6 +12,8 @@ import jepa
 
 from conftest import TINY_VJEPA2
 
+pytestmark = pytest.mark.every_path
+
 SIZE, FRAMES = TINY_VJEPA2["img_size"], TINY_VJEPA2["n_frames"]  # grid 2 x 3 x 3 = 18 tokens
 
 

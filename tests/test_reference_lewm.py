@@ -15,7 +15,7 @@ from numpy_reference.ops import BatchNorm, LayerNorm, Linear
 from numpy_reference.vit import Block, HFViT
 
 LEWM = LEWM_BUNDLE
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.every_path]
 
 
 def upstream_lewm(sd: dict[str, np.ndarray], config: dict) -> LeWM:

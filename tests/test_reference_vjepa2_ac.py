@@ -15,7 +15,7 @@ from numpy_reference.vit import Block, VJEPA2Encoder
 from numpy_reference.vjepa2_ac import ACPredictor, ACWorldModel
 
 AC = AC_BUNDLE
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.every_path]
 HW = 36
 
 

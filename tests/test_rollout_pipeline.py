@@ -14,7 +14,7 @@ from conftest import AC_BUNDLE, LEWM_BUNDLE, bits
 from numpy_reference import assert_agrees, assert_rel_close, cem_options
 
 LEWM, AC = LEWM_BUNDLE, AC_BUNDLE
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.every_path]
 TOL = 1e-5
 
 

@@ -27,6 +27,8 @@ import jepa
 
 from conftest import bits
 
+pytestmark = pytest.mark.every_path
+
 
 @pytest.fixture(scope="module")
 def images(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:

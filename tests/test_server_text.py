@@ -28,6 +28,8 @@ from jepa.client import Client
 from jepa.convert.random_text import write_random_bert
 from jepa.text import embed_text
 
+pytestmark = pytest.mark.every_path
+
 TEXTS = [
     "hello world",
     "the quick brown fox jumps over the lazy dog",

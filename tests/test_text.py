@@ -14,6 +14,8 @@ import jepa
 from jepa.convert.random_text import tiny_tokenizer_json, write_random_bert
 from jepa.text import TEXT_POOLS, Tokens, embed_text, encode_tokens, token_batches, tokens_from_ids
 
+pytestmark = pytest.mark.every_path
+
 SENTENCES = [
     "hello world",
     "the quick brown fox jumps over the lazy dog",

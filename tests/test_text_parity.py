@@ -17,7 +17,7 @@ from jepa.convert import convert
 from jepa.convert.random_text import tiny_tokenizer_json, tiny_vocab_size, write_st_layout
 from jepa.text import TextPool, Tokens
 
-pytestmark = [pytest.mark.transformers, pytest.mark.torch]
+pytestmark = [pytest.mark.transformers, pytest.mark.torch, pytest.mark.every_path]
 
 
 # Not tools/bench_text.smoke_model: that is a sentence-transformers directory sized for speed; this one

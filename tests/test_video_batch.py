@@ -17,6 +17,8 @@ from jepa.convert.vjepa2 import write_random
 
 from conftest import TINY_VJEPA2, TINY_VJEPA2_PARTS
 
+pytestmark = pytest.mark.every_path
+
 SIZE, FRAMES = TINY_VJEPA2["img_size"], TINY_VJEPA2["n_frames"]
 DIM, CLASSES = TINY_VJEPA2["embed_dim"], TINY_VJEPA2_PARTS["head"]["n_classes"]
 

@@ -18,7 +18,7 @@ from conftest import AC_BUNDLE, bits, model_and_context
 from numpy_reference import assert_agrees, assert_cem_replays, assert_rel_close, cem_golden, cem_options
 
 AC = AC_BUNDLE
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.every_path]
 TOL = 1e-5
 # Sizes and planner settings from the bundle itself, so an independent bundle runs unchanged.
 HP = json.loads((AC / "hparams.json").read_text())

@@ -18,7 +18,7 @@ from conftest import LEWM_BUNDLE, bits, model_and_context
 from numpy_reference import assert_agrees, assert_cem_replays, assert_rel_close, cem_golden, cem_options
 
 LEWM = LEWM_BUNDLE
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.every_path]
 TOL = 1e-5
 # Sizes and planner settings from the bundle itself, so an independent bundle runs unchanged.
 HP = json.loads((LEWM / "hparams.json").read_text())

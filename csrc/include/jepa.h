@@ -82,6 +82,10 @@ JEPA_API const char * jepa_version(void);
 JEPA_API const char * jepa_ggml_version(void);
 /* 1 when built with the CUDA backend. */
 JEPA_API int jepa_has_cuda(void);
+/* The CPU kernels this process runs, as a CPU model's info.matmul names them after "jepa: "
+ * ("f32/f16: avx2-fma; bf16: avx2-fma", "ggml", ...): detected once, capped by JEPA_GEMM
+ * (ggml, portable, avx2, avx512, avx512bf16). f32 models give the same bits on every path but ggml. */
+JEPA_API const char * jepa_cpu_kernels(void);
 
 /* ---- model ---------------------------------------------------------------------------------- */
 

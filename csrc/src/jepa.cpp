@@ -1,6 +1,8 @@
 // The C API: argument checks, then the engine, with every exception turned into a status.
 #include "jepa.h"
 
+#include "gemm.h"
+
 #include "context.h"
 #include "error.h"
 #include "input_checks.h"
@@ -53,6 +55,8 @@ const char * jepa_ggml_version(void) {
     static const std::string v = std::string(ggml_version()) + " (llama.cpp 0c1e57098bba, llama-cpp-python 0.3.36)";
     return v.c_str();
 }
+
+const char * jepa_cpu_kernels(void) { return jepa::gemm::describe(); }
 
 int jepa_has_cuda(void) {
 #ifdef JEPA_USE_CUDA

@@ -1,0 +1,75 @@
+"""Child process of test_kernel_paths.py: run every model kind once on fixed inputs under this
+process's JEPA_GEMM and save the outputs (float32) to an .npz, with the kernel line.
+
+    python tests/kernel_path_outputs.py OUT.npz MODELS.json
+
+MODELS.json maps a name (vit, vit_f16, vit_bf16, vjepa2, text, ac, lewm) to its GGUF path."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import jepa
+from jepa import world
+from jepa.text import embed_text
+
+REF = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
+SENTENCES = [
+    "hello world",
+    "the quick brown fox jumps over the lazy dog",
+    "a",
+    "cat",
+    "one two three four five six",
+]
+
+
+def rng(seed: int) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def image_outputs(path: str, out: dict[str, np.ndarray], name: str) -> None:
+    m = jepa.Model(path)
+    ctx = m.context(threads=2)
+    s = m.info.img_size
+    px = rng(1).standard_normal((3, 3, s, s)).astype(np.float32)
+    out[f"{name}.tokens"] = ctx.encode(px)
+    out[f"{name}.alone"] = ctx.encode(px[1:2])
+
+
+def main() -> None:
+    dst, models = sys.argv[1], json.loads(Path(sys.argv[2]).read_text())
+    out: dict[str, np.ndarray] = {}
+    for name in ("vit", "vit_f16", "vit_bf16"):
+        image_outputs(models[name], out, name)
+    m = jepa.Model(models["vjepa2"])
+    ctx = m.context(threads=2)
+    i = m.info
+    clip = rng(2).standard_normal((2, 3, i.n_frames, i.img_size, i.img_size)).astype(np.float32)
+    tokens = ctx.encode(clip)
+    out["vjepa2.tokens"] = tokens
+    out["vjepa2.logits"] = ctx.classify(tokens)[0]
+    t = jepa.Model(models["text"]).context(threads=2)
+    out["text.batch"] = embed_text(t, SENTENCES)
+    out["text.alone"] = np.concatenate([embed_text(t, [s]) for s in SENTENCES])
+    ac = jepa.Model(models["ac"]).context(threads=2)
+    g = {n: np.load(REF / "vjepa2_ac" / f"{n}.npy") for n in ("z_ctx", "z_goal", "rollout_actions", "states")}
+    r = world.rollout_latents(
+        ac, g["z_ctx"][0], g["rollout_actions"], g["z_goal"][0], state=g["states"][0, 0], return_latents=True
+    )
+    out["ac.latents"], out["ac.energies"] = r["latents"], np.asarray(r["energies"], dtype=np.float32)
+    lw = jepa.Model(models["lewm"]).context(threads=2)
+    emb = world.latents(lw, np.load(REF / "lewm" / "pixels.npy")[0])
+    cand = rng(3).standard_normal((6, 5, lw.model.info.pred_action_dim)).astype(np.float32)
+    r = world.rollout_latents(lw, emb[:1], cand, emb[3], return_latents=True)
+    out["lewm.latents"], out["lewm.costs"] = r["latents"], np.asarray(r["costs"], dtype=np.float32)
+    for k, v in out.items():
+        assert v.dtype == np.float32, (k, v.dtype)
+    np.savez(dst, kernels=np.array(jepa._engine.cpu_kernels()), **out)
+
+
+if __name__ == "__main__":
+    main()
