@@ -52,7 +52,15 @@ ggml_tensor * build_linear(ggml_context * ctx, ggml_tensor * x, const LinearW & 
     return residual ? ggml_add(ctx, residual, x) : x;
 }
 
-ggml_tensor * build_act(ggml_context * ctx, ggml_tensor * x, Act act) {
+ggml_tensor * build_plain_norm(ggml_context * ctx, ggml_tensor * x, float eps, bool own) {
+    if (own && gemm::layer_norm_supported(x, nullptr, nullptr)) return gemm::layer_norm(ctx, x, nullptr, nullptr, eps);
+    return ggml_norm(ctx, x, eps);
+}
+
+ggml_tensor * build_act(ggml_context * ctx, ggml_tensor * x, Act act, bool own) {
+    if (own && act != Act::GeluTanh && gemm::unary_supported(x)) {
+        return gemm::unary(ctx, x, act == Act::Silu ? gemm::Unary::Silu : gemm::Unary::GeluErf);
+    }
     switch (act) {
         case Act::GeluErf:
             // Exact erf GELU: ggml_gelu is the tanh form through an f16 table (off by ~4e-3).
@@ -78,7 +86,7 @@ ggml_tensor * build_mlp(ggml_context * ctx, ggml_tensor * x, const LinearW & up,
         ggml_tensor * h = gemm::linear(ctx, x, up.w, up.b, gemm::Epilogue::GeluErf, nullptr, reads_bf16(down));
         return build_linear(ctx, h, down, residual);
     }
-    return build_linear(ctx, build_act(ctx, build_linear(ctx, x, up), act), down, residual);
+    return build_linear(ctx, build_act(ctx, build_linear(ctx, x, up), act, up.packed), down, residual);
 }
 
 Qkv build_qkv(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, int n_head) {

@@ -34,7 +34,11 @@ ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, const NormW & n, f
 // x W^T + b, plus `residual` (same shape as the result) when given: fused into the product's pass
 // on the engine's own CPU kernel, a ggml_add otherwise (the same bits either way).
 ggml_tensor * build_linear(ggml_context * ctx, ggml_tensor * x, const LinearW & l, ggml_tensor * residual = nullptr);
-ggml_tensor * build_act(ggml_context * ctx, ggml_tensor * x, Act act);
+// own: the graph runs on the engine's CPU kernels (the producing product is packed): GELU-erf and
+// SiLU then use the engine's own, whose bits do not depend on how ggml was compiled.
+ggml_tensor * build_act(ggml_context * ctx, ggml_tensor * x, Act act, bool own = false);
+// LayerNorm without an affine, on the engine's kernel where `own` (as build_act).
+ggml_tensor * build_plain_norm(ggml_context * ctx, ggml_tensor * x, float eps, bool own);
 ggml_tensor * build_mlp(ggml_context * ctx, ggml_tensor * x, const LinearW & up, const LinearW & down, Act act,
                         ggml_tensor * residual = nullptr);
 

@@ -424,4 +424,20 @@ ggml_tensor * varlen_attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor 
 
 void gelu_erf(const float * x, float * y, int64_t n) { f32_kernels().gelu(x, y, n); }
 
+bool unary_supported(const ggml_tensor * x) { return own_f32() && x->type == GGML_TYPE_F32; }
+
+ggml_tensor * unary(ggml_context * ctx, ggml_tensor * x, Unary op) {
+    if (!ggml_is_contiguous(x)) x = ggml_cont(ctx, x);
+    ggml_tensor * args[1] = {x};
+    auto run = [](ggml_tensor * dst, int ith, int nth, void * ud) {
+        const int64_t n = ggml_nelements(dst), i0 = n * ith / nth / 16 * 16, i1 = ith + 1 == nth ? n : n * (ith + 1) / nth / 16 * 16;
+        const float * src = static_cast<const float *>(dst->src[0]->data) + i0;
+        float * out = static_cast<float *>(dst->data) + i0;
+        if (static_cast<Unary>(reinterpret_cast<uintptr_t>(ud)) == Unary::Silu) f32_kernels().silu(src, out, i1 - i0);
+        else f32_kernels().gelu(src, out, i1 - i0);
+    };
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 1, run, GGML_N_TASKS_MAX,
+                          reinterpret_cast<void *>(uintptr_t(op)));
+}
+
 }  // namespace jepa::gemm

@@ -93,4 +93,10 @@ int64_t scratch_failures();
 // Elementwise exact-erf GELU on n floats (the same function the epilogue applies).
 void gelu_erf(const float * x, float * y, int64_t n);
 
+// An activation of the engine's own as a graph op (x f32, any shape): the same bits on every path,
+// where ggml's own (ggml_silu's vector exp, ggml_gelu_erf's libm erff) depend on how ggml was built.
+enum class Unary : int { GeluErf = 0, Silu = 1 };
+bool unary_supported(const ggml_tensor * x);
+ggml_tensor * unary(ggml_context * ctx, ggml_tensor * x, Unary op);
+
 }  // namespace jepa::gemm

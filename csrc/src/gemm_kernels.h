@@ -159,6 +159,7 @@ struct KernelSet {
     void (*layer_norm)(const float * x, int64_t ldx, float * y, uint16_t * y16, int64_t ldy, int64_t n, int64_t r0,
                        int64_t r1, const float * w, const float * b, float eps);
     void (*gelu)(const float * x, float * y, int64_t n);  // the exact-erf GELU of the epilogue
+    void (*silu)(const float * x, float * y, int64_t n);
 };
 namespace avx512 {
 extern const KernelSet kernels;

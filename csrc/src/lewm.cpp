@@ -13,7 +13,7 @@ LewmProjectGraph build_lewm_project_graph(ggml_context * ctx, const Model & m, i
     g.cls = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, m.hp.enc.embed_dim, 1, B);
     ggml_set_name(g.cls, "lewm.cls");
     ggml_set_input(g.cls);
-    ggml_tensor * h = build_act(ctx, build_linear(ctx, g.cls, w.proj0), m.hp.enc.proj_act);
+    ggml_tensor * h = build_act(ctx, build_linear(ctx, g.cls, w.proj0), m.hp.enc.proj_act, w.proj0.packed);
     ggml_set_name(h, "lewm.proj.hidden");
     g.out = graph_output(g.graph, build_linear(ctx, h, w.proj2), "lewm.emb");
     return g;
@@ -27,9 +27,11 @@ ggml_tensor * chunk(ggml_context * ctx, ggml_tensor * mod, int64_t D, int i) {
                                        size_t(i) * size_t(D) * ggml_element_size(mod)));
 }
 
-// LN(x) * (1 + scale) + shift, LN without affine.
-ggml_tensor * modulate(ggml_context * ctx, ggml_tensor * x, ggml_tensor * shift, ggml_tensor * scale, float eps) {
-    ggml_tensor * n = ggml_norm(ctx, x, eps);
+// LN(x) * (1 + scale) + shift, LN without affine (the engine's where `own`: ggml_norm's variance sum
+// follows the SIMD width ggml was compiled for).
+ggml_tensor * modulate(ggml_context * ctx, ggml_tensor * x, ggml_tensor * shift, ggml_tensor * scale, float eps,
+                       bool own) {
+    ggml_tensor * n = build_plain_norm(ctx, x, eps, own);
     return ggml_add(ctx, ggml_mul(ctx, n, ggml_scale_bias(ctx, scale, 1.0f, 1.0f)), shift);
 }
 
@@ -43,13 +45,13 @@ ggml_tensor * build_adaln_block(ggml_context * ctx, ggml_tensor * x, ggml_tensor
     ggml_tensor * shift1 = chunk(ctx, mod, D, 0), * scale1 = chunk(ctx, mod, D, 1), * gate1 = chunk(ctx, mod, D, 2);
     ggml_tensor * shift2 = chunk(ctx, mod, D, 3), * scale2 = chunk(ctx, mod, D, 4), * gate2 = chunk(ctx, mod, D, 5);
 
-    ggml_tensor * h = build_norm(ctx, modulate(ctx, x, shift1, scale1, p.adaln_eps), b.ln1, p.block.ln_eps);
+    ggml_tensor * h = build_norm(ctx, modulate(ctx, x, shift1, scale1, p.adaln_eps, b.adaln.packed), b.ln1, p.block.ln_eps);
     Qkv qkv = build_qkv(ctx, h, b, p.block.n_head);
     h = build_linear(ctx, build_attn(ctx, qkv.q, qkv.k, qkv.v, attn), b.attn_out);
     x = ggml_add(ctx, x, ggml_mul(ctx, h, gate1));
     ggml_format_name(x, "pred.blk.%d.attn_res", layer);
 
-    h = build_norm(ctx, modulate(ctx, x, shift2, scale2, p.adaln_eps), b.ln2, p.block.ln_eps);
+    h = build_norm(ctx, modulate(ctx, x, shift2, scale2, p.adaln_eps, b.adaln.packed), b.ln2, p.block.ln_eps);
     h = build_mlp(ctx, h, b.ffn_up, b.ffn_down, p.block.act);
     x = ggml_add(ctx, x, ggml_mul(ctx, h, gate2));
     ggml_format_name(x, "pred.blk.%d.out", layer);
@@ -79,7 +81,8 @@ LewmPredGraph build_lewm_pred_graph(ggml_context * ctx, const Model & m, int64_t
     g.act_emb = build_mlp(ctx, g.actions, w.action_embed0, w.action_embed2, p.action_act);
     ggml_set_name(g.act_emb, "lewm.act_emb");
     ggml_set_output(g.act_emb);
-    ggml_tensor * c_act = ggml_silu(ctx, g.act_emb);  // every block's adaLN reads SiLU(c)
+    // Every block's adaLN reads SiLU(c).
+    ggml_tensor * c_act = build_act(ctx, g.act_emb, Act::Silu, w.action_embed2.packed);
 
     ggml_tensor * pos = ggml_view_2d(ctx, w.pos_embed, D, T, w.pos_embed->nb[1], 0);
     ggml_tensor * x = ggml_add(ctx, g.embs, pos);

@@ -46,6 +46,7 @@ inline V load_bf16_n(const uint16_t * p, int64_t n) {
 inline V add(V a, V b) { return {_mm512_add_ps(a.v, b.v)}; }
 inline V sub(V a, V b) { return {_mm512_sub_ps(a.v, b.v)}; }
 inline V mul(V a, V b) { return {_mm512_mul_ps(a.v, b.v)}; }
+inline V div(V a, V b) { return {_mm512_div_ps(a.v, b.v)}; }
 inline V fmadd(V a, V b, V c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }    // a b + c, rounded once
 inline V fnmadd(V a, V b, V c) { return {_mm512_fnmadd_ps(a.v, b.v, c.v)}; }  // c - a b, rounded once
 // x86's max / min: the second operand where either is NaN (or both are zeros).

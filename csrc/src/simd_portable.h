@@ -78,6 +78,7 @@ inline V load_bf16_n(const uint16_t * p, int64_t n) {
 inline V add(V a, V b) { return map([&](int i) { return a.l[i] + b.l[i]; }); }
 inline V sub(V a, V b) { return map([&](int i) { return a.l[i] - b.l[i]; }); }
 inline V mul(V a, V b) { return map([&](int i) { return a.l[i] * b.l[i]; }); }
+inline V div(V a, V b) { return map([&](int i) { return a.l[i] / b.l[i]; }); }
 inline V fmadd(V a, V b, V c) { return map([&](int i) { return std::fma(a.l[i], b.l[i], c.l[i]); }); }
 inline V fnmadd(V a, V b, V c) { return map([&](int i) { return std::fma(-a.l[i], b.l[i], c.l[i]); }); }
 inline V vmax(V a, V b) { return map([&](int i) { return a.l[i] > b.l[i] ? a.l[i] : b.l[i]; }); }

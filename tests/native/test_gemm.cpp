@@ -549,6 +549,24 @@ void check_isa_rows() {
         if (want.empty()) want = y;
         check(same_bits(y.data(), want.data(), y.size()), std::string("isa gelu: ") + isa + " differs");
     }
+    // SiLU: the same bits everywhere, and within 4 ulp of x / (1 + e^-x) in double (an absolute 1e-36
+    // floor below x = -88, where the kernel answers -0).
+    std::vector<float> want_silu;
+    for (const auto & [isa, k] : isa_kernels()) {
+        std::vector<float> y(xs.size());
+        k->silu(xs.data(), y.data(), int64_t(y.size()));
+        if (want_silu.empty()) want_silu = y;
+        check(same_bits(y.data(), want_silu.data(), y.size()), std::string("isa silu: ") + isa + " differs");
+    }
+    double worst = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+        if (std::isinf(xs[i])) continue;
+        const double ref = double(xs[i]) / (1.0 + std::exp(-double(xs[i])));
+        const double ulp = std::max(std::fabs(ref) * std::ldexp(1.0, -23), xs[i] < -88.0f ? 1e-36 : 1e-44);
+        worst = std::max(worst, std::fabs(double(want_silu[i]) - ref) / ulp);
+    }
+    check(worst <= 4.0, "silu worst error " + std::to_string(worst) + " ulp");
+    std::printf("silu: worst %.2f ulp\n", worst);
 }
 
 void check_same_bits_every_isa() {
