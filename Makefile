@@ -13,7 +13,7 @@ FUZZ_SECONDS ?= 60        # per libFuzzer target under ctest (CI's bounded run)
 FUZZ_RUNS    ?= 1000000   # per target in `make fuzz` (the long local runs)
 FUZZ_LOGS    := $(FUZZ_BUILD)/logs
 
-.PHONY: run test install venv bench-deps native-test py-test path-test lint clean
+.PHONY: run test install venv bench-deps qemu-deps native-test py-test path-test lint clean
 .PHONY: fuzz-deps fuzz-build sanitize fuzz-test fuzz fuzz-corpus
 
 $(BIN)/python:
@@ -31,7 +31,7 @@ install: venv
 run: install
 	$(BIN)/jepa-server $(if $(MODEL),-m $(MODEL),--demo) $(ARGS)
 
-test: install bench-deps
+test: install bench-deps qemu-deps
 	$(MAKE) native-test py-test path-test lint $(if $(filter 0,$(strip $(FUZZ))),fuzz-skipped,sanitize fuzz-test)
 
 # The test requirements and the benchmarks' peers (the tests run every benchmark's smoke mode).
@@ -44,6 +44,16 @@ native-test:
 
 py-test:
 	$(BIN)/python -m pytest -q
+
+# qemu-user from Debian when it is missing: tests/test_portable_wheel.py runs the portable wheel on an
+# emulated AVX2-only CPU (Haswell) against this machine's bits. A machine where it cannot be installed
+# fails here, loudly.
+qemu-deps:
+	@if ! command -v qemu-x86_64 >/dev/null 2>&1; then \
+	    echo "qemu-deps: no qemu-x86_64; installing qemu-user (apt-get)"; \
+	    { apt-get update -qq && apt-get install -y -qq --no-install-recommends qemu-user; } || { \
+	        echo "qemu-deps: FAILED to install qemu-user: the AVX2-only CPU check cannot run" >&2; exit 1; }; \
+	fi
 
 # The bit-identity and parity suite (marker every_path) again on each other CPU kernel path this CPU
 # runs (py-test ran the default one): AVX2 and portable on every AVX2 CPU, and the AVX-512 FMA path

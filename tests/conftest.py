@@ -146,6 +146,25 @@ def tiny_lewm_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     return convert(LEWM_BUNDLE, tmp_path_factory.mktemp("lewm") / "lewm.gguf", family="lewm")
 
 
+@pytest.fixture(scope="session")
+def kernel_path_models(tmp_path_factory: pytest.TempPathFactory, wide_vit_path: str, tiny_vjepa2_path: str,
+                       tiny_ac_path: str, tiny_lewm_path: str) -> Path:
+    """The models tests/kernel_path_outputs.py runs (every kind; the wide ViT in f32, f16 and bf16),
+    as the JSON file it reads."""
+    from jepa.convert.quantize import quantize
+    from jepa.convert.random_text import write_random_bert
+
+    d = tmp_path_factory.mktemp("paths")
+    models = {"vit": wide_vit_path, "vjepa2": tiny_vjepa2_path, "ac": tiny_ac_path, "lewm": tiny_lewm_path,
+              "text": write_random_bert(d / "text.gguf", max_seq_len=24)}
+    for t in ("f16", "bf16"):
+        quantize(wide_vit_path, d / f"vit_{t}.gguf", t)
+        models[f"vit_{t}"] = str(d / f"vit_{t}.gguf")
+    spec = d / "models.json"
+    spec.write_text(json.dumps(models))
+    return spec
+
+
 # ---- tools/ scripts ----------------------------------------------------------------------------
 
 

@@ -1,14 +1,19 @@
-"""Child process of test_kernel_paths.py: run every model kind once on fixed inputs under this
-process's JEPA_GEMM and save the outputs (float32) to an .npz, with the kernel line.
+"""Every model kind run once on fixed inputs, the outputs (float32) saved to an .npz with the kernel
+line: the child process of test_kernel_paths.py (one per JEPA_GEMM path) and of
+test_portable_wheel.py (the portable wheel on an emulated AVX2-only CPU).
 
     python tests/kernel_path_outputs.py OUT.npz MODELS.json
 
-MODELS.json maps a name (vit, vit_f16, vit_bf16, vjepa2, text, ac, lewm) to its GGUF path."""
+MODELS.json maps a name (vit, vit_f16, vit_bf16, vjepa2, text, ac, lewm) to its GGUF path; run() is
+how the tests start it and read the result back."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +30,26 @@ SENTENCES = [
     "cat",
     "one two three four five six",
 ]
+
+
+def run(
+    python: str, models: Path, dst: Path, cap: str = "", launcher: Sequence[str] = (), timeout: float = 600
+) -> dict[str, np.ndarray]:
+    """Run this script with `python` (under `launcher`, e.g. an emulator) and JEPA_GEMM=cap; return
+    its outputs, "kernels" holding the kernel line."""
+    env = {**os.environ, "JEPA_GEMM": cap}
+    cmd = [*launcher, python, str(Path(__file__).resolve()), str(dst), str(models)]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, f"{' '.join(cmd)}: exit {r.returncode}\n{r.stderr[-4000:]}"
+    with np.load(dst) as z:
+        return {k: z[k] for k in z.files}
+
+
+def widens_bf16(line: str) -> bool:
+    """Kernel line 'f32/f16: X; bf16: X': bf16 weights widened to the f32 kernel (the exact chains);
+    a bf16 kernel of their own (AMX, AVX512-BF16) is the half class, with its own bits."""
+    f32, bf16 = (part.split(": ")[1] for part in line.split("; "))
+    return f32 == bf16
 
 
 def rng(seed: int) -> np.random.Generator:

@@ -8,64 +8,24 @@ are compared only among the paths that widen them to f32."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import ROOT, bits, import_tool
+import kernel_path_outputs
+from conftest import bits, import_tool
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 KERNEL_PATHS = import_tool("kernel_paths")
 
 
-def widens_bf16(line: str) -> bool:
-    """'f32/f16: X; bf16: X': bf16 weights widened to the f32 kernel (the exact chains)."""
-    f32, bf16 = (part.split(": ")[1] for part in line.split("; "))
-    return f32 == bf16
-
-
 @pytest.fixture(scope="module")
-def outputs(
-    tmp_path_factory: pytest.TempPathFactory,
-    wide_vit_path: str,
-    tiny_vjepa2_path: str,
-    tiny_ac_path: str,
-    tiny_lewm_path: str,
-) -> dict[str, dict[str, np.ndarray]]:
-    from jepa.convert.quantize import quantize
-    from jepa.convert.random_text import write_random_bert
-
-    d = tmp_path_factory.mktemp("paths")
-    models = {
-        "vit": wide_vit_path,
-        "vjepa2": tiny_vjepa2_path,
-        "ac": tiny_ac_path,
-        "lewm": tiny_lewm_path,
-        "text": write_random_bert(d / "text.gguf", max_seq_len=24),
-    }
-    for t in ("f16", "bf16"):
-        quantize(wide_vit_path, d / f"vit_{t}.gguf", t)
-        models[f"vit_{t}"] = str(d / f"vit_{t}.gguf")
-    spec = d / "models.json"
-    spec.write_text(json.dumps(models))
+def outputs(kernel_path_models: Path, tmp_path: Path) -> dict[str, dict[str, np.ndarray]]:
     out: dict[str, dict[str, np.ndarray]] = {}
     for cap, line in KERNEL_PATHS.distinct_paths().items():
-        dst = d / f"out-{cap or 'best'}.npz"
-        env = {**os.environ, "JEPA_GEMM": cap}
-        r = subprocess.run(
-            [sys.executable, str(ROOT / "tests" / "kernel_path_outputs.py"), str(dst), str(spec)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert r.returncode == 0, r.stderr
-        with np.load(dst) as z:
-            out[line] = {k: z[k] for k in z.files}
+        out[line] = kernel_path_outputs.run(sys.executable, kernel_path_models, tmp_path / f"{cap}.npz", cap)
         assert str(out[line]["kernels"]) == line
     return out
 
@@ -93,7 +53,7 @@ def test_exact_class_is_the_same_bits_on_every_path(outputs: dict[str, dict[str,
 def test_widened_bf16_is_the_same_bits_on_every_path_that_widens(
     outputs: dict[str, dict[str, np.ndarray]],
 ) -> None:
-    widening = [line for line in outputs if widens_bf16(line)]
+    widening = [line for line in outputs if kernel_path_outputs.widens_bf16(line)]
     assert widening, list(outputs)
     for line in widening[1:]:
         for key in ("vit_bf16.tokens", "vit_bf16.alone"):

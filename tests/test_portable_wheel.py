@@ -1,11 +1,17 @@
 """The Docker images' build steps, without Docker: the portable wheel (JEPA_NATIVE=OFF, no tests) builds,
 installs with the server extra into a fresh virtual environment, and serves the demo model there.
-This is what docker/Dockerfile.cpu runs (docker/README.md); CI runs it in the image's place."""
+This is what docker/Dockerfile.cpu runs (docker/README.md); CI runs it in the image's place.
+
+The same wheel then runs on an AVX2-only CPU (Haswell, emulated by qemu-user: no AVX-512 anywhere,
+ggml compiled for x86-64-v3 as an AVX2 machine's own build would be) and must give every model kind
+the bits this machine's default path gives: the promise that the exact class does not depend on the
+CPU, checked against a CPU this machine is not. `make test` installs qemu-user (make qemu-deps)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -13,9 +19,11 @@ import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from conftest import ROOT
+import kernel_path_outputs
+from conftest import ROOT, bits
 
 pytestmark = pytest.mark.slow
 
@@ -108,3 +116,30 @@ def test_portable_wheel_serves_the_demo(portable_venv: Path, tmp_path: Path) -> 
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+# Haswell: AVX2, FMA, F16C, no AVX-512 (v4: without TSX, which TCG lacks).
+AVX2_CPU = ("qemu-x86_64", "-cpu", "Haswell-v4")
+
+
+def test_an_avx2_only_cpu_gets_this_machines_bits(
+    portable_venv: Path, kernel_path_models: Path, tmp_path: Path
+) -> None:
+    if shutil.which(AVX2_CPU[0]) is None:
+        pytest.fail("qemu-x86_64 not found: `make qemu-deps` installs qemu-user (Debian)")
+    here = kernel_path_outputs.run(sys.executable, kernel_path_models, tmp_path / "here.npz")
+    there = kernel_path_outputs.run(
+        str(portable_venv / "bin" / "python"),
+        kernel_path_models,
+        tmp_path / "avx2.npz",
+        launcher=AVX2_CPU,
+        timeout=1500,
+    )
+    assert str(there["kernels"]) == "f32/f16: avx2-fma; bf16: avx2-fma", there["kernels"]
+    widened = kernel_path_outputs.widens_bf16(str(here["kernels"]))
+    for key, want in here.items():
+        if key == "kernels" or (key.startswith("vit_bf16.") and not widened):
+            continue  # bf16 on a bf16 kernel here is the half class, its own bits
+        np.testing.assert_array_equal(
+            bits(there[key]), bits(want), err_msg=f"{key}: AVX2 CPU vs {here['kernels']}"
+        )

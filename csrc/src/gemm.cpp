@@ -37,16 +37,30 @@ size_t scratch_limit() {
     return limit;
 }
 
+#if (defined(__x86_64__) || defined(_M_X64)) && !defined(JEPA_NO_X86_KERNELS)
+#define JEPA_X86 1
+bool has_avx512() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+// AVX2 and FMA (the OS's YMM state included, as libgcc / compiler-rt check it), and F16C: CPUID leaf
+// 1 ECX bit 29 (not every compiler's __builtin_cpu_supports knows "f16c").
+bool has_avx2() {
+    __builtin_cpu_init();
+    unsigned eax = 1, ebx = 0, ecx = 0, edx = 0;
+    __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && ((ecx >> 29) & 1);
+}
+#endif
+
 Isa detect() {
     Isa isa;
-#if (defined(__x86_64__) || defined(_M_X64)) && !defined(JEPA_NO_X86_KERNELS)
-    __builtin_cpu_init();
-    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#ifdef JEPA_X86
+    const bool avx512 = has_avx512();
     // x86 without AVX2 + FMA (pre-2013 cores, Atom-class): std::fma would be a software routine,
     // so ggml's products run there, without the batch bit-identity (JEPA_GEMM=portable gives it).
-    isa.f32 = avx512 ? Path::Avx512 : avx2 ? Path::Avx2 : Path::Ggml;
+    isa.f32 = avx512 ? Path::Avx512 : has_avx2() ? Path::Avx2 : Path::Ggml;
     isa.avx512_bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
     // AMX: CPUID leaf 7 EDX bits 22 (AMX-BF16) and 24 (AMX-TILE), then the kernel's permission.
     unsigned eax = 7, ebx = 0, ecx = 0, edx = 0;
@@ -226,6 +240,20 @@ int64_t scratch_failures() { return g_scratch_failures.load(std::memory_order_re
 const Isa & cpu_isa() {
     static const Isa isa = detect();
     return isa;
+}
+
+bool cpu_can(Path p) {
+    switch (p) {
+        case Path::Ggml:
+        case Path::Portable: return true;
+#ifdef JEPA_X86
+        case Path::Avx2: return has_avx2();
+        case Path::Avx512: return has_avx512();
+#else
+        default: return false;
+#endif
+    }
+    return false;
 }
 
 const char * path_name(Path p) {

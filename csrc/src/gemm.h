@@ -36,6 +36,8 @@ struct Isa {
     bool amx_bf16 = false;    // AMX tiles, with the OS's permission granted
 };
 const Isa & cpu_isa();
+// Whether this CPU (and this build) can run the path, whatever JEPA_GEMM says.
+bool cpu_can(Path p);
 // The path's name as JEPA_GEMM spells it ("avx2", ...).
 const char * path_name(Path p);
 

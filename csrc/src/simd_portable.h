@@ -99,7 +99,10 @@ inline Mask ge(V a, V b) {
 }
 inline V select(Mask m, V if_true, V if_false) { return map([&](int i) { return m.l[i] ? if_true.l[i] : if_false.l[i]; }); }
 inline V round_even(V a) { return map([&](int i) { return std::nearbyint(a.l[i]); }); }
-inline V ldexp2(V p, V n) { return map([&](int i) { return std::ldexp(p.l[i], int(n.l[i])); }); }
+// n past [-126, 127] (lanes exp discards, and NaN) is clamped first: converting it to int would be UB.
+inline V ldexp2(V p, V n) {
+    return map([&](int i) { return std::ldexp(p.l[i], int(std::fmax(std::fmin(n.l[i], 128.0f), -150.0f))); });
+}
 
 // x86 truncates what does not fit an int32 (and NaN) to INT32_MIN, which the clamp makes 1.
 inline Idx erf_region(V a, Mask small) {

@@ -435,15 +435,9 @@ namespace kd = jepa::gemm::detail;
 // The f32 kernel sets this CPU can run, whatever JEPA_GEMM says (the portable one always).
 std::vector<std::pair<const char *, const kd::KernelSet *>> isa_kernels() {
     std::vector<std::pair<const char *, const kd::KernelSet *>> v;
-#if defined(__x86_64__) && !defined(JEPA_NO_X86_KERNELS)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vl")) {
-        v.push_back({"avx512", &kd::avx512::kernels});
-    }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
-        v.push_back({"avx2", &kd::avx2::kernels});
-    }
+#ifndef JEPA_NO_X86_KERNELS
+    if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx512)) v.push_back({"avx512", &kd::avx512::kernels});
+    if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx2)) v.push_back({"avx2", &kd::avx2::kernels});
 #endif
     v.push_back({"portable", &kd::portable::kernels});
     return v;
@@ -472,7 +466,9 @@ void check_isa_product(ggml_type type, int64_t M, int64_t K, int64_t N, jepa::ge
     p.epilogue = ep;
     p.ldy = N;
     std::vector<float> want;
-    for (const auto & [isa, k] : isa_kernels()) {
+    for (const auto & entry : isa_kernels()) {
+        const char * isa = entry.first;  // (lambdas cannot capture structured bindings in C++17)
+        const kd::KernelSet * k = entry.second;
         for (int nth : {1, 3}) {
             std::vector<float> y(size_t(M * N), -1.0f);
             p.y = y.data();
@@ -510,7 +506,9 @@ void check_isa_attention(int64_t hd, int64_t H, int64_t N, int64_t B, bool maske
         a.mask_ld = N;
     }
     std::vector<float> want;
-    for (const auto & [isa, k] : isa_kernels()) {
+    for (const auto & entry : isa_kernels()) {
+        const char * isa = entry.first;
+        const kd::KernelSet * k = entry.second;
         std::vector<float> y(size_t(B * N * D), -1.0f);
         a.out = y.data();
         each_thread(2, [&](int ith, int n) { k->attention(a, ith, n); });
@@ -526,7 +524,9 @@ void check_isa_rows() {
         for (float & v : x) v = 3.0f + 2.0f * v;
         for (bool affine : {false, true}) {
             std::vector<float> want;
-            for (const auto & [isa, k] : isa_kernels()) {
+            for (const auto & entry : isa_kernels()) {
+                const char * isa = entry.first;
+                const kd::KernelSet * k = entry.second;
                 std::vector<float> y(x.size(), -1.0f);
                 k->layer_norm(x.data(), n, y.data(), nullptr, n, n, 0, 9, affine ? w.data() : nullptr,
                               affine ? b.data() : nullptr, 1e-6f);
@@ -542,7 +542,9 @@ void check_isa_rows() {
         xs.push_back(v);
     }
     std::vector<float> want;
-    for (const auto & [isa, k] : isa_kernels()) {
+    for (const auto & entry : isa_kernels()) {
+        const char * isa = entry.first;
+        const kd::KernelSet * k = entry.second;
         std::vector<float> y(xs.size());
         k->gelu(xs.data(), y.data(), int64_t(y.size()) - 3);  // a tail shorter than a vector
         y.resize(y.size() - 3);
@@ -552,7 +554,9 @@ void check_isa_rows() {
     // SiLU: the same bits everywhere, and within 4 ulp of x / (1 + e^-x) in double (an absolute 1e-36
     // floor below x = -88, where the kernel answers -0).
     std::vector<float> want_silu;
-    for (const auto & [isa, k] : isa_kernels()) {
+    for (const auto & entry : isa_kernels()) {
+        const char * isa = entry.first;
+        const kd::KernelSet * k = entry.second;
         std::vector<float> y(xs.size());
         k->silu(xs.data(), y.data(), int64_t(y.size()));
         if (want_silu.empty()) want_silu = y;
