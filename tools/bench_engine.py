@@ -24,6 +24,13 @@ max|ref|, pooled-mean cosine), and for jepa batch bit-identity and threads-1 = t
     python tools/bench_engine.py --quick                # ViT-S, batch 1 and 8, few rounds (~3 min)
     python tools/bench_engine.py --smoke --threads 1    # tiny models, every variant (a test runs it)
     python tools/bench_engine.py --models vjepa2-l16 --update   # re-measure one model, keep the rest
+    python tools/bench_engine.py --isa avx2     # every engine held to AVX2 as far as it can be
+                                                # -> tests/results/bench-engine-avx2.json
+
+--isa avx2 measures the AVX2 class on a CPU that has more: jepa on JEPA_GEMM=avx2, OpenVINO and
+PyTorch's oneDNN on ONEDNN_MAX_CPU_ISA=AVX2, PyTorch's MKL on MKL_ENABLE_INSTRUCTIONS=AVX2, the
+OpenBLAS peak on OPENBLAS_CORETYPE=Haswell. ONNX Runtime has no such switch (MLAS picks its kernels
+by CPUID), so on an AVX-512 CPU its figures are its AVX-512 ones: the JSON's "isa" block says so.
 
 A benchmark, not a test: the numbers depend on the machine and on what else runs on it (the share of
 the CPUs other processes took during each cell, and the load average around it, are recorded)."""
@@ -55,6 +62,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "tests" / "results" / "bench-engine.json"
+AVX2_OUT = ROOT / "tests" / "results" / "bench-engine-avx2.json"
+# --isa avx2: each engine's own switch to hold it to AVX2 (set before any of them is imported).
+AVX2_ENV = {"JEPA_GEMM": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
 # Quick and smoke runs never replace the committed results unless --out says so.
 QUICK_OUT = Path(tempfile.gettempdir()) / "bench-engine-quick.json"
 SMOKE_OUT = Path(tempfile.gettempdir()) / "bench-engine-smoke.json"
@@ -224,7 +234,8 @@ def machine_info(threads: int) -> dict[str, Any]:
         "flags": sorted(flags),
         "os": platform.platform(),
         "env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS",
-                                                "OMP_WAIT_POLICY", "ONEDNN_MAX_CPU_ISA")},
+                                                "OMP_WAIT_POLICY", "ONEDNN_MAX_CPU_ISA",
+                                                "MKL_ENABLE_INSTRUCTIONS", "JEPA_GEMM")},
         "shared": "yes: other jobs may run; runs are interleaved and medians taken",
     }
 
@@ -390,31 +401,47 @@ def _ort_matmul_gflops(n: int, threads: int) -> float:
     return _best_gflops(lambda: sess.run(None, {"A": a}), n, PEAK_REPS)
 
 
-def measure_peaks(threads: int, n: int) -> dict[str, Any]:
+def has_bf16_hardware() -> bool:
+    """AVX512-BF16 or AMX-BF16, where oneDNN's bf16 products run in hardware (elsewhere torch's bf16
+    matmul is emulated: minutes for the peak's product)."""
+    flags = set(machine_info(1)["simd"])
+    return bool(flags & {"avx512_bf16", "amx_bf16"}) and os.environ.get("ONEDNN_MAX_CPU_ISA") != "AVX2"
+
+
+def measure_peaks(threads: int, n: int, isa: str = "native") -> dict[str, Any]:
     """One measurement of every engine's GEMM peak at `threads` threads."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads))
     # Some machines set these for the engines' sake; OpenBLAS's own choice of core is what numpy
     # users get, so they are unset for this measurement (and their values recorded in machine.env).
+    # --isa avx2 holds it to its Haswell kernels instead.
     env.pop("OPENBLAS_CORETYPE", None)
     env.pop("OPENBLAS_L2_SIZE", None)
+    if isa == "avx2":
+        env["OPENBLAS_CORETYPE"] = "Haswell"
     out: dict[str, Any] = {"openblas-f32": _run_peak_child("openblas-f32", n, threads, env)}
     out["mlas-f32"] = {"gflops": _ort_matmul_gflops(n, threads)}
     verbose = dict(os.environ, ONEDNN_VERBOSE="1", MKL_VERBOSE="1")
     out["mkl-f32"] = _run_peak_child("torch-f32", n, threads, verbose)
-    out["onednn-bf16"] = _run_peak_child("torch-bf16", n, threads, verbose)
+    if has_bf16_hardware():
+        out["onednn-bf16"] = _run_peak_child("torch-bf16", n, threads, verbose)
+    else:
+        out["onednn-bf16"] = {"skipped": "no bf16 hardware (or held to AVX2): torch's bf16 matmul would be "
+                              "emulated, minutes per product"}
     for v in out.values():
         if "gflops" in v:
             v["gflops"] = round(v["gflops"], 1)
     return out
 
 
-def peak_summary(runs: list[dict[str, Any]], n: int, threads: int) -> dict[str, Any]:
-    """The class peaks: the best of every measurement (before and after the cells) of each precision."""
+def peak_summary(runs: list[dict[str, Any]], n: int, threads: int, isa: str = "native") -> dict[str, Any]:
+    """The class peaks: the best of every measurement (before and after the cells) of each precision.
+    Held to AVX2, MLAS (which cannot be held) is measured and recorded but not the class's peak."""
     def best(prefixes: tuple[str, ...]) -> tuple[float | None, str | None]:
         got = [(r[k]["gflops"], k) for r in runs for k in r if k.startswith(prefixes) and "gflops" in r[k]]
         return max(got) if got else (None, None)
 
-    f32, f32_by = best(("openblas-f32", "mlas-f32", "mkl-f32"))
+    held = ("openblas-f32", "mkl-f32")
+    f32, f32_by = best(held if isa == "avx2" else (*held, "mlas-f32"))
     bf16, bf16_by = best(("onednn-bf16",))
     return {
         "n": n,
@@ -694,8 +721,16 @@ def run_model(
         compiled = {}
         if peers_ok:
             for prec in ("f32", "bf16"):
-                if f"ov-{prec}" in only:
+                if f"ov-{prec}" not in only:
+                    continue
+                try:
                     compiled[f"ov-{prec}"] = ov_compile(core, onnx_path, xh.shape, prec, threads)
+                except RuntimeError as exc:
+                    # Under ONEDNN_MAX_CPU_ISA=AVX2 on a CPU with bf16, OpenVINO takes the bf16 hint
+                    # (it reads the CPU itself) and then finds no capped primitive for it.
+                    if os.environ.get("ONEDNN_MAX_CPU_ISA") != "AVX2" or prec != "bf16":
+                        raise
+                    model_info.setdefault("ov_errors", {})[f"ov-{prec}"] = str(exc).strip().splitlines()[-1]
         runs: dict[str, Callable[[], np.ndarray]] = {}
         if REF in only:
             runs[REF] = lambda xh=xh: torch_run(xh)
@@ -801,6 +836,24 @@ def kernels_info(threads: int) -> dict[str, Any]:
     }
 
 
+def isa_info(isa: str) -> dict[str, Any]:
+    """What each engine was held to (--isa), and what it says it ran."""
+    import jepa._engine as engine
+
+    if isa != "avx2":
+        return {"cap": "native", "jepa": engine.cpu_kernels()}
+    return {
+        "cap": "avx2",
+        "jepa": engine.cpu_kernels() + " (JEPA_GEMM=avx2)",
+        "openvino": "ONEDNN_MAX_CPU_ISA=AVX2 (its CPU plugin's oneDNN)",
+        "torch": "ONEDNN_MAX_CPU_ISA=AVX2, MKL_ENABLE_INSTRUCTIONS=AVX2 (the peak's MKL line says what ran)",
+        "openblas_peak": "OPENBLAS_CORETYPE=Haswell",
+        "onnxruntime": "not held: MLAS picks its kernels by CPUID and has no switch; on a CPU with AVX-512 "
+        "these are its AVX-512 figures" + (" (this one has AVX-512)" if "avx512f" in machine_info(1)["simd"]
+                                            else ""),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = p.add_mutually_exclusive_group()
@@ -822,8 +875,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--note", default="", help="free text stored in the JSON")
     p.add_argument("--update", action="store_true",
                    help="keep the other cells of an existing --out file (re-measure one model or batch size)")
+    p.add_argument("--isa", choices=("native", "avx2"), default="native",
+                   help="avx2: hold every engine to AVX2 where it has a switch (see the module docstring)")
     p.add_argument("--peak-worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.isa == "avx2" and not args.peak_worker:
+        os.environ.update(AVX2_ENV)  # before any engine is imported (each reads its switch once)
 
     if args.peak_worker:
         res = _peak_worker(args.peak_worker, args.peak_n or PEAK_N, args.threads)
@@ -855,12 +912,13 @@ def main(argv: list[str] | None = None) -> int:
         return QUICK_ROUNDS if args.quick else ROUNDS.get((model, batch), 3)
 
     peak_n = args.peak_n or (256 if args.smoke else PEAK_N)
-    out: Path = args.out or (SMOKE_OUT if args.smoke else QUICK_OUT if args.quick else DEFAULT_OUT)
+    full_out = AVX2_OUT if args.isa == "avx2" else DEFAULT_OUT
+    out: Path = args.out or (SMOKE_OUT if args.smoke else QUICK_OUT if args.quick else full_out)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     t0 = time.perf_counter()
-    peak_runs = [measure_peaks(args.threads, peak_n)]
+    peak_runs = [measure_peaks(args.threads, peak_n, args.isa)]
     print(f"GEMM peaks (before): { {k: v.get('gflops') for k, v in peak_runs[0].items()} }", file=sys.stderr)
-    peaks = peak_summary(peak_runs, peak_n, args.threads)
+    peaks = peak_summary(peak_runs, peak_n, args.threads, args.isa)
     cells: list[dict[str, Any]] = []
     model_infos: dict[str, Any] = {}
     for m in models:
@@ -870,9 +928,9 @@ def main(argv: list[str] | None = None) -> int:
         cells += c
         model_infos[m] = info
         gc.collect()
-    peak_runs.append(measure_peaks(args.threads, peak_n))
+    peak_runs.append(measure_peaks(args.threads, peak_n, args.isa))
     print(f"GEMM peaks (after): { {k: v.get('gflops') for k, v in peak_runs[1].items()} }", file=sys.stderr)
-    peaks = peak_summary(peak_runs, peak_n, args.threads)
+    peaks = peak_summary(peak_runs, peak_n, args.threads, args.isa)
     # The shares were computed against the peaks before the cells; recompute against the best of both.
     for c in cells:
         c["peak_share"] = {k: peak_share(g, peaks, k) for k, g in c["gflops"].items()}
@@ -906,6 +964,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine_info(args.threads),
         "versions": versions(),
         "kernels": kernels_info(args.threads),
+        "isa": isa_info(args.isa),
         "peaks": peaks,
         "variants": {k: {"class": c, "what": w} for k, (c, w) in VARIANTS.items() if k in only},
         "ratios": {r.key: {"jepa": r.jepa, "peers": list(r.peers),
