@@ -25,6 +25,8 @@ are recorded beside the speed.
 
     python tools/bench_text.py                 # the full run (~5 min on 2 cores)
     python tools/bench_text.py --smoke         # a tiny random BERT, every variant (a test runs it)
+    python tools/bench_text.py --isa avx2      # held to AVX2 as bench_engine.py --isa avx2 holds them
+                                               # -> tests/results/bench-text-avx2.json
 
 A benchmark, not a test: the numbers depend on the machine and what else runs on it."""
 
@@ -51,10 +53,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from bench_engine import git_commit, machine_info, versions_of, write_record  # noqa: E402 - the shared run record
+from bench_engine import (  # noqa: E402 - the shared run record
+    AVX2_ENV,
+    git_commit,
+    isa_info,
+    machine_info,
+    versions_of,
+    write_record,
+)
 from text_corpus import sentences  # noqa: E402
 
 DEFAULT_OUT = ROOT / "tests" / "results" / "bench-text.json"
+AVX2_OUT = ROOT / "tests" / "results" / "bench-text-avx2.json"
 SMOKE_OUT = Path(tempfile.gettempdir()) / "bench-text-smoke.json"
 SCHEMA = 1
 BATCH = 32
@@ -142,8 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--texts", type=int, default=600)
     p.add_argument("--smoke", action="store_true", help="a tiny random BERT, one round: checks the tool runs")
     p.add_argument("--out", type=Path)
+    p.add_argument("--isa", choices=("native", "avx2"), default="native",
+                   help="avx2: jepa on JEPA_GEMM=avx2, torch's oneDNN / MKL held to AVX2 (ORT has no switch)")
     a = p.parse_args(argv)
-    out_path = a.out or (SMOKE_OUT if a.smoke else DEFAULT_OUT)
+    if a.isa == "avx2":
+        os.environ.update(AVX2_ENV)  # before torch, ORT or jepa is imported
+    out_path = a.out or (SMOKE_OUT if a.smoke else AVX2_OUT if a.isa == "avx2" else DEFAULT_OUT)
 
     import onnxruntime as ort
     import torch
@@ -248,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         "measured_at": started,
         "commit": git_commit(),
         "machine": machine_info(a.threads),
+        "isa": isa_info(a.isa),
         "versions": versions(),
         "model": model_name,
         "texts": len(corpus),

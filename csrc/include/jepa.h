@@ -157,8 +157,9 @@ typedef struct jepa_model_info {
     const char * family;        /* jepa.family: hfvit, ijepa, levjepa, vjepa2, ...     */
     const char * modality;      /* image, video, image+video, text                     */
     const char * backend;       /* "CPU", "CUDA0", ...                                 */
-    const char * matmul;        /* the weight-matrix kernels in use: "jepa: f32/f16: avx512-fma;
-                                   bf16: amx" (the engine's own, batch-invariant) or "ggml" */
+    const char * matmul;        /* the weight-matrix kernels in use: "jepa: " + jepa_cpu_kernels()
+                                   on the CPU ("jepa: f32/f16: avx2-fma; bf16: avx2-fma": the
+                                   engine's own, batch-invariant, the same bits on every path) */
     int     n_matmul_packed;    /* weight matrices the engine's own kernels run (the rest: ggml) */
     int     file_type;          /* general.file_type (0 f32, 1 f16, ...)               */
     int64_t n_params;           /* number of weight elements                           */
