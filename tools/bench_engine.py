@@ -64,7 +64,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "tests" / "results" / "bench-engine.json"
 AVX2_OUT = ROOT / "tests" / "results" / "bench-engine-avx2.json"
 # --isa avx2: each engine's own switch to hold it to AVX2 (set before any of them is imported).
-AVX2_ENV = {"JEPA_GEMM": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+AVX2_ENV = {"JEPA_GEMM": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+            "ATEN_CPU_CAPABILITY": "avx2"}
 # Quick and smoke runs never replace the committed results unless --out says so.
 QUICK_OUT = Path(tempfile.gettempdir()) / "bench-engine-quick.json"
 SMOKE_OUT = Path(tempfile.gettempdir()) / "bench-engine-smoke.json"
@@ -846,7 +847,8 @@ def isa_info(isa: str) -> dict[str, Any]:
         "cap": "avx2",
         "jepa": engine.cpu_kernels() + " (JEPA_GEMM=avx2)",
         "openvino": "ONEDNN_MAX_CPU_ISA=AVX2 (its CPU plugin's oneDNN)",
-        "torch": "ONEDNN_MAX_CPU_ISA=AVX2, MKL_ENABLE_INSTRUCTIONS=AVX2 (the peak's MKL line says what ran)",
+        "torch": "ONEDNN_MAX_CPU_ISA=AVX2, MKL_ENABLE_INSTRUCTIONS=AVX2, ATEN_CPU_CAPABILITY=avx2 "
+        "(kernels.torch and the peak's MKL line say what ran)",
         "openblas_peak": "OPENBLAS_CORETYPE=Haswell",
         "onnxruntime": "not held: MLAS picks its kernels by CPUID and has no switch; on a CPU with AVX-512 "
         "these are its AVX-512 figures" + (" (this one has AVX-512)" if "avx512f" in machine_info(1)["simd"]

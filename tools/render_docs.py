@@ -119,6 +119,19 @@ def _yes_no(vals: list[bool | None]) -> str:
     return "yes" if all(seen) else f"**no** ({sum(not v for v in seen)} of {len(seen)} cells)"
 
 
+ISA_HELD = {"jepa": "jepa", "openvino": "OpenVINO", "torch": "PyTorch", "openblas_peak": "the OpenBLAS peak",
+            "onnxruntime": "ONNX Runtime"}
+
+
+def isa_lines(data: dict[str, Any]) -> list[str]:
+    """What a `--isa avx2` run held each engine to (the run's isa block), as a paragraph."""
+    isa = data.get("isa", {})
+    if isa.get("cap") != "avx2":
+        return []
+    held = "; ".join(f"{ISA_HELD[k]}: {isa[k]}" for k in ISA_HELD if k in isa)
+    return [f"**Held to AVX2** (`--isa avx2`, on a CPU that has more) — {held}.", ""]
+
+
 def render_bench_engine_peers(data: dict[str, Any], source: str = "bench-engine") -> str:
     m, v, pk = data["machine"], data["versions"], data["peaks"]
     cells, models = data["cells"], data.get("models", {})
@@ -151,11 +164,17 @@ def render_bench_engine_peers(data: dict[str, Any], source: str = "bench-engine"
         f"GEMM peaks at {_threads(pk['threads'])} ({pk['n']}³, the best of the measurements before and after "
         f"the cells): **f32 {_gf(pk['f32_gflops'])} GFLOP/s** ("
         + ", ".join(f"{k} {g:.0f}" for k, g in f32_by.items())
-        + f"; OpenBLAS core {blas}), **bf16 {_gf(pk['bf16_gflops'])} GFLOP/s** (oneDNN `{onednn}`). "
+        + f"; OpenBLAS core {blas}), "
+        + (f"**bf16 {_gf(pk['bf16_gflops'])} GFLOP/s** (oneDNN `{onednn}`). " if pk["bf16_gflops"] else
+           "bf16 peak not measured (no bf16 hardware in use: torch's bf16 product would be emulated). ")
+        +
         f"Weight-matrix kernels: jepa `{jk.get('matmul', 'not reported')}`"
         + ("; OpenVINO " + "; ".join(f"{p.split('-')[1]} `{k}`" for p, k in ovk.items()) if ovk else "")
         + f"; PyTorch {data.get('kernels', {}).get('torch', {}).get('cpu_capability', '?')} (MKL f32).",
         "",
+    ]
+    lines += isa_lines(data)
+    lines += [
         "Milliseconds per item (an image, or one clip for the video encoder): the median of the "
         "interleaved rounds. *Other load*: the share of the machine's cores that other processes used "
         "while the cell ran.",
@@ -195,8 +214,8 @@ def render_bench_engine_peers(data: dict[str, Any], source: str = "bench-engine"
     lines += [
         "",
         f"GFLOP/s (the model's FLOPs counted analytically, per item: {_flops_text(models)}) and the share of "
-        f"the class's GEMM peak: exact against f32 {_gf(pk['f32_gflops'])}, half against bf16 "
-        f"{_gf(pk['bf16_gflops'])} GFLOP/s.",
+        f"the class's GEMM peak: exact against f32 {_gf(pk['f32_gflops'])}"
+        + (f", half against bf16 {_gf(pk['bf16_gflops'])} GFLOP/s." if pk["bf16_gflops"] else " GFLOP/s."),
         "",
     ]
     rows = []
@@ -793,10 +812,10 @@ TEXT_VARIANTS = {"st-torch": "sentence-transformers (PyTorch)", "ort-f32": "ONNX
                  "jepa-f16": "jepa f16"}
 
 
-def render_bench_text(data: dict[str, Any]) -> str:
+def render_bench_text(data: dict[str, Any], source: str = "bench-text") -> str:
     """bench-text.json (tools/bench_text.py): the text encoder against sentence-transformers and
     ONNX Runtime on real weights and real sentences, tokens per second, padding and parity."""
-    lines = [run_record(data), ""]
+    lines = [run_record(data), "", *isa_lines(data)]
     t = data["tokens_per_text"]
     lines.append(
         f"{data['model']}, {data['texts']} texts of the standard library's docstrings ({t['min']}-{t['max']} "
@@ -832,7 +851,8 @@ def render_bench_text(data: dict[str, Any]) -> str:
         "positions a peer runs through the network, as a share of the real tokens (jepa lays a batch's "
         "texts end to end).",
         "",
-        "Source: `tests/results/bench-text.json` (`python tools/bench_text.py`).",
+        f"Source: `tests/results/{source}.json` (`python tools/bench_text.py"
+        + (" --isa avx2" if data.get("isa", {}).get("cap") == "avx2" else "") + "`).",
     ]
     return "\n".join(lines) + "\n"
 
@@ -844,6 +864,9 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench-video": render_bench_video,
     "bench-world": render_bench_world,
     "bench-text": render_bench_text,
+    # the same runs held to AVX2 (--isa avx2)
+    "bench-engine-avx2": lambda data: render_bench_engine_peers(data, "bench-engine-avx2"),
+    "bench-text-avx2": lambda data: render_bench_text(data, "bench-text-avx2"),
     "server-bench": render_server_bench,
     "scheduler-sim": render_scheduler_sim,
     "bench-load": render_bench_load,
