@@ -22,7 +22,10 @@ KERNEL_PATHS = import_tool("kernel_paths")
 
 
 @pytest.fixture(scope="module")
-def outputs(kernel_path_models: Path, tmp_path: Path) -> dict[str, dict[str, np.ndarray]]:
+def outputs(
+    kernel_path_models: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, dict[str, np.ndarray]]:
+    tmp_path = tmp_path_factory.mktemp("path-outputs")
     out: dict[str, dict[str, np.ndarray]] = {}
     for cap, line in KERNEL_PATHS.distinct_paths().items():
         out[line] = kernel_path_outputs.run(sys.executable, kernel_path_models, tmp_path / f"{cap}.npz", cap)
