@@ -156,7 +156,7 @@ def kernel_path_models(tmp_path_factory: pytest.TempPathFactory, wide_vit_path: 
 
     d = tmp_path_factory.mktemp("paths")
     models = {"vit": wide_vit_path, "vjepa2": tiny_vjepa2_path, "ac": tiny_ac_path, "lewm": tiny_lewm_path,
-              "text": write_random_bert(d / "text.gguf", max_seq_len=24)}
+              "text": write_random_bert(d / "text.gguf", max_seq_len=24), "reference": str(REFERENCE_DIR)}
     for t in ("f16", "bf16"):
         quantize(wide_vit_path, d / f"vit_{t}.gguf", t)
         models[f"vit_{t}"] = str(d / f"vit_{t}.gguf")

@@ -4,8 +4,9 @@ test_portable_wheel.py (the portable wheel on an emulated AVX2-only CPU).
 
     python tests/kernel_path_outputs.py OUT.npz MODELS.json
 
-MODELS.json maps a name (vit, vit_f16, vit_bf16, vjepa2, text, ac, lewm) to its GGUF path; run() is
-how the tests start it and read the result back."""
+MODELS.json maps a name (vit, vit_f16, vit_bf16, vjepa2, text, ac, lewm) to its GGUF path, and
+"reference" to the reference bundles' folder (conftest's REFERENCE_DIR); run() is how the tests start
+it and read the result back."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ import jepa
 from jepa import world
 from jepa.text import embed_text
 
-REF = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
 SENTENCES = [
     "hello world",
     "the quick brown fox jumps over the lazy dog",
@@ -67,6 +67,7 @@ def image_outputs(path: str, out: dict[str, np.ndarray], name: str) -> None:
 
 def main() -> None:
     dst, models = sys.argv[1], json.loads(Path(sys.argv[2]).read_text())
+    ref = Path(models["reference"])
     out: dict[str, np.ndarray] = {}
     for name in ("vit", "vit_f16", "vit_bf16"):
         image_outputs(models[name], out, name)
@@ -81,19 +82,19 @@ def main() -> None:
     out["text.batch"] = embed_text(t, SENTENCES)
     out["text.alone"] = np.concatenate([embed_text(t, [s]) for s in SENTENCES])
     ac = jepa.Model(models["ac"]).context(threads=2)
-    g = {n: np.load(REF / "vjepa2_ac" / f"{n}.npy") for n in ("z_ctx", "z_goal", "rollout_actions", "states")}
+    g = {n: np.load(ref / "vjepa2_ac" / f"{n}.npy") for n in ("z_ctx", "z_goal", "rollout_actions", "states")}
     r = world.rollout_latents(
         ac, g["z_ctx"][0], g["rollout_actions"], g["z_goal"][0], state=g["states"][0, 0], return_latents=True
     )
-    out["ac.latents"], out["ac.energies"] = r["latents"], np.asarray(r["energies"], dtype=np.float32)
+    out["ac.latents"], out["ac.energies"] = r["latents"], r["energies"]
     lw = jepa.Model(models["lewm"]).context(threads=2)
-    emb = world.latents(lw, np.load(REF / "lewm" / "pixels.npy")[0])
+    emb = world.latents(lw, np.load(ref / "lewm" / "pixels.npy")[0])
     cand = rng(3).standard_normal((6, 5, lw.model.info.pred_action_dim)).astype(np.float32)
     r = world.rollout_latents(lw, emb[:1], cand, emb[3], return_latents=True)
-    out["lewm.latents"], out["lewm.costs"] = r["latents"], np.asarray(r["costs"], dtype=np.float32)
+    out["lewm.latents"], out["lewm.costs"] = r["latents"], r["costs"]
     for k, v in out.items():
         assert v.dtype == np.float32, (k, v.dtype)
-    np.savez(dst, kernels=np.array(jepa._engine.cpu_kernels()), **out)
+    np.savez(dst, kernels=np.array(jepa.cpu_kernels()), **out)
 
 
 if __name__ == "__main__":

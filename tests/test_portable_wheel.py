@@ -122,6 +122,7 @@ def test_portable_wheel_serves_the_demo(portable_venv: Path, tmp_path: Path) -> 
 AVX2_CPU = ("qemu-x86_64", "-cpu", "Haswell-v4")
 
 
+@pytest.mark.torch  # the V-JEPA 2-AC checkpoint converts through torch
 def test_an_avx2_only_cpu_gets_this_machines_bits(
     portable_venv: Path, kernel_path_models: Path, tmp_path: Path
 ) -> None:

@@ -839,13 +839,13 @@ def kernels_info(threads: int) -> dict[str, Any]:
 
 def isa_info(isa: str) -> dict[str, Any]:
     """What each engine was held to (--isa), and what it says it ran."""
-    import jepa._engine as engine
+    import jepa
 
     if isa != "avx2":
-        return {"cap": "native", "jepa": engine.cpu_kernels()}
+        return {"cap": "native", "jepa": jepa.cpu_kernels()}
     return {
         "cap": "avx2",
-        "jepa": engine.cpu_kernels() + " (JEPA_GEMM=avx2)",
+        "jepa": jepa.cpu_kernels() + " (JEPA_GEMM=avx2)",
         "openvino": "ONEDNN_MAX_CPU_ISA=AVX2 (its CPU plugin's oneDNN)",
         "torch": "ONEDNN_MAX_CPU_ISA=AVX2, MKL_ENABLE_INSTRUCTIONS=AVX2, ATEN_CPU_CAPABILITY=avx2 "
         "(kernels.torch and the peak's MKL line say what ran)",

@@ -19,9 +19,9 @@ CAPS = ("", "avx512bf16", "avx512", "avx2", "portable")
 
 
 def kernels_under(cap: str) -> str:
-    """The engine's kernel line (jepa._engine.cpu_kernels) in a process with JEPA_GEMM=cap."""
+    """The engine's kernel line (jepa.cpu_kernels) in a process with JEPA_GEMM=cap."""
     env = {**os.environ, "JEPA_GEMM": cap}
-    code = "import jepa._engine as e; print(e.cpu_kernels())"
+    code = "import jepa; print(jepa.cpu_kernels())"
     r = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
     return r.stdout.strip()
 

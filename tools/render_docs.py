@@ -866,6 +866,8 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench-text": render_bench_text,
     # the same runs held to AVX2 (--isa avx2)
     "bench-engine-avx2": lambda data: render_bench_engine_peers(data, "bench-engine-avx2"),
+    # the native path on the CPU the AVX2 run used (its same-machine yardstick)
+    "bench-engine-epyc": lambda data: render_bench_engine_peers(data, "bench-engine-epyc"),
     "bench-text-avx2": lambda data: render_bench_text(data, "bench-text-avx2"),
     "server-bench": render_server_bench,
     "scheduler-sim": render_scheduler_sim,

@@ -29,7 +29,16 @@ except ImportError as exc:  # pragma: no cover - only without a build
         "(or `make install` in a checkout)."
     ) from exc
 
-from ._engine import HeadKind, ModelInfo, PosType, PredictorKind, Preprocess, Resample, ResizeMode
+from ._engine import (
+    HeadKind,
+    ModelInfo,
+    PosType,
+    PredictorKind,
+    Preprocess,
+    Resample,
+    ResizeMode,
+    cpu_kernels,
+)
 from .classify import Classification, classify, classify_prepared
 from .model import Context, Model
 from .pipeline import embed, encode_prepared
@@ -62,6 +71,7 @@ __all__ = [
     "check_pool",
     "classify",
     "classify_prepared",
+    "cpu_kernels",
     "default_pool",
     "embed",
     "encode_prepared",
