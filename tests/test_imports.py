@@ -103,3 +103,22 @@ def test_import_bounds_the_barrier_spin() -> None:
     env["GOMP_SPINCOUNT"] = "5"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "5"
+
+
+def test_jepa_text_after_a_plain_import() -> None:
+    # `import jepa` then `jepa.text.embed_text(...)` (the README's text example): the submodule is
+    # imported on first use, not by `import jepa`, and its extra (tokenizers) not even then.
+    code = (
+        "import sys, jepa\n"
+        "before = 'jepa.text' in sys.modules\n"
+        "f = jepa.text.embed_text\n"
+        "after = 'jepa.text' in sys.modules\n"
+        "print(before, after, 'tokenizers' in sys.modules, jepa.text is sys.modules['jepa.text'])\n"
+        "try:\n"
+        "    jepa.no_such_name\n"
+        "except AttributeError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    missing = "module 'jepa' has no attribute 'no_such_name'"
+    assert out.stdout.splitlines() == ["False True False True", missing]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 # The engine's worker threads meet at a barrier after every graph node (libgomp's). libgomp spins
 # 300k pauses there by default: on a machine where other processes take a core, the waiting thread
@@ -46,7 +48,23 @@ from .planning import ac_next_state
 from .pooling import POOL_MODES, check_pool, default_pool, pool
 from .world import plan, rollout
 
+if TYPE_CHECKING:
+    from . import text as text
+
 __version__: str = _engine.version()
+
+# Submodules `jepa.<name>` reaches after a plain `import jepa`, imported on first use (PEP 562) so
+# that `import jepa` stays light: jepa.text needs HF tokenizers (the `text` extra) once it tokenizes.
+_LAZY_SUBMODULES = ("text",)
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)  # also binds jepa.<name>: called once
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "POOL_MODES",
