@@ -48,7 +48,8 @@ def test_vit_keys_shapes_values(hf_model, gguf_contents, tmp_path: Path) -> None
         "layer_scale": False,
     }
     assert k["jepa.head.kind"] == "none"
-    assert k["jepa.pre.resize_mode"] == "squash" and k["jepa.pre.crop"] == 224  # HF ViT recipe
+    # The HF ViT recipe at the model's size (config.json's image_size: no preprocessor_config.json).
+    assert (k["jepa.pre.resize_mode"], k["jepa.pre.resize_short"], k["jepa.pre.crop"]) == ("squash", 32, 32)
     assert k["jepa.pre.mean"] == pytest.approx([0.5] * 3)
 
     sd = {n: t.detach().numpy() for n, t in model.state_dict().items()}
@@ -117,13 +118,13 @@ def test_transformers5_module_names(hf_model, gguf_contents, tmp_path: Path) -> 
 def test_preprocessor_config(hf_model, gguf_contents, tmp_path: Path) -> None:
     src, _ = hf_model("vit", num_hidden_layers=1)
     (src / "preprocessor_config.json").write_text(json.dumps({
-        "do_resize": True, "size": {"shortest_edge": 256}, "do_center_crop": True,
-        "crop_size": {"height": 224, "width": 224}, "resample": 3, "image_mean": [0.1, 0.2, 0.3],
+        "do_resize": True, "size": {"shortest_edge": 40}, "do_center_crop": True,
+        "crop_size": {"height": 32, "width": 32}, "resample": 3, "image_mean": [0.1, 0.2, 0.3],
         "image_std": [0.4, 0.5, 0.6], "rescale_factor": 0.5, "image_processor_type": "BitImageProcessor",
     }))
     k = gguf_contents(convert(src, tmp_path / "m.gguf")).keys
     assert k["jepa.pre.resize_mode"] == "shortest_edge"
-    assert (k["jepa.pre.resize_short"], k["jepa.pre.crop"]) == (256, 224)
+    assert (k["jepa.pre.resize_short"], k["jepa.pre.crop"]) == (40, 32)
     assert k["jepa.pre.resample"] == "bicubic"
     assert k["jepa.pre.mean"] == pytest.approx([0.1, 0.2, 0.3])
     assert k["jepa.pre.std"] == pytest.approx([0.4, 0.5, 0.6])

@@ -34,7 +34,8 @@ def test_timm_layout(hf_model, timm_export, gguf_contents, tmp_path: Path) -> No
     assert (k["jepa.enc.embed_dim"], k["jepa.enc.n_head"], k["jepa.enc.n_layer"]) == (96, 2, 2)
     assert (k["jepa.enc.img_size"], k["jepa.enc.patch_size"], k["jepa.enc.ffn_dim"]) == (32, 16, 128)
     assert k["jepa.enc.ln_eps"] == pytest.approx(1e-6)
-    assert (k["jepa.pre.resize_short"], k["jepa.pre.crop"], k["jepa.pre.resample"]) == (256, 224, "bicubic")
+    # timm's ImageNet recipe at the position table's size (crop_pct 0.875: short side 36 for 32).
+    assert (k["jepa.pre.resize_short"], k["jepa.pre.crop"], k["jepa.pre.resample"]) == (36, 32, "bicubic")
     assert k["jepa.pre.mean"] == pytest.approx([0.485, 0.456, 0.406])
     assert g.shapes["enc.blk.1.attn_qkv.weight"] == (3 * 96, 96)
     assert g.shapes["enc.pos_embed"] == (5, 96)

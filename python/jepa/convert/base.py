@@ -12,7 +12,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .gguf_writer import write_gguf
+from .gguf_keys import recipe_conflict
+from .gguf_writer import PartSpec, write_gguf
 from .schema import Encoder, Meta, Preprocess
 from .source import TensorSource
 
@@ -84,8 +85,18 @@ class Converter(ABC):
         if left:
             raise ValueError(f"unmapped source tensor(s): {', '.join(left)}")
 
+    def parts(self) -> list[PartSpec]:
+        """What the file holds beyond the encoder (a predictor, a head)."""
+        return []
+
     def convert(self, out: str | Path, ftype: str = "f32") -> str:
-        return write_gguf(out, self.meta(), self.hparams(), self.preprocess(), self.checked_tensors(), ftype)
+        """Write the file, refusing a recipe whose inputs the encoder refuses (a file that loads and
+        then refuses every request)."""
+        enc, pre = self.hparams(), self.preprocess()
+        why = recipe_conflict(enc.keys() | pre.keys())
+        if why:
+            raise ValueError(f"{self.src}: {why}")
+        return write_gguf(out, self.meta(), enc, pre, self.checked_tensors(), ftype, parts=self.parts())
 
 
 REGISTRY: dict[str, type[Converter]] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
@@ -56,6 +57,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # The converters' notes (where the preprocessing recipe came from) go to stderr, one line each.
+    log = logging.getLogger("jepa.convert")
+    note = logging.StreamHandler(sys.stderr)
+    note.setFormatter(logging.Formatter("jepa-convert: %(message)s"))
+    level = log.level
+    log.addHandler(note)
+    log.setLevel(logging.INFO)
     try:
         if args.demo:
             from ..demo import write_demo_model
@@ -71,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as exc:
         print(f"jepa-convert: error: {exc}", file=sys.stderr)
         return 1
+    finally:
+        log.removeHandler(note)
+        log.setLevel(level)
     print(f"wrote {out} ({Path(out).stat().st_size / 1e6:.1f} MB)")
     return 0
 

@@ -556,3 +556,25 @@ def validate(values: Mapping[str, Any]) -> None:
     missing = [n for n, ks in declared.items() if n not in values and any(k.required for k in ks)]
     if missing:
         raise ValueError(f"missing metadata key(s): {', '.join(missing)}")
+
+
+def recipe_conflict(values: Mapping[str, Any]) -> str | None:
+    """Why a vision file's preprocessing recipe makes inputs its own encoder refuses, or None.
+
+    The recipe's output is jepa.pre.crop pixels square. The engine (csrc/src/vit.cpp, encoder_grid)
+    takes an input side that is a multiple of the patch size, and with a stored position table
+    (pos_type learned or sincos2d) only the native grid, jepa.enc.img_size: it does not interpolate
+    positions. A file that breaks this loads and then refuses every request."""
+    if values.get("jepa.family") in TEXT_FAMILIES:
+        return None
+    img, patch = int(values["jepa.enc.img_size"]), int(values["jepa.enc.patch_size"])
+    crop = int(values.get("jepa.pre.crop", img))
+    if values.get("jepa.enc.pos_type", "learned") in ("learned", "sincos2d") and crop != img:
+        return (f"the preprocessing recipe makes {crop}x{crop} px inputs (jepa.pre.crop {crop}), but the "
+                f"model's position table covers {img}x{img} px (jepa.enc.img_size {img}) and the engine "
+                "does not interpolate positions: every request would be refused")
+    if crop % patch:
+        return (f"the preprocessing recipe makes {crop}x{crop} px inputs (jepa.pre.crop {crop}), not a "
+                f"multiple of the model's patch size {patch} (jepa.enc.patch_size): every request would "
+                "be refused")
+    return None

@@ -103,7 +103,7 @@ class HFViTModel(Converter):
         )
 
     def preprocess(self) -> Preprocess:
-        return load_recipe(self.src, HF_VIT_RECIPE)
+        return load_recipe(self.src, self.hparams(), HF_VIT_RECIPE, "config.json's image_size")
 
     def tensors(self) -> Iterator[tuple[str, np.ndarray]]:
         qkv_bias = bool(self.config.get("qkv_bias", True))

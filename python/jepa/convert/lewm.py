@@ -28,7 +28,7 @@ import numpy as np
 from . import gguf_tensors
 from .base import Converter, beside, read_json, register
 from .gguf_tensors import Expected
-from .gguf_writer import write_gguf
+from .gguf_writer import PartSpec
 from .hf_vit import _BLOCK as HF_VIT_BLOCK
 from .hf_vit import hf_encoder
 from .schema import Encoder, Preprocess, pred_keys
@@ -277,6 +277,5 @@ class LeWM(Converter):
         for name in self.skipped:
             self.source.skip(name)
 
-    def convert(self, out: str | Path, ftype: str = "f32") -> str:
-        return write_gguf(out, self.meta(), self.hparams(), self.preprocess(), self.checked_tensors(), ftype,
-                          parts=[self.spec()])
+    def parts(self) -> list[PartSpec]:
+        return [self.spec()]

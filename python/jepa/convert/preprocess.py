@@ -1,13 +1,20 @@
 """The preprocessing recipe from a checkpoint's preprocessor_config.json (transformers' image
-processors), else the family's published recipe."""
+processors), else the family's published recipe at the model's own size; either way one the model's
+encoder takes (gguf_keys.recipe_conflict), or the conversion is refused naming the file."""
 
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .schema import Preprocess
+from .gguf_keys import recipe_conflict
+from .schema import Encoder, Preprocess
+
+log = logging.getLogger("jepa.convert")
 
 # PIL resample ids as transformers stores them.
 _RESAMPLE = {2: "bilinear", 3: "bicubic", "bilinear": "bilinear", "bicubic": "bicubic"}
@@ -71,9 +78,37 @@ def recipe_from_processor(cfg: dict[str, Any], default: Preprocess) -> Preproces
     )
 
 
-def load_recipe(src: Path, default: Preprocess) -> Preprocess:
-    """preprocessor_config.json beside the checkpoint when there is one, else `default`."""
-    path = (src if src.is_dir() else src.parent) / "preprocessor_config.json"
-    if not path.is_file():
-        return default
-    return recipe_from_processor(json.loads(path.read_text()), default)
+def sized(recipe: Preprocess, size: int) -> Preprocess:
+    """A family's recipe for a model whose native side is `size`: its mean, std, interpolation and
+    resize mode, cropped to `size`, its short side scaled as the family's is (256 for 224 in a
+    shortest_edge recipe, timm's crop_pct 0.875)."""
+    if recipe.resize_mode == "squash":
+        return replace(recipe, resize_short=size, crop=size)
+    return replace(recipe, resize_short=int(size * recipe.resize_short / recipe.crop), crop=size)
+
+
+def load_recipe(
+    src: Path,
+    enc: Encoder,
+    family: Preprocess,
+    size_from: str,
+    names: Sequence[str] = ("preprocessor_config.json",),
+) -> Preprocess:
+    """The first of `names` beside the checkpoint when there is one (its missing fields from the
+    family's recipe), else the family's recipe `sized` to the model (`size_from` says where its size
+    came from, for the log line). A processor config whose output the encoder refuses is an error
+    naming the file and both sizes: converting it would write a file that refuses every request."""
+    default = sized(family, enc.img_size)
+    for name in names:
+        path = (src if src.is_dir() else src.parent) / name
+        if path.is_file():
+            pre = recipe_from_processor(json.loads(path.read_text()), default)
+            why = recipe_conflict(enc.keys() | pre.keys())
+            if why:
+                raise ValueError(f"{path}: {why}; fix its size / crop_size, or remove it to use the "
+                                 f"model's own size ({enc.img_size} px)")
+            log.info("preprocessing recipe from %s (%d px)", name, pre.crop)
+            return pre
+    log.info("preprocessing recipe: %d px from %s, the family's mean, std and interpolation (no %s)",
+             enc.img_size, size_from, " or ".join(names))
+    return default

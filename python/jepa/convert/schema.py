@@ -140,7 +140,8 @@ class Preprocess:
             raise ValueError(f"unsupported resize_mode={self.resize_mode}")
 
 
-# The families' published recipes, used when a checkpoint ships no preprocessor_config.json.
+# The families' published recipes at 224 px, used when a checkpoint ships no preprocessor_config.json,
+# at the model's own size (preprocess.sized).
 HF_VIT_RECIPE = Preprocess(mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), resize_short=224, crop=224)
 IMAGENET_RECIPE = Preprocess(
     mean=(0.485, 0.456, 0.406),

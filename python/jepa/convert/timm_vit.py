@@ -119,7 +119,7 @@ class TimmViT(Converter):
         )
 
     def preprocess(self) -> Preprocess:
-        return load_recipe(self.src, IMAGENET_RECIPE)
+        return load_recipe(self.src, self.hparams(), IMAGENET_RECIPE, "the position table's grid")
 
     def tensors(self) -> Iterator[tuple[str, np.ndarray]]:
         enc, s = self.hparams(), self.source

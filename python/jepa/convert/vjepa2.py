@@ -21,7 +21,7 @@ import numpy as np
 from . import gguf_tensors
 from .base import Converter, register
 from .gguf_tensors import Expected
-from .gguf_writer import PartSpec, write_gguf
+from .gguf_writer import PartSpec
 from .random_weights import write_random_file
 from .schema import ROPE_THETA, Encoder, Meta, Preprocess, pred_keys
 from .source import TensorSource
@@ -170,10 +170,8 @@ class VJEPA2(Converter):
     def default_name(self) -> str:
         return self.src.stem if self.src.is_file() else super().default_name()
 
-    def convert(self, out: str | Path, ftype: str = "f32") -> str:
-        parts = [p for p in (self.layout.predictor(), self.layout.head()) if p is not None]
-        return write_gguf(out, self.meta(), self.hparams(), self.preprocess(), self.checked_tensors(), ftype,
-                          parts=parts)
+    def parts(self) -> list[PartSpec]:
+        return [p for p in (self.layout.predictor(), self.layout.head()) if p is not None]
 
 
 # Sizes as keyword arguments, like the other random writers' (random_world.py says why).

@@ -26,7 +26,7 @@ import numpy as np
 from . import gguf_tensors
 from .base import Converter, readme_license, register
 from .gguf_tensors import Expected
-from .gguf_writer import write_gguf
+from .gguf_writer import PartSpec
 from .schema import Encoder, Meta, Preprocess, pred_keys
 from .source import TensorSource
 from .timm_vit import timm_block
@@ -194,6 +194,5 @@ class VJEPA2AC(Converter):
         if left:
             raise ValueError(f"unmapped source tensor(s): {', '.join('predictor.' + n for n in left)}")
 
-    def convert(self, out: str | Path, ftype: str = "f32") -> str:
-        return write_gguf(out, self.meta(), self.hparams(), self.preprocess(), self.checked_tensors(), ftype,
-                          parts=[self.spec()])
+    def parts(self) -> list[PartSpec]:
+        return [self.spec()]

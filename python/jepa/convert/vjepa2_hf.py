@@ -9,7 +9,6 @@ query [1, 1, D] becomes [1, D]. Everything in the file is mapped; anything else 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .base import beside, read_json, square
-from .preprocess import recipe_from_processor
+from .preprocess import load_recipe
 from .schema import Encoder, Preprocess
 from .source import TensorSource, safetensors_files
 from .vjepa2 import HeadSpec, PredictorSpec, vjepa2_recipe
@@ -131,12 +130,9 @@ class HFLayout:
         )
 
     def preprocess(self) -> Preprocess:
-        default = vjepa2_recipe(int(self.config.get("crop_size", 256)))
-        for name in ("video_preprocessor_config.json", "preprocessor_config.json"):
-            path = beside(self.src, name)
-            if path.is_file():
-                return recipe_from_processor(json.loads(path.read_text()), default)
-        return default
+        enc = self.encoder()
+        return load_recipe(self.src, enc, vjepa2_recipe(enc.img_size), "config.json's crop_size",
+                           ("video_preprocessor_config.json", "preprocessor_config.json"))
 
     # -- tensors --------------------------------------------------------------------------------
 
