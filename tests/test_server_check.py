@@ -107,3 +107,78 @@ def test_the_console_script_runs_it(tiny_vit_path: str) -> None:
         timeout=120,
     )
     assert r.returncode == 1 and "FAIL" in r.stdout, r.stdout + r.stderr
+
+
+def _with_keys(src: str, dst: Path, **values: int) -> str:
+    """A copy of the GGUF file `src` with some u32 keys changed (jepa_pre_crop= for jepa.pre.crop):
+    how a file written by an older converter, or by hand, can contradict itself."""
+    changes = {k.replace("_", ".", 2): v for k, v in values.items()}
+    r = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(str(dst), "jepa")
+    for field in r.fields.values():
+        if field.name.startswith("GGUF.") or field.name == "general.architecture":
+            continue
+        if field.name in changes:
+            w.add_uint32(field.name, changes[field.name])
+            continue
+        sub = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(field.name, field.contents(), field.types[0], sub_type=sub)
+    for t in r.tensors:
+        w.add_tensor(t.name, np.asarray(t.data).reshape(tuple(reversed(t.shape.tolist()))))
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    return str(dst)
+
+
+RECIPE_VS_MODEL = ("the preprocessing recipe makes 224x224 px inputs (jepa.pre.crop 224), but the model's "
+                   "position table covers 32x32 px (jepa.enc.img_size 32)")
+
+
+def test_a_recipe_the_model_refuses_fails(
+    tiny_vit_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 32 px model whose recipe makes 224 px inputs (what converting an HF ViT without its
+    preprocessor_config.json used to write): it loads, and refuses every request."""
+    bad = _with_keys(tiny_vit_path, tmp_path / "bad.gguf", jepa_pre_crop=224, jepa_pre_resize_short=224)
+    rc, out = _run(capsys, "-m", bad, "--port", "0")
+    assert rc == 1 and f"FAIL model {bad}: {RECIPE_VS_MODEL}" in out, out
+    rc, out = _run(capsys, "--warm", "-m", bad, "--port", "0")
+    assert rc == 1 and RECIPE_VS_MODEL in out, out
+    fine = _with_keys(tiny_vit_path, tmp_path / "fine.gguf", jepa_pre_resize_short=40)  # crop 32: servable
+    rc, out = _run(capsys, "--warm", "-m", fine, "--port", "0")
+    assert rc == 0, out
+
+
+def test_a_rope_model_takes_any_multiple_of_its_patch(
+    tiny_vjepa2_encoder_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import jepa
+
+    info = jepa.Model(tiny_vjepa2_encoder_path).info
+    p, img = int(info.patch_size), int(info.img_size)
+    other = _with_keys(tiny_vjepa2_encoder_path, tmp_path / "other.gguf", jepa_pre_crop=img + p,
+                       jepa_pre_resize_short=img + p)
+    rc, out = _run(capsys, "-m", other, "--port", "0")
+    assert rc == 0, out
+    odd = _with_keys(tiny_vjepa2_encoder_path, tmp_path / "odd.gguf", jepa_pre_crop=img + 1,
+                     jepa_pre_resize_short=img + 1)
+    rc, out = _run(capsys, "-m", odd, "--port", "0")
+    assert rc == 1 and f"not a multiple of the model's patch size {p}" in out, out
+
+
+def test_the_server_refuses_to_load_it_with_the_same_reason(tiny_vit_path: str, tmp_path: Path) -> None:
+    """The load path's smoke test fails such a file (503 naming both sizes) rather than serving a
+    model that refuses every request."""
+    from test_server_support import image_item, in_process, run
+
+    models = tmp_path / "models"
+    models.mkdir()
+    _with_keys(tiny_vit_path, models / "bad.gguf", jepa_pre_crop=224, jepa_pre_resize_short=224)
+
+    async def body() -> None:
+        async with in_process(models_dir=str(models)) as (client, _app):
+            r = await client.post("/v1/embeddings", json={"model": "bad", "input": image_item(1)})
+            err = (await r.json())["error"]
+            assert r.status == 503 and err["code"] == "model_load_failed", err
+            assert "smoke test" in err["message"] and RECIPE_VS_MODEL in err["message"], err
+
+    run(body)

@@ -2,7 +2,8 @@
 
 It reads the settings exactly as `jepa-server` does (flags > JEPA_* > --config TOML > defaults) and
 checks, without loading a model: every -m file and every GGUF file of --models-dir is a readable
-regular file whose GGUF header is a jepa file of schema v1 of a family this build serves, the
+regular file whose GGUF header is a jepa file of schema v1 of a family this build serves, with a
+preprocessing recipe whose output its own encoder takes (gguf_keys.recipe_conflict), the
 models directory is readable and its models.toml (if any) names no file twice and no name twice,
 the files root (if set) is a readable directory, and the port is free. With --warm [MODEL] it also
 loads one model (the default one, or MODEL: an id the server would serve, or a path), runs the
@@ -49,7 +50,7 @@ def _header(path: str) -> Finding:
     """The GGUF header and metadata, read through a memory map (no tensor data is loaded)."""
     import gguf
 
-    from jepa.convert.gguf_keys import FAMILIES
+    from jepa.convert.gguf_keys import FAMILIES, RECIPE_KEYS, recipe_conflict
 
     try:
         r = gguf.GGUFReader(path)
@@ -70,6 +71,9 @@ def _header(path: str) -> Finding:
     end = max((int(t.data_offset) + int(t.n_bytes) for t in r.tensors), default=0)
     if end > os.path.getsize(path):
         return Finding(False, f"model {path}: truncated (its tensors need {end} bytes)")
+    why = recipe_conflict({key: value(key) for key in RECIPE_KEYS if key in r.fields})
+    if why:
+        return Finding(False, f"model {path}: {why}")
     return Finding(True, f"model {path}: a jepa GGUF (family {family}, {len(r.tensors)} tensors)")
 
 

@@ -77,13 +77,30 @@ def warm_input(model: jepa.Model) -> np.ndarray:
 SMOKE_TEXT = "jepa smoke test"
 
 
+def recipe_refusal(model: jepa.Model) -> str | None:
+    """Why an image or video model's own preprocessing recipe makes inputs its encoder refuses
+    (jepa.convert.gguf_keys.recipe_conflict, the rule the converter and `jepa-server check` apply
+    to the file's keys), or None."""
+    from jepa.convert.gguf_keys import recipe_conflict
+
+    info = model.info
+    return recipe_conflict({"jepa.enc.img_size": info.img_size, "jepa.enc.patch_size": info.patch_size,
+                            "jepa.enc.pos_type": info.pos_type.name.lower(),
+                            "jepa.pre.crop": info.preprocess.crop})
+
+
 def smoke_call(model: jepa.Model) -> Callable[[jepa.Context], object]:
     """The server's smoke test of a model: one call of its own kind, on a context. An image or
-    video model encodes one item of its native shape (warm_input); a text model tokenizes a short
-    text with its own tokenizer and encodes it, so a broken tokenizer fails the load too."""
+    video model whose recipe its encoder refuses fails here (ModelFileError: it would refuse every
+    request); otherwise it encodes one item of its native shape (warm_input). A text model
+    tokenizes a short text with its own tokenizer and encodes it, so a broken tokenizer fails the
+    load too."""
     if model.is_text:
         tokens = model.tokenizer.encode([SMOKE_TEXT])
         return lambda ctx: ctx.encode_text(tokens)
+    why = recipe_refusal(model)
+    if why:
+        raise jepa.ModelFileError(why)
     x = warm_input(model)
     return lambda ctx: ctx.encode(x)
 

@@ -558,14 +558,22 @@ def validate(values: Mapping[str, Any]) -> None:
         raise ValueError(f"missing metadata key(s): {', '.join(missing)}")
 
 
+# The keys recipe_conflict reads.
+RECIPE_KEYS = ("jepa.family", "jepa.enc.img_size", "jepa.enc.patch_size", "jepa.enc.pos_type",
+               "jepa.pre.crop")
+
+
 def recipe_conflict(values: Mapping[str, Any]) -> str | None:
     """Why a vision file's preprocessing recipe makes inputs its own encoder refuses, or None.
 
     The recipe's output is jepa.pre.crop pixels square. The engine (csrc/src/vit.cpp, encoder_grid)
     takes an input side that is a multiple of the patch size, and with a stored position table
     (pos_type learned or sincos2d) only the native grid, jepa.enc.img_size: it does not interpolate
-    positions. A file that breaks this loads and then refuses every request."""
+    positions. A file that breaks this loads and then refuses every request. (Without the encoder's
+    sizes there is nothing to compare: the loader names the missing key.)"""
     if values.get("jepa.family") in TEXT_FAMILIES:
+        return None
+    if values.get("jepa.enc.img_size") is None or values.get("jepa.enc.patch_size") is None:
         return None
     img, patch = int(values["jepa.enc.img_size"]), int(values["jepa.enc.patch_size"])
     crop = int(values.get("jepa.pre.crop", img))
