@@ -76,7 +76,7 @@ class Converter(ABC):
         )
 
     def default_name(self) -> str:
-        return (self.src if self.src.is_dir() else self.src.parent).resolve().name
+        return default_name(self.src)
 
     def checked_tensors(self) -> Iterator[tuple[str, np.ndarray]]:
         """tensors(), then an error naming every source tensor nothing mapped."""
@@ -149,6 +149,52 @@ def read_json(path: Path) -> dict[str, Any] | None:
 def beside(src: Path, name: str) -> Path:
     """A file that ships next to the weights (src is the checkpoint directory or a weights file)."""
     return (src if src.is_dir() else src.parent) / name
+
+
+# Folder names that say where a checkpoint lies, not what it is: the name is looked for further up.
+_GENERIC_DIRS = {"model", "models", "snapshots", "checkpoint", "checkpoints", "weights"}
+
+
+def _generic(name: str) -> bool:
+    """A folder name that is no model's name: one of _GENERIC_DIRS, a hash (a Hub snapshot), none."""
+    return name.lower() in _GENERIC_DIRS or bool(re.fullmatch(r"[0-9a-f]{7,64}", name)) or not name
+
+
+def card_name(src: Path) -> str | None:
+    """The model card's name: README.md's first `# heading` (outside the front matter and code
+    blocks) when it is one word, as the Hub's cards title a model ("# all-MiniLM-L6-v2", "# Model Card
+    for org/name"); a sentence ("# SentenceTransformer based on ...", which names the base model) is
+    not a name."""
+    readme = beside(src, "README.md")
+    if not readme.is_file():
+        return None
+    text = readme.read_text(errors="replace")
+    if text.startswith("---"):
+        text = text[3:].split("\n---", 1)[-1]
+    fenced = False
+    for line in text.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        elif not fenced and line.startswith("# "):
+            title = line[2:].strip().removeprefix("Model Card for ").strip().strip("`")
+            return title.rsplit("/", 1)[-1] if title and not re.search(r"\s", title) else None
+    return None
+
+
+def default_name(src: Path) -> str:
+    """general.name when --name is not given: the model card's (card_name), else the checkpoint
+    folder's name, or the nearest ancestor's that is not generic (…/all-MiniLM-L6-v2/model, a Hub
+    cache's models--org--name/snapshots/<hash>: name)."""
+    found = card_name(src)
+    if found:
+        return found
+    folder = (src if src.is_dir() else src.parent).resolve()
+    for d in (folder, *folder.parents):
+        if d.name.startswith("models--"):  # the Hub cache: models--{org}--{name}
+            return d.name.rsplit("--", 1)[-1]
+        if not _generic(d.name):
+            return d.name
+    return folder.name
 
 
 def readme_license(src: Path) -> str | None:

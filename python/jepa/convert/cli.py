@@ -31,7 +31,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="f16 / bf16 store the attention, FFN and projection matrices in 16 bits (IEEE "
                    "half or bfloat16, rounded to nearest even); norms, biases, tokens and the patch "
                    "embedding stay f32")
-    p.add_argument("--name", help="general.name (default: the checkpoint directory's name)")
+    p.add_argument("--name", help="general.name (default: the model card's \"# name\" heading, else the "
+                   "checkpoint directory's name, or its nearest ancestor's when that is generic: model, a "
+                   "Hub snapshot hash)")
     p.add_argument("--n-head", type=int,
                    help="attention heads, for timm and Meta .pt checkpoints without a config.json")
     p.add_argument("--img-size", type=int,
