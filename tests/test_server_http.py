@@ -82,6 +82,7 @@ def test_health_models_info(server: ServerProcess) -> None:
     h = http(server.url + "/health").json()
     assert h["model"] == "demo-vit" and h["file"] == "demo-vit.gguf" and "/" not in h["file"]
     assert h["pool"]["default"] == "cls" and h["queue_depth"] == 0 and h["device"] == "cpu"
+    assert h["pool"]["modes"] == ["mean", "cls", "none"]  # the demo ViT's own: no 'lewm'
     models = http(server.url + "/v1/models").json()
     assert models["object"] == "list" and [m["id"] for m in models["data"]] == ["demo-vit"]
     info = http(server.url + "/info").json()

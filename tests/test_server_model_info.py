@@ -4,6 +4,7 @@ engine's enums spelled as GGUF files spell them."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -17,25 +18,28 @@ DOCUMENTED = {
     "n_frames", "in_chans", "has_cls", "n_registers", "pos_type", "ln_eps", "head_kind", "n_labels",
     "n_classes", "pred_kind", "pred_embed_dim", "pred_n_layer", "pred_n_head", "pred_n_mask_tokens",
     "pred_grid_size", "pred_action_dim", "pred_state_dim", "pred_n_frames", "wm_embed_dim",
-    "pred_norm_reps_eps", "preprocess",
+    "pred_norm_reps_eps", "preprocess", "pool",
 }  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("path_fixture", "kinds"),
+    ("path_fixture", "kinds", "pools"),
     [
-        ("tiny_vit_path", ("none", "none", "learned")),
-        ("tiny_vjepa2_path", ("attentive_pool", "masked", "rope3d")),
-        ("tiny_ac_path", ("none", "ac", "rope3d")),
-        ("tiny_lewm_path", ("none", "lewm", "learned")),
+        ("tiny_vit_path", ("none", "none", "learned"), ("cls", ["mean", "cls", "none"])),
+        ("tiny_vjepa2_path", ("attentive_pool", "masked", "rope3d"), ("mean", ["mean", "none"])),
+        ("tiny_ac_path", ("none", "ac", "rope3d"), ("mean", ["mean", "none"])),
+        ("tiny_lewm_path", ("none", "lewm", "learned"), ("lewm", ["mean", "cls", "none", "lewm"])),
     ],
 )
 def test_shape_and_spelling(
-    request: pytest.FixtureRequest, path_fixture: str, kinds: tuple[str, ...]
+    request: pytest.FixtureRequest, path_fixture: str, kinds: tuple[str, ...], pools: tuple[str, list[str]]
 ) -> None:
     model = jepa.Model(request.getfixturevalue(path_fixture))
     out = model_json(model)
     assert set(out) == DOCUMENTED
+    # Each model lists the pool modes it takes, and every one of them is accepted.
+    assert (out["pool"]["default"], out["pool"]["modes"]) == pools
+    assert all(jepa.check_pool(model, m) == m for m in out["pool"]["modes"])
     assert (out["head_kind"], out["pred_kind"], out["pos_type"]) == kinds
     assert set(out["preprocess"]) == {
         "mean",
@@ -55,6 +59,16 @@ def test_shape_and_spelling(
 def test_every_published_field_is_an_engine_field() -> None:
     """A renamed or dropped ModelInfo field fails here, not as a silently missing API key."""
     published = set(FIELDS) | set(ENUMS)
-    assert published | {"preprocess"} == DOCUMENTED
+    assert published | {"preprocess", "pool"} == DOCUMENTED
     engine = {n for n in dir(jepa.ModelInfo) if not n.startswith("_")}
     assert published <= engine, published - engine
+
+
+def test_a_text_model_publishes_its_poolings_and_no_pixel_recipe(tmp_path: Path) -> None:
+    from jepa.convert.random_text import write_random_bert
+
+    model = jepa.Model(write_random_bert(tmp_path / "t.gguf", pooling="cls"))
+    out = model_json(model)
+    assert set(out) == DOCUMENTED - {"preprocess"}
+    assert out["pool"] == {"default": "cls", "modes": ["cls", "mean", "last_token"]}
+    assert list(jepa.text.TEXT_POOLS) == out["pool"]["modes"]

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_defaults_are_the_documented_ones() -> None:
     s = Settings()
     assert (s.host, s.port, s.workers, s.max_batch, s.max_wait_ms) == ("127.0.0.1", 8080, 1, 8, 5.0)
-    assert (s.max_items, s.max_frames, s.max_body_mb, s.max_concurrent_requests) == (64, 128, 32.0, 64)
+    assert (s.max_items, s.max_frames, s.max_body_mb, s.max_concurrent_requests) == (2048, 128, 32.0, 64)
     assert s.api_key is None and not s.local_files and s.device == "cpu"
 
 
@@ -124,3 +124,17 @@ def test_the_servers_batch_bound_is_within_the_engines() -> None:
 
     assert 1 <= MAX_BATCH_SERVED <= _engine.MAX_BATCH_LIMIT
     assert _engine.context_default_params().max_batch <= _engine.MAX_BATCH_LIMIT
+
+
+def test_help_names_the_subcommands() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "jepa_server", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "Serve one" not in out.stdout and "--models-dir" in out.stdout
+    assert "jepa-server info" in out.stdout and "jepa-server check" in out.stdout
+    for sub in ("info", "check"):
+        cmd = [sys.executable, "-m", "jepa_server", sub, "--help"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        assert r.returncode == 0 and f"jepa-server {sub}" in r.stdout, r.stderr

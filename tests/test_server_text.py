@@ -47,7 +47,8 @@ def text_model(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="module")
 def server(text_model: str) -> Iterator[ServerProcess]:
     args = ("-m", text_model, "--port", "0", "--max-batch", "8", "--max-wait-ms", "20",
-            "--max-request-chars", "2000", "--max-request-tokens", "300", "--text-token-budget", "40")
+            "--max-request-chars", "2000", "--max-request-tokens", "300", "--text-token-budget", "40",
+            "--accept-token-ids")
     with server_process(*args) as s:
         yield s
 
@@ -143,8 +144,11 @@ def test_truncation_is_counted_in_info(server: ServerProcess) -> None:
     ({"input": ["x " * 600, "y " * 500]}, 413, "input_too_large", "--max-request-chars"),
     ({"input": ["one two three four five six seven eight nine ten"] * 30}, 413, "input_too_large",
      "--max-request-tokens"),
-    ({"input": [[2, 9999, 3]]}, 400, "invalid_input", "out of range"),
-    ({"input": [[5] * 25]}, 400, "invalid_input", "max_seq_len of 24"),
+    ({"input": [[2, 9999, 3]]}, 400, "invalid_input", "outside this model's vocabulary"),
+    ({"input": [[64, 6685, 315, 264, 8415]]}, 400, "invalid_input", "send the text as a string"),  # cl100k
+    ({"input": [[2, 40, 41, 3, 0, 0]]}, 400, "invalid_input", "pad id 0 at position 4"),
+    ({"input": [[40, 41]]}, 400, "invalid_input", "starting with [2] and ending with [3]"),
+    ({"input": [[2] + [5] * 23 + [3]]}, 400, "invalid_input", "max_seq_len of 24"),
     ({"input": [image_item(1)]}, 400, "wrong_modality", "text model"),
     ({"input": ["ok", 3]}, 400, "invalid_item", "input[1]"),
     ({"input": "bad \ud800"}, 400, "invalid_item", "surrogate"),
@@ -159,5 +163,16 @@ def test_text_to_an_image_model_names_the_modality() -> None:
     with server_process("--demo", "--port", "0") as s:
         err = assert_envelope(http(s.url + "/v1/embeddings", "POST", {"input": ["a photo of a cat"]}), 400)
         assert err["code"] == "wrong_modality" and "image model" in err["message"], err
+        # It offers only what an image model takes: a clip is not one of them.
+        assert '{"b64": ...} or a local path' in err["message"] and "frames" not in err["message"], err
         err = assert_envelope(http(s.url + "/v1/embeddings", "POST", {"input": [[101, 2023, 102]]}), 400)
         assert err["code"] == "wrong_modality" and "token ids" in err["message"], err
+
+
+def test_health_lists_the_text_models_own_pool_modes(server: ServerProcess) -> None:
+    pool = http(server.url + "/health").json()["pool"]
+    assert pool == {"default": "mean", "modes": ["cls", "mean", "last_token"]}
+    info = http(server.url + "/info").json()["model"]
+    assert info["pool"] == pool and "preprocess" not in info
+    for mode in pool["modes"]:  # every advertised mode is served
+        assert http(server.url + "/v1/embeddings", "POST", {"input": "a cat", "pool": mode}).status == 200

@@ -108,6 +108,21 @@ def test_token_types_and_ids_input(ctx: jepa.Context) -> None:
     assert np.array_equal(bits(ctx.encode_text(ids)), bits(a))
 
 
+def test_ids_must_be_the_models_own_unpadded(tiny: jepa.Model) -> None:
+    # The frame of the tiny WordPiece tokenizer: [CLS]=2 ... [SEP]=3, [PAD]=0.
+    frame = tiny.tokenizer.framing
+    assert (frame.prefix, frame.suffix, frame.pad) == ((2,), (3,), 0)
+    own = [t.ids.tolist() for t in tiny.tokenizer.encode(SENTENCES)]
+    got = tokens_from_ids(own, tiny)
+    assert [g.ids.tolist() for g in got] == own
+    padded = own[0] + [0] * 4  # a fixed-width batch from the model's own tokenizer
+    with pytest.raises(jepa.InvalidInputError, match=f"pad id 0 at position {len(own[0])}: send each text's"):
+        tokens_from_ids([padded], tiny)
+    for bare in (own[0][1:-1], own[0][:-1], own[0][1:], [2, 3]):  # no frame, half a frame, no text
+        with pytest.raises(jepa.InvalidInputError, match=r"starting with \[2\] and ending with \[3\]"):
+            tokens_from_ids([bare], tiny)
+
+
 def test_token_batches_are_length_ordered_and_within_budget() -> None:
     lengths = [5, 1, 9, 3, 3, 20, 2]
     batches = token_batches(lengths, budget=10, max_items=3)
@@ -130,11 +145,13 @@ def test_refusals(tiny: jepa.Model, ctx: jepa.Context) -> None:
         embed_text(ctx, [b"bytes"])  # type: ignore[list-item]
     with pytest.raises(jepa.InvalidInputError, match="wrap it in a list"):
         embed_text(ctx, "one string")
-    with pytest.raises(jepa.InvalidInputError, match=r"token id 999 is out of range \[0, 199\)"):
+    with pytest.raises(jepa.InvalidInputError, match=r"token id 999 at position 1 is outside this model's "
+                       r"vocabulary \(ids 0..198\)"):
         tokens_from_ids([[2, 999, 3]], tiny)
     with pytest.raises(jepa.InvalidInputError, match="over the model's max_seq_len of 24"):
         tokens_from_ids([[5] * 25], tiny)
-    with pytest.raises(jepa.InvalidInputError, match="out of range"):  # past int64: a fuzz finding
+    # Past int64: a fuzz finding.
+    with pytest.raises(jepa.InvalidInputError, match="outside this model's vocabulary"):
         tokens_from_ids([[2**80, 3]], tiny)
     with pytest.raises(jepa.InvalidInputError, match="empty list of token ids"):
         tokens_from_ids([[]], tiny)

@@ -107,3 +107,23 @@ def test_each_text_is_the_same_bits_alone(
     batch = embed_text(ctx, corpus)
     alone = np.concatenate([embed_text(ctx, [t]) for t in corpus[:200]])
     assert np.array_equal(alone.view(np.uint32), batch[:200].view(np.uint32))
+
+
+def test_another_tokenizers_ids_and_padding_are_refused(files: dict[str, jepa.Model], st_model: Any) -> None:
+    # What LangChain's default posts for "a photo of a cat": tiktoken cl100k ids, every one inside
+    # MiniLM's vocabulary, so only the frame check tells them from the model's own.
+    from jepa.text import tokens_from_ids
+
+    model = files["f32"]
+    cl100k = [64, 6685, 315, 264, 8415]
+    assert max(cl100k) < model.info.vocab_size
+    with pytest.raises(jepa.InvalidInputError, match=r"starting with \[101\] and ending with \[102\]"):
+        tokens_from_ids([cl100k], model)
+    padded = st_model.tokenizer(["a photo of a cat"], padding="max_length", max_length=128)["input_ids"][0]
+    with pytest.raises(jepa.InvalidInputError, match="holds the pad id 0 at position 7"):
+        tokens_from_ids([list(padded)], model)
+    own = st_model.tokenizer(["a photo of a cat"])["input_ids"][0]
+    ctx = model.context(threads=2)
+    got = jepa.text.encode_tokens(ctx, tokens_from_ids([list(own)], model), None, None)
+    want = embed_text(ctx, ["a photo of a cat"])
+    assert np.array_equal(np.asarray(got, np.float32).view(np.uint32), want.view(np.uint32))

@@ -45,7 +45,7 @@ from .classify import Classification, classify, classify_prepared
 from .model import Context, Model
 from .pipeline import embed, encode_prepared
 from .planning import ac_next_state
-from .pooling import POOL_MODES, check_pool, default_pool, pool
+from .pooling import POOL_MODES, check_pool, default_pool, pool, pool_modes
 from .world import plan, rollout
 
 if TYPE_CHECKING:
@@ -95,5 +95,6 @@ __all__ = [
     "encode_prepared",
     "plan",
     "pool",
+    "pool_modes",
     "rollout",
 ]

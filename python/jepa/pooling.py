@@ -24,11 +24,28 @@ class ContextLike(Protocol):
 
 
 def default_pool(model: Model) -> str:
-    """LeWM's embedding for a LeWM file, else CLS when the model has one, else the mean of the
-    patch tokens."""
+    """A text model's own pooling (its file says it); LeWM's embedding for a LeWM file, else CLS when
+    the model has one, else the mean of the patch tokens."""
+    if model.info.modality == "text":
+        from .text import POOL_NAMES
+
+        return POOL_NAMES[model.info.text_pool]
     if model.world_model == "lewm":
         return "lewm"
     return "cls" if model.has_cls else "mean"
+
+
+def pool_modes(model: Model) -> tuple[str, ...]:
+    """The pool modes this model takes, in POOL_MODES' order (a text model: its tokens' poolings):
+    what /health and /info advertise, each one check_pool accepts."""
+    if model.info.modality == "text":
+        from .text import TEXT_POOLS
+
+        return tuple(TEXT_POOLS)
+    return tuple(
+        m for m in POOL_MODES
+        if (m != "cls" or model.has_cls) and (m != "lewm" or model.world_model == "lewm")
+    )
 
 
 def check_pool(model: Model, mode: str | None) -> str:

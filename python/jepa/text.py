@@ -70,6 +70,7 @@ class TextTokenizer:
         tok.no_padding()
         tok.enable_truncation(self.max_seq_len)
         self._tok = tok
+        self.framing = _framing(tok)
 
     def encode(self, texts: Sequence[str], max_chars: int = MAX_TEXT_CHARS) -> list[Tokens]:
         """Tokens for each text, with its special tokens, truncated to max_seq_len (and flagged so)."""
@@ -84,6 +85,31 @@ class TextTokenizer:
                 )
             out.append(Tokens(ids, np.asarray(e.type_ids, dtype=np.int32), bool(e.overflowing)))
         return out
+
+
+@dataclass(frozen=True)
+class Framing:
+    """What the model's own tokenizer puts around every text ([CLS] ... [SEP] for BERT, <s> ... </s>
+    for XLM-R) and its padding id: how ids made by this tokenizer, unpadded, look."""
+
+    prefix: tuple[int, ...]
+    suffix: tuple[int, ...]
+    pad: int | None
+
+
+_PAD_TOKENS = ("[PAD]", "<pad>")
+
+
+def _framing(tok: Any) -> Framing:
+    # The post-processor's tokens around a one-word text: the leading and trailing special tokens.
+    e = tok.encode("a", add_special_tokens=True)
+    ids, special = list(e.ids), list(e.special_tokens_mask)
+    lead = next((i for i, m in enumerate(special) if not m), len(ids))
+    trail = next((i for i, m in enumerate(reversed(special)) if not m), 0)
+    pads = [tok.token_to_id(t) for t in _PAD_TOKENS]
+    return Framing(
+        tuple(ids[:lead]), tuple(ids[len(ids) - trail :]), next((p for p in pads if p is not None), None)
+    )
 
 
 def check_texts(texts: Sequence[Any], max_chars: int = MAX_TEXT_CHARS) -> None:
@@ -106,9 +132,13 @@ def check_texts(texts: Sequence[Any], max_chars: int = MAX_TEXT_CHARS) -> None:
 
 
 def tokens_from_ids(seqs: Sequence[Any], model: Model) -> list[Tokens]:
-    """Sequences of token ids given directly (OpenAI's array-of-ids input): encoded as given, special
-    tokens included; each must be non-empty, in the vocabulary and at most max_seq_len long."""
+    """Sequences of token ids given directly (OpenAI's array-of-ids input): encoded as given. Each must
+    be ids made by this model's own tokenizer, unpadded: non-empty, in the vocabulary, at most
+    max_seq_len long, framed by the tokenizer's own special tokens ([CLS] ... [SEP]) and free of its
+    pad id. Anything else would encode as a text nobody wrote (another tokenizer's ids, padding read
+    as tokens), so it is refused rather than answered."""
     info = model.info
+    frame = model.tokenizer.framing
     out = []
     for i, s in enumerate(seqs):
         if not isinstance(s, list | tuple | np.ndarray) or not all(
@@ -123,13 +153,39 @@ def tokens_from_ids(seqs: Sequence[Any], model: Model) -> list[Tokens]:
                 param="input",
             )
         # Checked as Python ints first: an id past int64 is refused, not an overflow in numpy.
-        bad = next((int(x) for x in s if not 0 <= int(x) < info.vocab_size), None)
-        if bad is not None:
+        at = next((j for j, x in enumerate(s) if not 0 <= int(x) < info.vocab_size), None)
+        if at is not None:
             raise InvalidInputError(
-                f"input {i}: token id {bad} is out of range [0, {info.vocab_size})", param="input"
+                f"input {i}: token id {int(s[at])} at position {at} is outside this model's vocabulary "
+                f"(ids 0..{info.vocab_size - 1}): ids from another tokenizer (tiktoken's, say) are not "
+                "this model's; send the text as a string",
+                param="input",
             )
+        _check_frame([int(x) for x in s], frame, i)
         out.append(Tokens(np.asarray(s, dtype=np.int32), np.zeros(len(s), np.int32)))
     return out
+
+
+def _check_frame(ids: list[int], frame: Framing, i: int) -> None:
+    """Ids as this tokenizer makes them: its special tokens around the text, no padding."""
+    if frame.pad is not None and frame.pad in ids:
+        raise InvalidInputError(
+            f"input {i}: holds the pad id {frame.pad} at position {ids.index(frame.pad)}: send each text's "
+            "ids unpadded (padding would be read as tokens)",
+            param="input",
+        )
+    p, q = len(frame.prefix), len(frame.suffix)
+    if (
+        len(ids) <= p + q
+        or tuple(ids[:p]) != frame.prefix
+        or tuple(ids[len(ids) - q :]) != frame.suffix
+    ):
+        raise InvalidInputError(
+            f"input {i}: token ids must be this model's own tokenizer's, starting with {list(frame.prefix)} "
+            f"and ending with {list(frame.suffix)} (its special tokens) around at least one token; got "
+            f"{ids[:4]}{'...' if len(ids) > 4 else ''}: send the text as a string",
+            param="input",
+        )
 
 
 def token_batches(lengths: Sequence[int], budget: int, max_items: int) -> list[list[int]]:

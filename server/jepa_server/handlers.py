@@ -39,7 +39,7 @@ from .inputs import (
 )
 from .keys import ADMISSION, METRICS, RUNTIME, SETTINGS
 from .metrics import CONTENT_TYPE
-from .model_info import model_json
+from .model_info import model_json, pool_json
 from .pipeline import Classified, Embedded, WorldResult
 from .rollout import parse_world_job
 from .runtime import Engine
@@ -329,7 +329,7 @@ async def health(request: web.Request) -> web.StreamResponse:
             family=engine.model.info.family,
             backend=engine.model.info.backend,
             device=s.device,
-            pool={"default": jepa.default_pool(engine.model), "modes": list(jepa.POOL_MODES)},
+            pool=pool_json(engine.model),
             queue_depth=engine.dispatcher.depth,
         )
     return web.json_response(body)

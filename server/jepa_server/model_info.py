@@ -28,11 +28,19 @@ def spelling(value: Any) -> str:
     return _SPELLING.get(value, value.name.lower())
 
 
+def pool_json(model: jepa.Model) -> dict[str, Any]:
+    """The model's own pool modes and its default (/health, /info): only modes it accepts."""
+    return {"default": jepa.default_pool(model), "modes": list(jepa.pool_modes(model))}
+
+
 def model_json(model: jepa.Model) -> dict[str, Any]:
     """/info's "model" object (without the server's id, file and dtype)."""
     info = model.info
     out: dict[str, Any] = {name: getattr(info, name) for name in FIELDS}
     out.update({name: spelling(getattr(info, name)) for name in ENUMS})
+    out["pool"] = pool_json(model)
+    if info.modality == "text":  # tokens in: no pixel recipe to publish (its "text" block says the rest)
+        return out
     pre = info.preprocess
     out["preprocess"] = {
         "mean": list(pre.mean),

@@ -35,6 +35,12 @@ REFUSALS: tuple[Refusal, ...] = (
     ),
     Refusal(
         400,
+        "token-id arrays sent to a text model of a server started without `--accept-token-ids` (a "
+        "client's ids are its own tokenizer's: send strings)",
+        ("token_ids_refused",),
+    ),
+    Refusal(
+        400,
         "bytes that are not an image (or video), or an input the engine refuses (by class)",
         ("invalid_input", "unsupported"),
     ),

@@ -158,7 +158,12 @@ class Settings:
         "--prep-threads", default=0, help="Threads decoding and preprocessing inputs; 0: min(4, cores)."
     )
     # -- limits: the request budget (docs/serving.md "Budgets"); each is checked before its cost is paid
-    max_items: int = _opt("--max-items", default=64, help="Most items in one request.")
+    max_items: int = _opt(
+        "--max-items",
+        default=2048,
+        help="Most items in one request: OpenAI's own limit, so every OpenAI client's batches fit; the work "
+        "is bounded by the characters, tokens, bytes and pixels below.",
+    )
     max_frames: int = _opt("--max-frames", default=128, help="Most frames in one clip or video item.")
     max_body_mb: float = _opt("--max-body-mb", default=32.0, help="Largest request body, in MiB (413 above).")
     max_input_mb: float = _opt(
@@ -209,6 +214,13 @@ class Settings:
         default=131_072,
         help="Most tokens one request's texts tokenize to, after truncation to the model's max_seq_len "
         "(413 above).",
+    )
+    accept_token_ids: bool = _opt(
+        "--accept-token-ids",
+        default=False,
+        help="Take token-id arrays as input of a text model. Off: refused (400 token_ids_refused), since "
+        "clients tokenize with their own tokenizer (LangChain: tiktoken). On: only ids this model's "
+        "own tokenizer makes, unpadded, with its special tokens.",
     )
     text_token_budget: int = _opt(
         "--text-token-budget",
@@ -463,7 +475,15 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jepa-server",
-        description="Serve one JEPA model (GGUF) over HTTP: OpenAI-shaped embeddings and more.",
+        description="Serve JEPA and text models (GGUF files: -m, or a --models-dir of them loaded on\n"
+        "first use) over HTTP: OpenAI-shaped /v1/embeddings, /embed, /classify, /rollout, /health, /info.",
+        epilog="subcommands:\n"
+        "  jepa-server info [flags]     the settings (and where each came from), the devices and the\n"
+        "                               models it would serve; loads nothing\n"
+        "  jepa-server check [flags]    the preflight: every model file checked (--warm: loaded and run\n"
+        "                               once); exits non-zero naming the reason\n"
+        "each takes --help for its own flags",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     for f in _fields():

@@ -59,7 +59,8 @@ def stats_of(engine: Engine) -> TextStats:
 
 def wrong_modality(model: jepa.Model, got: str, param: str) -> ApiError:
     modality = model.info.modality
-    takes = "strings or arrays of token ids" if modality == "text" else f"{modality}s ({_MEDIA_FORMS})"
+    forms = _MEDIA_FORMS.get(modality, _MEDIA_FORMS["video"])
+    takes = "strings" if modality == "text" else f"{modality}s ({forms})"
     article = "an" if modality[:1] in "aeiou" else "a"
     return ApiError(
         400,
@@ -69,7 +70,11 @@ def wrong_modality(model: jepa.Model, got: str, param: str) -> ApiError:
     )
 
 
-_MEDIA_FORMS = '{"b64": ...}, {"frames": [...]}, {"video": {...}} or a local path'
+# The forms each modality takes: an image model encodes single images only (a clip is refused).
+_MEDIA_FORMS = {
+    "image": '{"b64": ...} or a local path',
+    "video": '{"b64": ...}, {"frames": [...]}, {"video": {...}} or a local path',
+}
 
 
 def _is_ids(v: Any) -> bool:
@@ -108,12 +113,26 @@ def parse_text_inputs(model: jepa.Model, value: Any, name: str, s: Any) -> TextI
     if all(isinstance(v, str) for v in value):
         return TextInputs(texts=_checked_texts(value, name, s))
     if all(_is_id_list(v) for v in value):
+        if not s.accept_token_ids:
+            raise token_ids_refused(name)
         total = sum(len(v) for v in value)
         if total > s.max_request_tokens:
             raise _too_many_tokens(total, s, name)
         return TextInputs(ids=value)
     bad = next(i for i, v in enumerate(value) if not isinstance(v, str))
     raise _refuse_item(model, value[bad], f"{name}[{bad}]")
+
+
+def token_ids_refused(param: str) -> ApiError:
+    """Token-id arrays are another tokenizer's ids as often as this model's (LangChain sends tiktoken's
+    cl100k ids by default): read as this model's they give a vector of a text nobody wrote."""
+    return bad_request(
+        "this server takes a text model's input as strings, not token-id arrays (started without "
+        "--accept-token-ids): a client's ids come from its own tokenizer, not this model's. Send strings; "
+        "LangChain: OpenAIEmbeddings(..., check_embedding_ctx_length=False)",
+        param=param,
+        code="token_ids_refused",
+    )
 
 
 def _refuse_item(model: jepa.Model, v: Any, param: str) -> ApiError:

@@ -31,7 +31,8 @@ from jepa_server.errors import ApiError
 _DIR = Path(tempfile.mkdtemp(prefix="jepa-fuzz-text-"))
 MODEL = jepa.Model(write_random_bert(_DIR / "t.gguf", max_seq_len=32))
 CTX = MODEL.context(threads=1)
-LIMITS = SimpleNamespace(max_items=16, max_request_chars=4096, max_request_tokens=256)
+# Token ids accepted: the id checks (vocabulary, frame, padding) are what this target fuzzes past the parser.
+LIMITS = SimpleNamespace(max_items=16, max_request_chars=4096, max_request_tokens=256, accept_token_ids=True)
 instrument("jepa_server", "jepa")
 
 
