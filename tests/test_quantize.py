@@ -202,3 +202,37 @@ def test_q8_0_tiers_world_models(tmp_path: Path, tiny_ac_path: str, tiny_lewm_pa
         for p in (tiny_lewm_path, str(tmp_path / "lewm-q8.gguf"))
     ]
     np.testing.assert_allclose(c[1], c[0], rtol=1e-2)
+
+
+def test_the_default_output_is_a_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Counts by type, the sizes and their ratio, and each reason a weight matrix is not converted
+    as asked on one line naming at most a handful of them; the table only with --verbose."""
+    path = write_demo_model(tmp_path / "narrow.gguf", embed_dim=64, n_layer=2, n_head=2, img_size=32)
+    n = len(gguf.GGUFReader(path).tensors)
+    out = tmp_path / "q4k.gguf"
+    assert main([path, str(out), "--type", "q4_k", "--keep", "enc.blk.1.*"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) <= 8, lines  # before: the whole table, one line per tensor (n + 2)
+    assert not any(line.startswith("tensor ") for line in lines), lines
+    p = plan(path, "q4_k", ["enc.blk.1.*"])
+    kept = [s for s in p.steps if s.why == "kept (--keep)"]
+    fell = [s for s in p.steps if s.target == "q4_0"]
+    assert kept and fell
+    assert f"tensors by type: {n} f32 -> " in lines[0] and "q4_k" in lines[0] and "q4_0" in lines[0], lines
+    fixed = sum(s.source == s.target and not s.why for s in p.steps)
+    assert f"  {fixed} tensors are not weight matrices" in lines[1], lines
+    (keep_line,) = [line for line in lines if line.startswith("  kept (--keep): ")]
+    assert keep_line.startswith(f"  kept (--keep): {len(kept)} tensors, {kept[0].name}, "), keep_line
+    assert keep_line.endswith(f"and {len(kept) - 3} more"), keep_line
+    assert any("do not fit q4_k's 256-value blocks: q4_0: " in line for line in lines), lines
+    assert lines[-2].startswith(f"{len(p.steps) - fixed - len(kept)} of {n} tensors converted to q4_k; ")
+    assert "MiB ->" in lines[-2] and lines[-2].endswith("x)") and lines[-1] == f"wrote {out}"
+
+    assert main([path, "--type", "q4_k", "--dry-run", "--verbose"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].startswith("tensor ") and all(any(line.startswith(s.name + " ") for line in table)
+                                                  for s in p.steps)
+    assert table[-1].startswith(f"{len(p.steps) - fixed} of {n} tensors converted to q4_k; ")
+    assert main([path, "--type", "q4_k", "--dry-run"]) == 0
+    summary = capsys.readouterr().out.splitlines()
+    assert len(summary) <= 8 and summary[0].startswith("tensors by type: "), summary

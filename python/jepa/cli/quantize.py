@@ -1,4 +1,4 @@
-"""jepa-quantize IN.gguf OUT.gguf --type TYPE [--keep PATTERN ...] [--dry-run]."""
+"""jepa-quantize IN.gguf OUT.gguf --type TYPE [--keep PATTERN ...] [--dry-run] [--verbose]."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="a glob of tensor names to leave as they are (repeatable), e.g. 'head.*' or 'enc.blk.0.*'",
     )
     p.add_argument("--dry-run", action="store_true", help="print the plan and the output size; write nothing")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="print every tensor (name, shape, type before and after, why) before the summary")
     args = p.parse_args(argv)
     if not args.dry_run and not args.dst:
         p.error("give the output file (or --dry-run)")
@@ -39,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except JepaError as exc:
         print(f"jepa-quantize: {exc}", file=sys.stderr)
         return 2
-    print(result.describe())
+    print(result.describe(args.verbose))
     if not args.dry_run:
         print(f"wrote {args.dst}")
     return 0

@@ -14,6 +14,7 @@ import fnmatch
 import os
 import struct
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,12 +62,30 @@ class Plan:
     in_bytes: int  # the input file's size
     out_bytes: int  # the output file's size (header estimated from the input's)
 
-    def describe(self) -> str:
-        """The plan as a table, then the resulting size."""
-        lines = [f"{'tensor':<44} {'shape':<16} {'from':<6} {'to':<6} note"]
+    def describe(self, verbose: bool = False) -> str:
+        """A summary: the tensors by type before and after, each reason a weight matrix is not
+        converted as asked on one line (naming a few of them), and the sizes; with `verbose`, the
+        table of every tensor first."""
+        lines = []
+        if verbose:
+            lines.append(f"{'tensor':<44} {'shape':<16} {'from':<6} {'to':<6} note")
+            for s in self.steps:
+                shape = "x".join(map(str, s.shape))
+                lines.append(f"{s.name:<44} {shape:<16} {s.source:<6} {s.target:<6} {s.why}")
+        before = Counter(s.source for s in self.steps)
+        after = Counter(s.target for s in self.steps)
+        lines.append(f"tensors by type: {_counts(before)} -> {_counts(after)}")
+        fixed = sum(s.source == s.target and not s.why for s in self.steps)
+        if fixed:
+            lines.append(f"  {fixed} tensors are not weight matrices (norms, biases, tokens, position "
+                         "tables, the patch embedding): as they are")
+        by_why: dict[str, list[str]] = {}
         for s in self.steps:
-            shape = "x".join(map(str, s.shape))
-            lines.append(f"{s.name:<44} {shape:<16} {s.source:<6} {s.target:<6} {s.why}")
+            if s.why:
+                by_why.setdefault(s.why, []).append(s.name)
+        for why, names in by_why.items():
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            lines.append(f"  {why}: {len(names)} {'tensor' if len(names) == 1 else 'tensors'}, {shown}")
         changed = sum(s.source != s.target for s in self.steps)
         lines.append(
             f"{changed} of {len(self.steps)} tensors converted to {self.type}; "
@@ -74,6 +93,11 @@ class Plan:
             f"({self.out_bytes / max(self.in_bytes, 1):.2f}x)"
         )
         return "\n".join(lines)
+
+
+def _counts(c: Counter[str]) -> str:
+    """"54 f32, 12 q4_k", the most common type first."""
+    return ", ".join(f"{n} {t}" for t, n in c.most_common())
 
 
 def _reader(path: str | os.PathLike[str]) -> gguf.GGUFReader:
