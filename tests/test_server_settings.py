@@ -4,12 +4,18 @@ the docs table rendered from the declaration."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import resource
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from jepa_server.settings import (
     MAX_BATCH_SERVED,
+    MAX_CONFIG_BYTES,
     Settings,
     SettingsError,
     env_name,
@@ -138,3 +144,63 @@ def test_help_names_the_subcommands() -> None:
         cmd = [sys.executable, "-m", "jepa_server", sub, "--help"]
         r = subprocess.run(cmd, capture_output=True, text=True)
         assert r.returncode == 0 and f"jepa-server {sub}" in r.stdout, r.stderr
+
+
+# -- issue 21: values that are not numbers, files that are not files ----------------------------------
+
+_FLOATS = [f.name for f in dataclasses.fields(Settings) if f.type in ("float", float)]
+
+
+def test_every_float_setting_is_in_the_finite_check() -> None:
+    assert len(_FLOATS) >= 12 and "max_body_mb" in _FLOATS and "keep_alive_s" in _FLOATS
+
+
+@pytest.mark.parametrize("name", _FLOATS)
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf"])
+def test_nan_and_infinity_are_refused_from_flags_env_and_file(name: str, text: str, tmp_path: Path) -> None:
+    """Every float setting refuses nan and infinity, naming the setting, from each of the three
+    sources (before: 12 of 13 took them: startup tracebacks, 500s, /info as invalid JSON)."""
+    flag = next(f for f in dataclasses.fields(Settings) if f.name == name).metadata["flags"][-1]
+    config = tmp_path / "s.toml"
+    config.write_text(f"{name} = {text}\n")  # TOML's own nan / inf / -inf
+    sources = (([f"{flag}={text}"], {}), ([], {env_name(name): text}), (["--config", str(config)], {}))
+    for argv, env in sources:
+        with pytest.raises(SettingsError, match=f"{name} .*finite"):
+            load_settings(argv, env)
+
+
+def _jepa_server(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """`jepa-server ARGS` with its address space capped (a config read that fills memory fails fast
+    instead of taking the machine's)."""
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    return subprocess.run([sys.executable, "-m", "jepa_server", *args], capture_output=True, text=True,
+                          timeout=timeout, preexec_fn=cap)
+
+
+def test_a_nan_flag_exits_2_naming_the_setting() -> None:
+    out = _jepa_server("--demo", "--port", "0", "--max-body-mb", "nan")
+    assert out.returncode == 2 and "max_body_mb (--max-body-mb) must be a finite number" in out.stderr, out
+
+
+def test_a_config_that_is_a_fifo_a_device_or_huge_exits_2(tmp_path: Path) -> None:
+    """--config reads a regular file of at most MAX_CONFIG_BYTES only (before: a FIFO hung startup,
+    /dev/zero raised MemoryError)."""
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.toml"
+    big.write_bytes(b"#" * (MAX_CONFIG_BYTES + 1))
+    not_a_file = "not a regular file"
+    cases = ((fifo, not_a_file), ("/dev/zero", not_a_file), (tmp_path, not_a_file),
+             (big, f"a settings file is at most {MAX_CONFIG_BYTES}"))
+    for path, why in cases:
+        started = time.monotonic()
+        try:
+            out = _jepa_server("--demo", "--port", "0", "--config", str(path), timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"--config {path}: startup hung")
+        assert out.returncode == 2 and why in out.stderr, (path, out.returncode, out.stderr[-500:])
+        assert time.monotonic() - started < 30
+    with pytest.raises(SettingsError, match="not a regular file"):
+        load_settings(["--config", str(fifo)], {})

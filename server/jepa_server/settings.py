@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
+import stat
 import tomllib
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +29,8 @@ ENV_PREFIX = "JEPA_"
 # The response budget's bytes per float in a JSON answer: the longest repr of a float32 value as a
 # Python float ("-1.1754943508222875e-38", 23 characters) and its separator, with room to spare.
 FLOAT_JSON_BYTES = 25
+# The largest --config file read: a settings file is a few hundred bytes.
+MAX_CONFIG_BYTES = 1 << 20
 CONFIG_HELP = "A TOML file of settings named as the fields (`max_batch = 16`); unknown names are refused."
 
 
@@ -422,6 +426,9 @@ def _check_types(s: Settings) -> None:
             ok = True
         if not ok:
             raise SettingsError(f"{f.name} must be {want.__name__}, got {value!r}")
+        if want is float and not math.isfinite(value):  # `nan`, `inf`: flags, JEPA_* and TOML all spell them
+            flag = f.metadata["flags"][-1]
+            raise SettingsError(f"{f.name} ({flag}) must be a finite number, got {value!r}")
 
 
 def _coerce(name: str, value: Any, source: str) -> Any:
@@ -538,11 +545,7 @@ def resolve_settings(
     values: dict[str, Any] = {}
     source: dict[str, str] = {}
     if config:
-        try:
-            with open(config, "rb") as fh:
-                from_file = _coerce_all(tomllib.load(fh), config)
-        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:  # TOML is UTF-8 only
-            raise SettingsError(f"cannot read the config file {config}: {exc}") from None
+        from_file = _coerce_all(_read_config(config), config)
         values.update(from_file)
         source.update(dict.fromkeys(from_file, f"config {config}"))
     from_env = _from_env(env)
@@ -554,7 +557,29 @@ def resolve_settings(
     return settings, {f.name: source.get(f.name, "default") for f in _fields()}
 
 
-# -- the docs table ---------------------------------------------------------------------------
+def _read_config(path: str) -> dict[str, Any]:
+    """The --config file's TOML. Only a regular file of at most MAX_CONFIG_BYTES is read: it is opened
+    with O_NONBLOCK and checked with fstat first, so a FIFO cannot hang startup, nor /dev/zero fill
+    memory."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise SettingsError(f"the config file {path} is not a regular file")
+            if st.st_size > MAX_CONFIG_BYTES:
+                raise SettingsError(
+                    f"the config file {path} is {st.st_size} bytes; a settings file is at most "
+                    f"{MAX_CONFIG_BYTES}")
+            data = os.read(fd, MAX_CONFIG_BYTES + 1)
+        finally:
+            os.close(fd)
+        if len(data) > MAX_CONFIG_BYTES:  # it grew while read
+            raise SettingsError(f"the config file {path} is over {MAX_CONFIG_BYTES} bytes")
+        return tomllib.loads(data.decode("utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:  # TOML is UTF-8 only
+        raise SettingsError(f"cannot read the config file {path}: {exc}") from None
+
 
 # -- the docs table: docs/serving.md's serving-settings block (tools/render_docs.py) ------------
 
