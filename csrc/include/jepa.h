@@ -229,6 +229,12 @@ JEPA_API const char * jepa_model_label(const jepa_model * model, int i);
  * error (naming "pixels") when the shape is not valid for the model: the check jepa_encode makes. */
 JEPA_API int64_t jepa_model_n_tokens(const jepa_model * model, int C, int T, int H, int W);
 
+/* Whether the file the model maps changed since it was loaded (truncated, rewritten in place, or a
+ * read of its mapping faulted): 1 with the reason in jepa_error_text(), 0 when it did not (or the
+ * model maps nothing). Every call on a context of such a model fails with JEPA_ERR_BAD_FILE until the
+ * file is loaded again; replace model files by rename, never in place. */
+JEPA_API int jepa_model_file_changed(const jepa_model * model);
+
 /* The tokenizer a text model carries (its tokenizer.json, verbatim), or NULL with an error when the
  * model is not a text model. Lives as long as the model. */
 JEPA_API const char * jepa_model_tokenizer(const jepa_model * model);

@@ -63,6 +63,12 @@ struct PyModel {
         return out;
     }
 
+    // The reason the mapped file changed since the load, or None (jepa_model_file_changed).
+    py::object file_changed() const {
+        if (!jepa_model_file_changed(handle.get())) return py::none();
+        return py::str(jepa_error_text());
+    }
+
     std::string tokenizer() const {
         const char * t = jepa_model_tokenizer(handle.get());
         if (!t) raise_status(jepa_error_status());
@@ -186,6 +192,7 @@ void register_model(py::module_ & m) {
         .def("info", &PyModel::info)
         .def("labels", &PyModel::labels)
         .def("tokenizer", &PyModel::tokenizer)
+        .def("file_changed", &PyModel::file_changed)
         .def("n_tokens", &PyModel::n_tokens, py::arg("C"), py::arg("T"), py::arg("H"), py::arg("W"));
 }
 

@@ -7,6 +7,7 @@
 #include "input_checks.h"
 #include "predictor.h"
 #include "rope.h"
+#include "weights.h"
 
 #include "ggml-cpu.h"
 
@@ -84,9 +85,23 @@ void Context::allocate(ggml_cgraph * graph) {
     }
 }
 
+void Context::check_file() const {
+    if (!model_.map) return;
+    const std::string why = model_.map->changed();
+    if (!why.empty()) {
+        // param "model_file": the server tells this from a request's fault by it (and reloads).
+        fail_arg(JEPA_ERR_BAD_FILE, "model_file", "the model file changed under the running process: %s; load it "
+                 "again (replace model files by rename, never in place)", why.c_str());
+    }
+}
+
 void Context::compute(ggml_cgraph * graph) {
+    // Before: a model whose file changed computes nothing. After: what a graph computed while it
+    // changed (a truncation the SIGBUS guard turned into zero pages, a rewrite) is not returned.
+    check_file();
     const int64_t scratch_failed = gemm::scratch_failures();
     const ggml_status st = ggml_backend_graph_compute(backend_, graph);
+    check_file();
     if (st != GGML_STATUS_SUCCESS) fail(JEPA_ERR_BACKEND, "graph compute failed (ggml status %d)", int(st));
     // A kernel that could not get its scratch memory computed nothing: the answer is not there.
     if (gemm::scratch_failures() != scratch_failed) {

@@ -62,6 +62,8 @@ private:
     bool use_flash() const;
     void allocate(ggml_cgraph * graph);
     void compute(ggml_cgraph * graph);
+    // Throws JEPA_ERR_BAD_FILE when the model's mapped file changed since it was loaded (weights.h).
+    void check_file() const;
     // The encoder's RoPE tables for a grid, built once per grid and kept.
     void set_encoder_rope(const EncoderGraph & eg, const PatchGrid & g);
     // One graph's worth of sequences [s0, s1) of an encode_text call; hidden states to `tokens`.

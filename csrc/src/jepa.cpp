@@ -8,6 +8,7 @@
 #include "input_checks.h"
 #include "model.h"
 #include "vit.h"
+#include "weights.h"
 
 #include "ggml.h"
 
@@ -167,6 +168,20 @@ const char * jepa_model_label(const jepa_model * model, int i) {
         return nullptr;
     }
     return labels[size_t(i)].c_str();
+}
+
+int jepa_model_file_changed(const jepa_model * model) {
+    if (!model) {
+        invalid("jepa_model_file_changed: model must not be NULL");
+        return 0;
+    }
+    jepa::clear_error();
+    const jepa::Model & m = *as_model(model);
+    if (!m.map) return 0;
+    const std::string why = m.map->changed();
+    if (why.empty()) return 0;
+    jepa::set_error(JEPA_ERR_BAD_FILE, "the model file changed under the running process: " + why);
+    return 1;
 }
 
 const char * jepa_model_tokenizer(const jepa_model * model) {

@@ -6,12 +6,17 @@
 #include "ggml-cpu.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <memory>
+#include <mutex>
+#include <csignal>
+#include <string>
+#include <sys/stat.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <vector>
@@ -81,20 +86,132 @@ template <typename Pick> void read_tensors(const char * path, const gguf_context
 
 }  // namespace
 
-FileMap::FileMap(const char * path, uint64_t size) : size_(size) {
-    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(JEPA_ERR_BAD_FILE, "cannot open %s: %s", path, std::strerror(errno));
+// -- the SIGBUS guard ----------------------------------------------------------------------------
+
+namespace {
+
+// The live mappings, for the signal handler: lock-free slots (a handler may take no lock).
+struct GuardSlot {
+    std::atomic<uintptr_t> begin{0};
+    std::atomic<uintptr_t> end{0};
+    std::atomic<int> poisoned{0};
+};
+constexpr int kGuardSlots = 1024;
+GuardSlot g_slots[kGuardSlots];
+struct sigaction g_prev_sigbus;
+std::mutex g_guard_mutex;  // installing the handler and claiming slots (never in the handler)
+
+void on_sigbus(int sig, siginfo_t * info, void * uc) {
+    const uintptr_t a = uintptr_t(info->si_addr);
+    for (GuardSlot & s : g_slots) {
+        const uintptr_t b = s.begin.load(std::memory_order_acquire), e = s.end.load(std::memory_order_acquire);
+        if (b == 0 || a < b || a >= e) continue;
+        // Zero pages over the whole mapping: the faulting read (and any other on this model) completes,
+        // the engine refuses what it computed. mmap is a plain system call here.
+        void * p = ::mmap(reinterpret_cast<void *>(b), size_t(e - b), PROT_READ,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        if (p != MAP_FAILED) {
+            s.poisoned.store(1, std::memory_order_release);
+            return;
+        }
+        break;
+    }
+    // Not a mapping of ours: what was there before us.
+    if ((g_prev_sigbus.sa_flags & SA_SIGINFO) && g_prev_sigbus.sa_sigaction) {
+        g_prev_sigbus.sa_sigaction(sig, info, uc);
+        return;
+    }
+    if (g_prev_sigbus.sa_handler != SIG_DFL && g_prev_sigbus.sa_handler != SIG_IGN && g_prev_sigbus.sa_handler) {
+        g_prev_sigbus.sa_handler(sig);
+        return;
+    }
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+}
+
+// Ours, unless someone installed another handler since (then chain to that one).
+void install_sigbus_guard() {
+    struct sigaction cur {};
+    ::sigaction(SIGBUS, nullptr, &cur);
+    if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_sigbus) return;
+    struct sigaction sa {};
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    struct sigaction prev {};
+    if (::sigaction(SIGBUS, &sa, &prev) == 0) g_prev_sigbus = prev;
+}
+
+int claim_slot(const void * addr, uint64_t size) {
+    std::lock_guard<std::mutex> lock(g_guard_mutex);
+    install_sigbus_guard();
+    for (int i = 0; i < kGuardSlots; ++i) {
+        GuardSlot & s = g_slots[i];
+        if (s.begin.load(std::memory_order_acquire) != 0) continue;
+        s.poisoned.store(0, std::memory_order_relaxed);
+        s.end.store(uintptr_t(addr) + uintptr_t(size), std::memory_order_release);
+        s.begin.store(uintptr_t(addr), std::memory_order_release);
+        return i;
+    }
+    return -1;  // more live mappings than slots: this one is not guarded (changed() still checks fstat)
+}
+
+void release_slot(int i) {
+    if (i < 0) return;
+    std::lock_guard<std::mutex> lock(g_guard_mutex);
+    g_slots[i].begin.store(0, std::memory_order_release);
+    g_slots[i].end.store(0, std::memory_order_release);
+}
+
+long long ns(const struct timespec & t) { return (long long) t.tv_sec * 1000000000LL + t.tv_nsec; }
+
+}  // namespace
+
+FileMap::FileMap(const char * path, uint64_t size) : size_(size), path_(path) {
+    fd_ = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) fail(JEPA_ERR_BAD_FILE, "cannot open %s: %s", path, std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || uint64_t(st.st_size) != size) {
+        ::close(fd_);
+        fd_ = -1;
+        fail(JEPA_ERR_BAD_FILE, "%s changed while it was loading (replace model files by rename, not in place)", path);
+    }
+    dev_ = (unsigned long long) st.st_dev;
+    ino_ = (unsigned long long) st.st_ino;
+    mtime_ns_ = ns(st.st_mtim);
     // PROT_READ: the engine never writes a weight it uses in place (a stray write would fault here
     // rather than silently diverge from the file).
-    void * p = ::mmap(nullptr, size_t(size), PROT_READ, MAP_PRIVATE, fd, 0);
+    void * p = ::mmap(nullptr, size_t(size), PROT_READ, MAP_PRIVATE, fd_, 0);
     const int err = errno;
-    ::close(fd);  // the mapping keeps the file
-    if (p == MAP_FAILED) fail(JEPA_ERR_RESOURCE, "cannot map %s (%llu bytes): %s", path, (unsigned long long) size, std::strerror(err));
+    if (p == MAP_FAILED) {
+        ::close(fd_);
+        fd_ = -1;
+        fail(JEPA_ERR_RESOURCE, "cannot map %s (%llu bytes): %s", path, (unsigned long long) size, std::strerror(err));
+    }
     addr_ = p;
+    slot_ = claim_slot(addr_, size_);
 }
 
 FileMap::~FileMap() {
+    release_slot(slot_);
     if (addr_) ::munmap(addr_, size_t(size_));
+    if (fd_ >= 0) ::close(fd_);
+}
+
+std::string FileMap::changed() const {
+    if (slot_ >= 0 && g_slots[slot_].poisoned.load(std::memory_order_acquire)) {
+        return "a read of its mapping failed (the file was truncated under the running process)";
+    }
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) return std::string("fstat failed: ") + std::strerror(errno);
+    if (uint64_t(st.st_size) != size_) {
+        return "its size went from " + std::to_string(size_) + " to " + std::to_string((long long) st.st_size) +
+               " bytes since it was loaded";
+    }
+    // mtime, not ctime: replacing the file by rename (the right way) unlinks this inode, which moves
+    // its ctime but leaves these bytes intact.
+    if (ns(st.st_mtim) != mtime_ns_) return "it was rewritten in place since it was loaded";
+    return "";
 }
 
 void place_weights(Model & model, const char * path, const gguf_context * g, uint64_t file_size, bool use_mmap,

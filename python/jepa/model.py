@@ -107,6 +107,12 @@ class Model:
         """Whether this is a text model (family bert): Context.encode_text, jepa.text."""
         return self.info.modality == "text"
 
+    def file_changed(self) -> str | None:
+        """Why the file this model maps changed since it was loaded (truncated, rewritten in place, or a
+        read of the mapping faulted), or None. Every call on such a model raises ModelFileError until
+        the file is loaded again: replace model files by rename, never in place."""
+        return self._native.file_changed()
+
     @property
     def tokenizer(self) -> TextTokenizer:
         """The file's own tokenizer (a text model's; UnsupportedError for the others), built once."""
