@@ -55,10 +55,19 @@ def activation_bytes(model: jepa.Model, tokens: int) -> float:
     return 4.0 * tokens * (f + 6 * d) + 4.0 * int(i.n_head) * tokens * tokens
 
 
+def native_tokens(model: jepa.Model) -> int:
+    """Tokens of one item of the model's native shape: a text model's longest text (max_seq_len;
+    its texts are laid end to end, each attending to itself only, so a budget of these holds as
+    many shorter texts' cost), an image or video model's tokens at its size and frame count."""
+    if model.is_text:
+        return int(model.info.max_seq_len)
+    return model.n_tokens(max(1, int(model.info.n_frames)))
+
+
 def budget_from_bytes(model: jepa.Model, n_bytes: float) -> float:
     """A batch budget in cost units from memory: as many items' cost as `n_bytes` holds items of the
-    model's native shape."""
-    tokens = model.n_tokens(max(1, int(model.info.n_frames)))
+    model's native shape (native_tokens)."""
+    tokens = native_tokens(model)
     per_item = activation_bytes(model, tokens)
     return CostModel.of(model).item(tokens) * max(0.0, n_bytes) / per_item
 
