@@ -317,3 +317,9 @@ def _without_address(w: list[str]) -> list[str]:
 def python_source(block: Block, port: int) -> str:
     """The block's code with the default address pointing at the block's server."""
     return DEFAULT_ADDRESS.sub(lambda m: f"{m.group(1)}:{port}", block.code)
+
+
+if __name__ == "__main__":  # `python tests/docs_blocks.py`: the test cases, their ids and directives
+    for b in all_blocks():
+        d = b.directives
+        print(b.id, b.lang, *(f"{k}={v}" for k, v in vars(d).items() if v))
