@@ -71,6 +71,7 @@ class TextTokenizer:
         tok.enable_truncation(self.max_seq_len)
         self._tok = tok
         self.framing = _framing(tok)
+        _check_vocab(tok, self.framing, self.vocab_size)
 
     def encode(self, texts: Sequence[str], max_chars: int = MAX_TEXT_CHARS) -> list[Tokens]:
         """Tokens for each text, with its special tokens, truncated to max_seq_len (and flagged so)."""
@@ -78,11 +79,6 @@ class TextTokenizer:
         out = []
         for e in self._tok.encode_batch(list(texts), add_special_tokens=True):
             ids = np.asarray(e.ids, dtype=np.int32)
-            if ids.size and int(ids.max()) >= self.vocab_size:
-                raise ModelFileError(
-                    f"metadata key jepa.text.tokenizer: token id {int(ids.max())} is past the vocabulary "
-                    f"({self.vocab_size} rows of text.tok_embed)"
-                )
             out.append(Tokens(ids, np.asarray(e.type_ids, dtype=np.int32), bool(e.overflowing)))
         return out
 
@@ -98,6 +94,19 @@ class Framing:
 
 
 _PAD_TOKENS = ("[PAD]", "<pad>")
+
+
+def _check_vocab(tok: Any, framing: Framing, rows: int) -> None:
+    """Every id the tokenizer can emit (its vocabulary with the added tokens, and the post-processor's
+    special tokens) has a row of the token table: checked once at load, so a file whose tokenizer
+    outgrew its table fails there, not on the request that meets a high id."""
+    top = max([*tok.get_vocab(with_added_tokens=True).values(), *framing.prefix, *framing.suffix])
+    if top >= rows:
+        raise ModelFileError(
+            f"metadata key jepa.text.tokenizer: the tokenizer emits token ids up to {top}, past the {rows} "
+            "rows of text.tok_embed (jepa.text.vocab_size): a tokenizer.json from another model?",
+            param="tokenizer",
+        )
 
 
 def _framing(tok: Any) -> Framing:
