@@ -1,17 +1,28 @@
 #!/usr/bin/env python3
 """Soak jepa-server: drive one server on loopback for a set time with mixed valid and hostile
-traffic (bounded concurrency), sampling the server's RSS, open fds and threads and the latency of
-the valid requests; write the record as JSON and exit 1 unless it held.
+traffic (bounded concurrency), sampling the server's RSS, open fds and threads, its event loop's lag
+(the latency of GET /health, which touches no model) and the latency of the valid requests; write the
+record as JSON and exit 1 unless it held.
 
     python tools/soak.py --seconds 1800 --out tests/results/soak.json     # the committed 30-minute run
     python tools/soak.py --seconds 20 --out /tmp/soak.json                 # what the test suite runs
 
-It held when no valid request failed, every hostile request got its expected status (a 4xx in the
-OpenAI envelope; never a 5xx), and over the second half of the run RSS grew by at most
-max(32 MiB, 10 %) while fds and threads stayed within a few of where they started. The server is
-the demo model (or --model) with short header / body timeouts so the slow clients end quickly.
-Stdlib only (plus numpy, Pillow and PyAV for the inputs): the traffic never goes through a client
-library that would hide a protocol-level answer."""
+By default the server serves a models directory of three models under --max-loaded-models 2: two
+image models (f32 and q8_0, the latter used in place from its mapping) and a text model, so the
+registry loads and evicts all the time, and text traffic (strings, token-id arrays, oversized texts)
+runs beside the images. A replacer rewrites the model files while they serve: by rename (the right
+way: the old mapping stays intact) and, for the q8_0 model, in place (truncated then written, as
+`cp` does), which the server must survive, answering 503 `model_file_changed` / `model_load_failed`
+with Retry-After until the file is whole again and then serving the new file. `--model` serves one
+file instead, without the registry traffic.
+
+It held when no valid request failed (a 503 with Retry-After and one of the codes its kind expects
+counts as a refusal, not a failure: models_busy under --max-loaded-models, the in-place rewrite's),
+every hostile request got its expected status (a 4xx in the OpenAI envelope; never a 5xx), and over
+the second half of the run RSS grew by at most max(32 MiB, 10 %), fds and threads stayed within a
+few of where they started and the event loop's lag (p99 of /health) stayed within max(50 ms, 3x) of
+the first half's. Stdlib only (plus numpy, Pillow and PyAV for the inputs, jepa to write the models):
+the traffic never goes through a client library that would hide a protocol-level answer."""
 
 from __future__ import annotations
 
@@ -21,10 +32,12 @@ import json
 import os
 import platform
 import random
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -57,6 +70,8 @@ class Answer:
     status: int | None  # None: no answer (the connection closed or was cut by us)
     envelope: bool  # a JSON body with an "error" object of the four OpenAI fields
     seconds: float
+    code: str | None = None  # the envelope's code
+    retry_after: bool = False
 
 
 def exchange(
@@ -87,13 +102,14 @@ def exchange(
         status = int(head.split(b" ", 2)[1])
     if b"chunked" in head.lower():
         body = _unchunk(body)
-    envelope = False
+    envelope, code = False, None
     try:
         err = json.loads(body).get("error")
         envelope = isinstance(err, dict) and set(err) == {"message", "type", "param", "code"}
+        code = err.get("code") if envelope else None
     except (ValueError, AttributeError):
         pass
-    return Answer(status, envelope, took)
+    return Answer(status, envelope, took, code, b"\r\nretry-after:" in head.lower())
 
 
 def _unchunk(body: bytes) -> bytes:
@@ -129,9 +145,19 @@ class Kind:
     expect: frozenset[int | None]  # the statuses this kind may get
     send: Callable[[tuple[str, int]], Answer]
     weight: int = 1
+    # 503 codes a valid request of this kind may get (with Retry-After): a refusal, not a failure.
+    busy: frozenset[str] = frozenset()
 
 
-def kinds(body_limit: int) -> list[Kind]:
+BUSY = frozenset({"models_busy"})
+# The q8_0 model is rewritten in place (truncated, then written): between the two its requests are
+# refused until the file is whole, then served from the new file.
+IN_PLACE = BUSY | {"model_file_changed", "model_load_failed"}
+
+
+def kinds(body_limit: int, models: dict[str, str] | None = None) -> list[Kind]:
+    """The traffic. `models`: role -> model id of a models-directory server ("image", "quant",
+    "text"); None: one image model, no `model` field."""
     rng = random.Random(0)
     photos = [png_bytes(i, (rng.randint(40, 400), rng.randint(40, 400))) for i in range(8)]
     video = video_bytes(seed=3)
@@ -146,35 +172,66 @@ def kinds(body_limit: int) -> list[Kind]:
         expect: set[int | None],
         payload: Callable[[], bytes],
         weight: int = 1,
+        busy: frozenset[str] = frozenset(),
         **kw: Any,
     ) -> Kind:
-        return Kind(name, valid, frozenset(expect), lambda addr: exchange(addr, payload(), **kw), weight)
+        send = lambda addr: exchange(addr, payload(), **kw)  # noqa: E731
+        return Kind(name, valid, frozenset(expect | ({503} if busy else set())), send, weight, busy)
+
+    where = dict(models or {})
+
+    def to(role: str, body: dict[str, Any]) -> dict[str, Any]:
+        return {**body, "model": where[role]} if role in where else body
+
+    busy = BUSY if models else frozenset()
 
     deep = b'{"input":' + b"[" * 5000 + b"]" * 5000 + b"}"
-    return [
+    out = [
         # valid
-        k("embed", True, {200}, lambda: post("/v1/embeddings", {"input": image()}), weight=8),
+        k(
+            "embed",
+            True,
+            {200},
+            lambda: post("/v1/embeddings", to("image", {"input": image()})),
+            weight=8,
+            busy=busy,
+        ),
         k(
             "embed_batch",
             True,
             {200},
             lambda: post(
-                "/v1/embeddings", {"input": [image() for _ in range(4)], "encoding_format": "base64"}
+                "/v1/embeddings",
+                to("image", {"input": [image() for _ in range(4)], "encoding_format": "base64"}),
             ),
             weight=3,
+            busy=busy,
         ),
-        k("embed_tei", True, {200}, lambda: post("/embed", {"inputs": image(), "normalize": True}), weight=2),
+        k(
+            "embed_tei",
+            True,
+            {200},
+            lambda: post("/embed", to("image", {"inputs": image(), "normalize": True})),
+            weight=2,
+            busy=busy,
+        ),
         k(
             "embed_tokens",
             True,
             {200},
-            lambda: post("/v1/embeddings", {"input": image(), "pool": "none", "encoding_format": "base64"}),
+            lambda: post(
+                "/v1/embeddings", to("image", {"input": image(), "pool": "none", "encoding_format": "base64"})
+            ),
+            busy=busy,
         ),
         k(
             "video",
             True,
             {200},
-            lambda: post("/v1/embeddings", {"input": {"video": {"b64": b64(video)}, "frames": 1}}),
+            lambda: post(
+                "/v1/embeddings", to("image", {"input": {"video": {"b64": b64(video)}, "frames": 1}})
+            ),
+            busy=busy,
         ),
         k("health", True, {200}, lambda: get("/health")),
         k("info", True, {200}, lambda: get("/info")),
@@ -182,26 +239,47 @@ def kinds(body_limit: int) -> list[Kind]:
         # hostile: each must get exactly its refusal
         k("bad_json", False, {400}, lambda: post("/v1/embeddings", b"{not json")),
         k("deep_json", False, {400}, lambda: post("/v1/embeddings", deep)),
-        k("bad_b64", False, {400}, lambda: post("/v1/embeddings", {"input": {"b64": "%%%"}})),
-        k("url_item", False, {400}, lambda: post("/v1/embeddings", {"input": {"url": "http://x/y.png"}})),
-        k("empty_pool", False, {400}, lambda: post("/v1/embeddings", {"input": image(), "pool": ""})),
+        k(
+            "bad_b64",
+            False,
+            {400},
+            lambda: post("/v1/embeddings", to("image", {"input": {"b64": "%%%"}})),
+            busy=busy,
+        ),
+        k(
+            "url_item",
+            False,
+            {400},
+            lambda: post("/v1/embeddings", to("image", {"input": {"url": "http://x/y"}})),
+            busy=busy,
+        ),
+        k(
+            "empty_pool",
+            False,
+            {400},
+            lambda: post("/v1/embeddings", to("image", {"input": image(), "pool": ""})),
+            busy=busy,
+        ),
         k(
             "truncated_png",
             False,
             {400},
-            lambda: post("/v1/embeddings", {"input": {"b64": b64(photos[0][:33])}}),
+            lambda: post("/v1/embeddings", to("image", {"input": {"b64": b64(photos[0][:33])}})),
+            busy=busy,
         ),
         k(
             "pixel_bomb",
             False,
             {413},
-            lambda: post("/v1/embeddings", {"input": {"b64": b64(png_header(9000, 9000))}}),
+            lambda: post("/v1/embeddings", to("image", {"input": {"b64": b64(png_header(9000, 9000))}})),
+            busy=busy,
         ),
         k(
             "huge_answer",
             False,
             {413},
-            lambda: post("/v1/embeddings", {"input": [{"b64": b64(tiny)}] * 64, "pool": "none"}),
+            lambda: post("/v1/embeddings", to("image", {"input": [{"b64": b64(tiny)}] * 64, "pool": "none"})),
+            busy=busy,
         ),
         k(
             "oversize_body",
@@ -228,8 +306,14 @@ def kinds(body_limit: int) -> list[Kind]:
         k("garbage", False, {400}, lambda: b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n"),
         k("no_route", False, {404}, lambda: get("/nowhere")),
         k("wrong_method", False, {405}, lambda: get("/v1/embeddings")),
-        k("no_head", False, {400}, lambda: post("/classify", {"input": image()})),
-        k("no_world", False, {400}, lambda: post("/rollout", {"context": [image()], "actions": [[0.0]]})),
+        k("no_head", False, {400}, lambda: post("/classify", to("image", {"input": image()})), busy=busy),
+        k(
+            "no_world",
+            False,
+            {400},
+            lambda: post("/rollout", to("image", {"context": [image()], "actions": [[0.0]]})),
+            busy=busy,
+        ),
         k("slow_headers", False, {408}, lambda: b"POST /v1/embeddings HTTP/1.1\r\nHost: soak\r\n"),
         k(
             "slow_body",
@@ -249,11 +333,64 @@ def kinds(body_limit: int) -> list[Kind]:
             "leaves_mid_request",
             False,
             {None},
-            lambda: post("/v1/embeddings", {"input": [image()] * 8}),
+            lambda: post("/v1/embeddings", to("image", {"input": [image()] * 8})),
             pause=0.02,
             cut=True,
         ),
     ]
+    if models:
+        texts = [
+            "a photo of a cat",
+            "the quick brown fox jumps over the lazy dog",
+            "query: fast vector search",
+        ]
+        out += [
+            k(
+                "embed_quant",
+                True,
+                {200},
+                lambda: post("/v1/embeddings", to("quant", {"input": image()})),
+                weight=4,
+                busy=IN_PLACE,
+            ),
+            k(
+                "text",
+                True,
+                {200},
+                lambda: post("/v1/embeddings", to("text", {"input": rng.sample(texts, 2)})),
+                weight=6,
+                busy=busy,
+            ),
+            k(
+                "text_tei",
+                True,
+                {200},
+                lambda: post("/embed", to("text", {"inputs": rng.choice(texts)})),
+                weight=2,
+                busy=busy,
+            ),
+            # hostile text: another tokenizer's ids, over --max-request-chars, text to an image model
+            k(
+                "text_token_ids",
+                False,
+                {400},
+                lambda: post("/v1/embeddings", to("text", {"input": [[64, 6685, 315, 264, 8415]]})),
+            ),
+            k(
+                "text_too_long",
+                False,
+                {413},
+                lambda: post("/v1/embeddings", to("text", {"input": ["word " * 60_000]})),
+            ),
+            k("text_to_image", False, {400}, lambda: post("/v1/embeddings", to("image", {"input": "a cat"}))),
+            k(
+                "unknown_model",
+                False,
+                {404},
+                lambda: post("/v1/embeddings", {"input": image(), "model": "nope"}),
+            ),
+        ]
+    return out
 
 
 # -- the server's resources -------------------------------------------------------------------------
@@ -319,7 +456,20 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[str], tuple
         str(args.max_body_mb),
         *args.server_arg,
     ]
-    server_args = (["--model", args.model] if args.model else ["--demo"]) + server_args
+    if args.model:
+        server_args = ["--model", args.model, *server_args]
+    else:
+        server_args = [
+            "--models-dir",
+            args.models_dir,
+            "--max-loaded-models",
+            "2",
+            "--keep-alive-s",
+            "30",
+            "--max-request-chars",
+            "100000",
+            *server_args,
+        ]
     exe = Path(sys.executable).parent / "jepa-server"
     proc = subprocess.Popen(
         [str(exe), *server_args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -335,6 +485,79 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[str], tuple
     return proc, (host, int(port)), server_args
 
 
+# -- the models directory and its replacer ----------------------------------------------------------
+
+MODELS = {"image": "vit", "quant": "vit-q8", "text": "minilm"}
+
+
+def write_models(root: Path) -> tuple[Path, Path]:
+    """The served directory and the pristine copies the replacer writes from."""
+    from jepa.convert.quantize import quantize
+    from jepa.convert.random_text import write_random_bert
+    from jepa.demo import write_demo_model
+
+    pristine, served = root / "pristine", root / "models"
+    pristine.mkdir(parents=True)
+    served.mkdir()
+    write_demo_model(pristine / "vit.gguf")
+    # 256 wide: the q8_0 matrices are used in place from the mapping (the engine's 64 KiB floor).
+    f16 = write_demo_model(
+        root / "vit-f16.gguf", ftype="f16", embed_dim=256, n_layer=2, n_head=4, img_size=32
+    )
+    quantize(f16, str(pristine / "vit-q8.gguf"), "q8_0")
+    write_random_bert(pristine / "minilm.gguf", max_seq_len=32)
+    for f in pristine.iterdir():
+        shutil.copyfile(f, served / f.name)
+    return served, pristine
+
+
+def replacer(
+    served: Path,
+    pristine: Path,
+    every_s: float,
+    stop: threading.Event,
+    log: list[dict[str, Any]],
+    started: float,
+) -> None:
+    """Rewrite the model files while they serve: the f32 image and the text model by rename (a new
+    file moved over the old: the right way), the q8_0 model alternately by rename and in place
+    (truncated, then written in chunks, as `cp` does)."""
+    n = 0
+    while not stop.wait(every_s):
+        n += 1
+        name = ["vit.gguf", "vit-q8.gguf", "minilm.gguf", "vit-q8.gguf"][n % 4]
+        in_place = name == "vit-q8.gguf" and n % 8 == 3
+        src, dst = pristine / name, served / name
+        try:
+            if in_place:
+                with open(src, "rb") as fi, open(dst, "r+b") as fo:
+                    fo.truncate(0)
+                    fo.flush()
+                    time.sleep(0.05)  # the window a reader of the truncated file meets
+                    while chunk := fi.read(1 << 16):
+                        fo.write(chunk)
+            else:
+                tmp = served / f".{name}.tmp"  # not a .gguf: the catalog never lists it
+                shutil.copyfile(src, tmp)
+                os.replace(tmp, dst)
+        except OSError as exc:  # the soak's own trouble (a full disk), not the server's: said, and go on
+            log.append({"t": round(time.monotonic() - started, 1), "file": name, "error": repr(exc)})
+            continue
+        log.append(
+            {
+                "t": round(time.monotonic() - started, 1),
+                "file": name,
+                "how": "in place" if in_place else "rename",
+            }
+        )
+
+
+def loop_lag(addr: tuple[str, int]) -> float:
+    """The event loop's lag as a client sees it: GET /health touches no model, so its latency is the
+    loop's (and the accept path's)."""
+    return exchange(addr, get("/health"), timeout=120).seconds
+
+
 def percentiles(values: list[float]) -> dict[str, float]:
     if not values:
         return {}
@@ -345,8 +568,21 @@ def percentiles(values: list[float]) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    tmp = None
+    if not args.model:
+        tmp = Path(tempfile.mkdtemp(prefix="jepa-soak-"))
+        served, pristine = write_models(tmp)
+        args.models_dir = str(served)
+    try:
+        return _run(args, None if args.model else (served, pristine))
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, dirs: tuple[Path, Path] | None) -> dict[str, Any]:
     proc, addr, server_args = start_server(args)
-    table = kinds(int(args.max_body_mb * 1024 * 1024))
+    table = kinds(int(args.max_body_mb * 1024 * 1024), MODELS if dirs else None)
     weights = [k.weight for k in table]
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     latency: list[float] = []
@@ -368,6 +604,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             else:
                 note = ""
             ok = ans.status in kind.expect and (ans.status in (None, 200) or ans.envelope or kind.valid)
+            if ans.status == 503:  # a refusal it may get, with its code and Retry-After
+                ok = ok and ans.code in kind.busy and ans.retry_after
             with lock:
                 counts[kind.name][str(ans.status)] += 1
                 if kind.valid and ans.status == 200:
@@ -387,18 +625,34 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         while not stop.wait(args.sample_s):
             if proc.poll() is not None:
                 return
-            samples.append({"t": round(time.monotonic() - started, 1), **sample(proc.pid)})
+            lag = loop_lag(addr)
+            samples.append(
+                {
+                    "t": round(time.monotonic() - started, 1),
+                    **sample(proc.pid),
+                    "lag_ms": round(lag * 1000, 1),
+                }
+            )
 
-    samples.append({"t": 0.0, **sample(proc.pid)})
+    replaced: list[dict[str, Any]] = []
+    samples.append({"t": 0.0, **sample(proc.pid), "lag_ms": round(loop_lag(addr) * 1000, 1)})
     threads = [threading.Thread(target=sampler, daemon=True)]
+    if dirs is not None:
+        threads.append(
+            threading.Thread(
+                target=replacer, args=(*dirs, args.replace_every_s, stop, replaced, started), daemon=True
+            )
+        )
     with ThreadPoolExecutor(args.concurrency) as pool:
         futures = [pool.submit(client) for _ in range(args.concurrency)]
-        threads[0].start()
+        for t in threads:
+            t.start()
         time.sleep(args.seconds)
         stop.set()
         for f in futures:
             f.result()
-    threads[0].join(args.sample_s + 1)
+    for t in threads:
+        t.join(args.sample_s + 30)
     time.sleep(1.0)  # the server settles: slow clients cut, answers written
     samples.append({"t": round(time.monotonic() - started, 1), **sample(proc.pid)})
     alive = proc.poll() is None
@@ -409,11 +663,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         proc.kill()
         _, stderr = proc.communicate()
     tracebacks = stderr.count("Traceback")
+    first_traceback = stderr[stderr.find("Traceback") :][:3000] if tracebacks else ""
 
     half = [s for s in samples if s["t"] >= args.seconds / 2] or samples[-1:]
     first = half[0]
     last = samples[-1]
     rss_growth = last["rss_mb"] - first["rss_mb"]
+    lags = [s["lag_ms"] for s in samples if "lag_ms" in s]
+    early = [s["lag_ms"] for s in samples if "lag_ms" in s and s["t"] < args.seconds / 2] or lags
+    late = [s["lag_ms"] for s in half if "lag_ms" in s] or lags
+    p99 = lambda v: float(np.percentile(v, 99))  # noqa: E731
     checks = {
         "server_alive": alive,
         "exited_cleanly": proc.returncode == 0,
@@ -424,7 +683,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "fds_flat": last["fds"] <= samples[0]["fds"] + 16,
         "threads_flat": last["threads"]
         <= max(s["threads"] for s in samples[: max(2, len(samples) // 2)]) + 4,
+        "loop_lag_flat_second_half": p99(late) <= max(50.0, 3 * p99(early)),
     }
+    if dirs is not None:
+        # Long enough for an in-place rewrite (every 8th): it happened, by rename and in place.
+        long_enough = args.seconds >= 8 * args.replace_every_s
+        checks["files_replaced"] = not long_enough or (
+            len(replaced) >= 2 and any(r["how"] == "in place" for r in replaced)
+        )
     total = sum(sum(v.values()) for v in counts.values())
     return {
         "tool": "tools/soak.py",
@@ -453,8 +719,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "end": last["threads"],
             "max": max(s["threads"] for s in samples),
         },
+        "loop_lag_ms": {
+            "first_half_p99": round(p99(early), 1),
+            "second_half_p99": round(p99(late), 1),
+            "max": round(max(lags), 1),
+        },
+        "models": MODELS if dirs else None,
+        "files_replaced": replaced,
         "samples": samples,
         "tracebacks_logged": tracebacks,
+        "first_traceback": first_traceback,
         "checks": checks,
         "ok": all(checks.values()),
     }
@@ -469,6 +743,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-s", type=float, default=1.0, help="seconds between resource samples")
     parser.add_argument("--max-body-mb", type=float, default=4.0, help="the server's --max-body-mb")
     parser.add_argument("--server-arg", action="append", default=[], help="one more jepa-server argument")
+    parser.add_argument(
+        "--replace-every-s",
+        type=float,
+        default=2.0,
+        help="seconds between two rewrites of a served model file (the registry traffic)",
+    )
     args = parser.parse_args(argv)
     record = run(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -483,6 +763,7 @@ def main(argv: list[str] | None = None) -> int:
             "rss_mb",
             "fds",
             "threads",
+            "loop_lag_ms",
             "ok",
         )
     }
