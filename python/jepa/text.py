@@ -9,6 +9,7 @@ every `Tokens`, never silent."""
 
 from __future__ import annotations
 
+import string
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -62,7 +63,7 @@ class TextTokenizer:
         self.max_seq_len = model.info.max_seq_len
         self.vocab_size = model.info.vocab_size
         try:
-            tok = Tokenizer.from_str(model._native.tokenizer())
+            tok = _guarded(Tokenizer.from_str, model._native.tokenizer())
         except Exception as exc:  # tokenizers raises a bare Exception for a malformed file
             raise ModelFileError(
                 f"metadata key jepa.text.tokenizer: HF tokenizers cannot read it ({exc})"
@@ -72,15 +73,36 @@ class TextTokenizer:
         self._tok = tok
         self.framing = _framing(tok)
         _check_vocab(tok, self.framing, self.vocab_size)
+        self._check_on_hostile_texts()
 
     def encode(self, texts: Sequence[str], max_chars: int = MAX_TEXT_CHARS) -> list[Tokens]:
-        """Tokens for each text, with its special tokens, truncated to max_seq_len (and flagged so)."""
+        """Tokens for each text, with its special tokens, truncated to max_seq_len (and flagged so).
+        A failure of HF tokenizers itself (a Rust panic on a pathological tokenizer.json) is a
+        ModelFileError naming the tokenizer (param "tokenizer"): the file is at fault, not the text."""
         check_texts(texts, max_chars)
         out = []
-        for e in self._tok.encode_batch(list(texts), add_special_tokens=True):
+        for e in self._encode_batch(list(texts), "on one of these texts"):
             ids = np.asarray(e.ids, dtype=np.int32)
             out.append(Tokens(ids, np.asarray(e.type_ids, dtype=np.int32), bool(e.overflowing)))
         return out
+
+    def _encode_batch(self, texts: list[str], which: str) -> list[Any]:
+        try:
+            return _guarded(self._tok.encode_batch, texts, add_special_tokens=True)
+        except Exception as exc:  # anything HF tokenizers raises on valid text is the file's fault
+            raise ModelFileError(
+                f"metadata key jepa.text.tokenizer: HF tokenizers failed ({exc}) {which}", param="tokenizer"
+            ) from None
+
+    def _check_on_hostile_texts(self) -> None:
+        """Tokenize CHECK_TEXTS once, at load: a tokenizer.json whose regexes give up on long runs or
+        odd Unicode (Oniguruma's retry limit is a Rust panic) fails here, not on a request."""
+        try:
+            self._encode_batch([t for _, t in CHECK_TEXTS], "on the check texts")
+        except ModelFileError:
+            for what, text in CHECK_TEXTS:  # name the first text it fails on
+                self._encode_batch([text], f"on a check text: {what}")
+            raise
 
 
 @dataclass(frozen=True)
@@ -109,9 +131,47 @@ def _check_vocab(tok: Any, framing: Framing, rows: int) -> None:
         )
 
 
+def _is_panic(exc: BaseException) -> bool:
+    """A Rust panic inside HF tokenizers reaches Python as pyo3_runtime.PanicException, which derives
+    from BaseException: `except Exception` does not see it."""
+    t = type(exc)
+    return t.__name__ == "PanicException" and t.__module__ == "pyo3_runtime"
+
+
+def _guarded(call: Any, *args: Any, **kwargs: Any) -> Any:
+    """call(...) into HF tokenizers, a Rust panic raised as RuntimeError("a Rust panic: ...")."""
+    try:
+        return call(*args, **kwargs)
+    except BaseException as exc:
+        if _is_panic(exc):
+            raise RuntimeError(f"a Rust panic: {exc}") from None
+        raise
+
+
+def _check_texts() -> tuple[tuple[str, str], ...]:
+    """What a tokenizer must take at load (TextTokenizer._check_on_hostile_texts): a run of
+    CHECK_RUN of each printable ASCII character, of whitespace and of odd Unicode (combining marks,
+    CJK, kana, Hangul, RTL scripts, emoji and ZWJ sequences, invisible and separator characters),
+    and a few mixtures. About 60 000 characters: milliseconds for a sound tokenizer."""
+    odd = ("\u00e9", "e\u0301", "\u0301", "\u4e2d", "\u3042", "\uac00", "\u0627", "\u05d0", "\u0e01",
+           "\u0905", "\U0001f600", "\U0001f469\u200d\U0001f4bb", "\u200b", "\u200d", "\ufeff", "\u00a0",
+           "\u2028", "\u3000", "\ufffd", "\U00010348", "\x00", "\x7f")
+    runs = [*string.printable, *odd]
+    texts = [(f"a run of {c!r}", c * (CHECK_RUN // len(c))) for c in runs]
+    mixed = ("aA1!", "a ", "ab", "the ", "é ", "a\u0301", "中文", "😀 ", string.ascii_letters)
+    texts += [(f"{m!r} repeated", m * (CHECK_RUN // len(m))) for m in mixed]
+    return tuple(texts)
+
+
+# Characters of each check run: catastrophic backtracking (Oniguruma's retry limit, 10⁷ steps) shows
+# on runs far shorter.
+CHECK_RUN = 512
+CHECK_TEXTS = _check_texts()
+
+
 def _framing(tok: Any) -> Framing:
     # The post-processor's tokens around a one-word text: the leading and trailing special tokens.
-    e = tok.encode("a", add_special_tokens=True)
+    e = _guarded(tok.encode, "a", add_special_tokens=True)
     ids, special = list(e.ids), list(e.special_tokens_mask)
     lead = next((i for i, m in enumerate(special) if not m), len(ids))
     trail = next((i for i, m in enumerate(reversed(special)) if not m), 0)

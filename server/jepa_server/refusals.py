@@ -107,6 +107,13 @@ REFUSALS: tuple[Refusal, ...] = (
     ),
     Refusal(
         503,
+        "a text model's own tokenizer failed on the request's texts (HF tokenizers raised or panicked: "
+        "a pathological `tokenizer.json`); the file is at fault, so no `Retry-After`",
+        ("tokenizer_failed",),
+        SERVER,
+    ),
+    Refusal(
+        503,
         "a model that failed to load or its smoke test (with the reason; its next request tries again); "
         "a cold load over `--max-loaded-models` while every resident model is in use (with `Retry-After`)",
         ("model_load_failed", "models_busy"),

@@ -255,6 +255,8 @@ async def embed_texts(
     model = engine.model
     try:
         seqs = await asyncio.to_thread(_tokenize, model, inputs, s)
+    except jepa.ModelFileError as exc:  # the tokenizer itself failed (jepa.text: param "tokenizer")
+        raise tokenizer_failed(exc) from None
     except jepa.JepaError as exc:
         raise from_jepa(exc, "input") from None
     n_tok = sum(len(t) for t in seqs)
@@ -278,6 +280,19 @@ async def embed_texts(
     st.tokens += n_tok
     st.truncated += truncated
     return TextEmbedded([d.value for d in done], n_tok, truncated, *timing_of(done))
+
+
+def tokenizer_failed(exc: jepa.ModelFileError) -> ApiError:
+    """The model's own tokenizer failed on a request's texts (HF tokenizers raised, or panicked on a
+    pathological regex of the file's tokenizer.json): the file is at fault, not the text, and the
+    same text fails again, so no Retry-After."""
+    return ApiError(
+        503,
+        f"the model's tokenizer failed on this request's texts ({exc.message}); the model file's "
+        "tokenizer is at fault, not the input",
+        param="input",
+        code="tokenizer_failed",
+    )
 
 
 def _pool_arg(body: dict[str, Any]) -> str | None:

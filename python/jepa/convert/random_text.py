@@ -101,6 +101,16 @@ def tiny_tokenizer_json(words: tuple[str, ...] | list[str] = WORDS) -> str:
     return json.dumps(doc, separators=(",", ":"))
 
 
+def with_split_regex(tokenizer_json: str, pattern: str) -> str:
+    """A tokenizer.json whose pre-tokenizer first splits on the regex `pattern` (a Split, isolating
+    each match), then as before: tests write pathological ones (HF tokenizers' Oniguruma gives up
+    on catastrophic backtracking with a Rust panic)."""
+    doc = json.loads(tokenizer_json)
+    split = {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False}
+    doc["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [split, doc["pre_tokenizer"]]}
+    return json.dumps(doc, separators=(",", ":"))
+
+
 def tiny_vocab_size() -> int:
     """How many tokens tiny_tokenizer_json() knows: the vocab_size of a model built for it."""
     return len(json.loads(tiny_tokenizer_json())["model"]["vocab"])
