@@ -20,8 +20,9 @@ It held when no valid request failed (a 503 with Retry-After and one of the code
 counts as a refusal, not a failure: models_busy under --max-loaded-models, the in-place rewrite's),
 every hostile request got its expected status (a 4xx in the OpenAI envelope; never a 5xx), and over
 the second half of the run RSS grew by at most max(32 MiB, 10 %), fds and threads stayed within a
-few of where they started and the event loop's lag (p99 of /health) stayed within max(50 ms, 3x) of
-the first half's. Stdlib only (plus numpy, Pillow and PyAV for the inputs, jepa to write the models):
+few of where they started and the event loop's lag (p99 of /health) stayed within max(250 ms, 3x) of
+the first half's (the floor: a loaded CI machine's noise, far under the stalls of seconds this
+catches). Stdlib only (plus numpy, Pillow and PyAV for the inputs, jepa to write the models):
 the traffic never goes through a client library that would hide a protocol-level answer."""
 
 from __future__ import annotations
@@ -683,7 +684,7 @@ def _run(args: argparse.Namespace, dirs: tuple[Path, Path] | None) -> dict[str, 
         "fds_flat": last["fds"] <= samples[0]["fds"] + 16,
         "threads_flat": last["threads"]
         <= max(s["threads"] for s in samples[: max(2, len(samples) // 2)]) + 4,
-        "loop_lag_flat_second_half": p99(late) <= max(50.0, 3 * p99(early)),
+        "loop_lag_flat_second_half": p99(late) <= max(250.0, 3 * p99(early)),
     }
     if dirs is not None:
         # Long enough for an in-place rewrite (every 8th): it happened, by rename and in place.
