@@ -16,6 +16,7 @@ validates every header beforehand.
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 import tomllib
@@ -188,8 +189,12 @@ def _entry(path: str, mid: str, spec: Any) -> dict[str, Any]:
     for a in aliases:
         _check_name(f"{where}.aliases", a)
     keep = spec.get("keep_alive_s")
-    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int | float) or keep < 0):
-        raise CatalogError(f"{where}.keep_alive_s must be a number of seconds, 0 or more")
+    # TOML spells `nan` and `inf`: neither is a number of seconds (inf never unloads, and /info cannot
+    # write it as JSON).
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int | float) or keep < 0
+                             or not math.isfinite(keep)):
+        raise CatalogError(f"{where}.keep_alive_s must be a finite number of seconds, 0 or more, "
+                           f"got {keep!r}")
     return {"file": file, "aliases": tuple(aliases), "keep_alive_s": None if keep is None else float(keep)}
 
 
