@@ -27,6 +27,13 @@ BUDGETS: tuple[Budget, ...] = (
         "413 `request_too_large`",
     ),
     Budget(
+        "JSON values per body",
+        ("max_json_values",),
+        "the body's commas and opening brackets (outside strings), counted before it is parsed, on a "
+        "thread: the parser holds the interpreter while it runs",
+        "413 `too_many_values`",
+    ),
+    Budget(
         "items, frames",
         ("max_items", "max_frames"),
         "the parsed request",

@@ -61,11 +61,27 @@ MAX_ABS_NUMBER = 1e6
 Resolver = Callable[[str, str], str]
 
 
-def parse_body(raw: bytes) -> dict[str, Any]:
-    """The request body as a JSON object, or a 400."""
+def parse_body(raw: bytes, max_values: int) -> dict[str, Any]:
+    """The request body as a JSON object, or a 400 (a 413 past `max_values`, --max-json-values).
+
+    The parser holds the interpreter lock for the whole of its run, so the body's size in values is
+    bounded before it runs (count_values: a few C-speed passes), and the depth walk visits arrays and
+    objects only. Run it off the event loop (the handlers do)."""
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        text = raw.decode(json.detect_encoding(raw), "surrogatepass")  # as json.loads does
+    except UnicodeDecodeError as exc:
+        raise bad_request(f"the body is not valid JSON: {exc}", code="invalid_json") from None
+    values = count_values(text, max_values)
+    if values > max_values:
+        raise ApiError(
+            413,
+            f"the body holds up to {values} JSON values (counted from its commas and opening brackets "
+            f"before parsing); this server parses at most {max_values} (--max-json-values)",
+            code="too_many_values",
+        )
+    try:
+        body = json.loads(text)
+    except ValueError as exc:
         raise bad_request(f"the body is not valid JSON: {exc}", code="invalid_json") from None
     except RecursionError:  # the parser's own stack limit
         raise _too_deep() from None
@@ -76,22 +92,41 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
+# A JSON string, escapes and all; an unterminated one runs to the end (so every match attempt from a
+# quote succeeds: the scan stays linear on any input).
+_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.?)*+(?:"|\Z)', re.DOTALL)
+
+
+def count_values(text: str, limit: int) -> int:
+    """At least the number of values a JSON text holds, counted without parsing it: every value but
+    the first follows a comma or an opening bracket. Commas and brackets inside strings are counted
+    too unless that passes `limit`: then the strings are blanked out (one regex pass) and the rest
+    counted again. Whatever the text holds, the parser creates no more values than this."""
+    n = _structural(text)
+    if n > limit:
+        n = _structural(_JSON_STRING.sub('""', text))
+    return n
+
+
+def _structural(text: str) -> int:
+    return 1 + text.count(",") + text.count("[") + text.count("{")
+
+
 def _too_deep() -> ApiError:
     return bad_request(f"the body is nested deeper than {MAX_JSON_DEPTH} levels", code="invalid_json")
 
 
 def _depth(value: Any) -> int:
-    """How deep arrays and objects nest in a parsed JSON value (iterative: no recursion to exhaust);
-    stops counting past MAX_JSON_DEPTH."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict | list):
-            deepest = max(deepest, d)
-            if d > MAX_JSON_DEPTH:
-                return d
-            stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
-    return deepest
+    """How deep arrays and objects nest in a parsed JSON value, level by level, looking at arrays and
+    objects only (no recursion to exhaust); stops counting past MAX_JSON_DEPTH."""
+    depth, level = 0, [value] if type(value) in (dict, list) else []
+    while level and depth <= MAX_JSON_DEPTH:
+        depth += 1
+        inner: list[Any] = []
+        for v in level:
+            inner += [c for c in (v.values() if type(v) is dict else v) if type(c) in (dict, list)]
+        level = inner
+    return depth
 
 
 def check_keys(body: Mapping[str, Any], allowed: set[str], where: str = "") -> None:

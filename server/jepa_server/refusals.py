@@ -83,6 +83,11 @@ REFUSALS: tuple[Refusal, ...] = (
     ),
     Refusal(
         413,
+        "a body holding more than `--max-json-values` JSON values (counted before it is parsed)",
+        ("too_many_values",),
+    ),
+    Refusal(
+        413,
         "an input, image, request's pixels or answer over its budget (Budgets); an engine "
         "limit met while reading the request, or its per-call allocation cap (`max_output_bytes`)",
         ("input_too_large", "response_too_large", "resource_limit"),

@@ -170,6 +170,12 @@ class Settings:
     )
     max_frames: int = _opt("--max-frames", default=128, help="Most frames in one clip or video item.")
     max_body_mb: float = _opt("--max-body-mb", default=32.0, help="Largest request body, in MiB (413 above).")
+    max_json_values: int = _opt(
+        "--max-json-values",
+        default=1_000_000,
+        help="Most JSON values one body may hold, counted from its commas and opening brackets before it "
+        "is parsed (413 above): parsing holds the interpreter, so this bounds how long one body can.",
+    )
     max_input_mb: float = _opt(
         "--max-input-mb",
         default=32.0,
@@ -305,6 +311,7 @@ class Settings:
             (self.max_items < 1, "max_items must be at least 1"),
             (self.max_frames < 1, "max_frames must be at least 1"),
             (self.max_body_mb <= 0, "max_body_mb must be positive"),
+            (self.max_json_values < 1, "max_json_values must be at least 1"),
             (self.max_input_mb <= 0, "max_input_mb must be positive"),
             (self.max_image_pixels < 1, "max_image_pixels must be at least 1"),
             (self.max_request_pixels < 1, "max_request_pixels must be at least 1"),

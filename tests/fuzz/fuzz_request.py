@@ -107,7 +107,7 @@ def one_input(data: bytes) -> None:
     raw = data[1:]
     if data[0] & 0x80:
         raw = json.dumps(_object(atheris.FuzzedDataProvider(raw), 0)).encode()  # NaN and Infinity included
-    body = inputs.parse_body(raw)
+    body = inputs.parse_body(raw, max_values=4096)
     with contextlib.suppress(ApiError, jepa.JepaError):  # refused: /rollout's parser still reads the body
         _fields(body, engine)
     rollout.parse_world_job(body, engine.model, engine.model_id, FILES.resolve, LIMITS)

@@ -60,7 +60,7 @@ def one_input(data: bytes) -> None:
     if not data:
         return
     if data[0] & 0x80:
-        body = inputs.parse_body(data[1:])
+        body = inputs.parse_body(data[1:], max_values=4096)
     else:
         fdp = atheris.FuzzedDataProvider(data[1:])
         body = {"input": _value(fdp, 0)}
