@@ -34,6 +34,13 @@ BUDGETS: tuple[Budget, ...] = (
         "413 `too_many_values`",
     ),
     Budget(
+        "bodies held at once",
+        ("max_bodies_mb",),
+        "before a body is read: its `Content-Length` (a chunked or compressed one: `--max-body-mb`) is "
+        "held until its answer; a request that does not fit waits its turn up to `--queue-timeout-s`",
+        "503 `overloaded` with `Retry-After`",
+    ),
+    Budget(
         "items, frames",
         ("max_items", "max_frames"),
         "the parsed request",

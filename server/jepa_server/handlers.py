@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,7 @@ from .pipeline import Classified, Embedded, WorldResult
 from .rollout import parse_world_job
 from .runtime import Engine
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # A request's `keep_alive`: how long its model stays resident once idle (seconds; at most a day).
 MAX_KEEP_ALIVE_S = 86_400.0
 # The fields every model-using endpoint takes beside its own: which model, and its keep-alive.
@@ -66,6 +68,26 @@ async def _body(request: web.Request, allowed: set[str]) -> dict[str, Any]:
     body = await asyncio.to_thread(parse_body, raw, request.app[SETTINGS].max_json_values)
     check_keys(body, allowed)
     return body
+
+
+def holding_body(handler: Handler) -> Handler:
+    """`handler` with its request's body counted in the server's body budget (--max-bodies-mb) from
+    before the body is read until the answer: what a body becomes (its bytes, its JSON, its decoded
+    inputs) lives within that, so requests waiting for a slot hold bounded memory together. The bytes
+    held are the Content-Length; a chunked or compressed body, which may grow to --max-body-mb as it
+    is read, holds that."""
+
+    async def holding(request: web.Request) -> web.StreamResponse:
+        s = request.app[SETTINGS]
+        length = request.content_length
+        identity = request.headers.get("Content-Encoding", "identity").strip().lower() == "identity"
+        nbytes = length if length is not None and identity else s.max_body_bytes
+        if not nbytes or not request.can_read_body:
+            return await handler(request)
+        async with _admission(request).body(nbytes, s.max_bodies_bytes):
+            return await handler(request)
+
+    return holding
 
 
 async def read_body(request: web.Request) -> bytes:
@@ -411,6 +433,8 @@ async def info(request: web.Request) -> web.StreamResponse:
                 "max_items": s.max_items,
                 "max_frames": s.max_frames,
                 "max_body_mb": s.max_body_mb,
+                "max_json_values": s.max_json_values,
+                "max_bodies_mb": s.max_bodies_mb,
                 "max_input_mb": s.max_input_mb,
                 "max_image_pixels": s.max_image_pixels,
                 "max_request_pixels": s.max_request_pixels,
@@ -435,6 +459,7 @@ async def info(request: web.Request) -> web.StreamResponse:
                 "busy_workers": sum(e.dispatcher.busy for e in engines),
                 "graphs": sum(e.dispatcher.groups for e in engines),
                 "items_dispatched": sum(e.dispatcher.dispatched for e in engines),
+                "body_bytes_held": admission.body_bytes,
             },
         }
     )
@@ -452,10 +477,10 @@ async def metrics(request: web.Request) -> web.StreamResponse:
 
 
 ROUTES = [
-    web.post("/v1/embeddings", embeddings),
-    web.post("/embed", embed_tei),
-    web.post("/classify", classify),
-    web.post("/rollout", rollout),
+    web.post("/v1/embeddings", holding_body(embeddings)),
+    web.post("/embed", holding_body(embed_tei)),
+    web.post("/classify", holding_body(classify)),
+    web.post("/rollout", holding_body(rollout)),
     web.get("/health", health),
     web.get("/v1/models", models),
     web.get("/info", info),

@@ -98,7 +98,8 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(431, "an over-long header", ("headers_too_large",)),
     Refusal(
         503,
-        "no admission slot within `--queue-timeout-s` (with `Retry-After`); the model still "
+        "no admission slot, or no room in `--max-bodies-mb` for the body, within `--queue-timeout-s` "
+        "(with `Retry-After`); the model still "
         "loading; too many connections; shutting down; the engine out of memory while computing",
         (
             "overloaded",

@@ -176,6 +176,14 @@ class Settings:
         help="Most JSON values one body may hold, counted from its commas and opening brackets before it "
         "is parsed (413 above): parsing holds the interpreter, so this bounds how long one body can.",
     )
+    max_bodies_mb: float = _opt(
+        "--max-bodies-mb",
+        default=256.0,
+        help="Most MiB of request bodies held at once over all requests: a body's Content-Length (a "
+        "chunked or compressed one: --max-body-mb) is held from before it is read until its answer; a "
+        "request that does not fit waits its turn up to --queue-timeout-s, then answers 503 with "
+        "Retry-After. Never less than --max-body-mb.",
+    )
     max_input_mb: float = _opt(
         "--max-input-mb",
         default=32.0,
@@ -312,6 +320,7 @@ class Settings:
             (self.max_frames < 1, "max_frames must be at least 1"),
             (self.max_body_mb <= 0, "max_body_mb must be positive"),
             (self.max_json_values < 1, "max_json_values must be at least 1"),
+            (self.max_bodies_mb <= 0, "max_bodies_mb must be positive"),
             (self.max_input_mb <= 0, "max_input_mb must be positive"),
             (self.max_image_pixels < 1, "max_image_pixels must be at least 1"),
             (self.max_request_pixels < 1, "max_request_pixels must be at least 1"),
@@ -373,6 +382,11 @@ class Settings:
     @property
     def max_body_bytes(self) -> int:
         return int(self.max_body_mb * 1024 * 1024)
+
+    @property
+    def max_bodies_bytes(self) -> int:
+        """--max-bodies-mb, and never less than one largest body."""
+        return max(int(self.max_bodies_mb * 1024 * 1024), self.max_body_bytes)
 
     @property
     def max_input_bytes(self) -> int:
