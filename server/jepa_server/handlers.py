@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import os
 import time
@@ -46,6 +47,9 @@ from .rollout import parse_world_job
 from .runtime import Engine
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# Every JSON answer is JSON: NaN and infinity have no spelling in it, so writing one is an error here
+# (a bug, answered 500) rather than a body a client's parser refuses.
+strict_dumps = functools.partial(json.dumps, allow_nan=False)
 # A request's `keep_alive`: how long its model stays resident once idle (seconds; at most a day).
 MAX_KEEP_ALIVE_S = 86_400.0
 # The fields every model-using endpoint takes beside its own: which model, and its keep-alive.
@@ -336,7 +340,7 @@ async def health(request: web.Request) -> web.StreamResponse:
     registry = rt.registry
     if registry is None or rt.error is not None:
         status = "loading" if rt.error is None else "failed"
-        return web.json_response({"status": status}, status=503)
+        return web.json_response({"status": status}, status=503, dumps=strict_dumps)
     s = request.app[SETTINGS]
     body: dict[str, Any] = {
         "status": "ok",
@@ -357,7 +361,7 @@ async def health(request: web.Request) -> web.StreamResponse:
             pool=pool_json(engine.model),
             queue_depth=engine.dispatcher.depth,
         )
-    return web.json_response(body)
+    return web.json_response(body, dumps=strict_dumps)
 
 
 async def models(request: web.Request) -> web.StreamResponse:
@@ -381,7 +385,7 @@ async def models(request: web.Request) -> web.StreamResponse:
             info = res.engine.model.info
             item.update(name=info.name, family=info.family, modality=info.modality, embed_dim=info.embed_dim)
         data.append(item)
-    return web.json_response({"object": "list", "data": data})
+    return web.json_response({"object": "list", "data": data}, dumps=strict_dumps)
 
 
 def _mtime(path: str) -> int:
@@ -461,7 +465,8 @@ async def info(request: web.Request) -> web.StreamResponse:
                 "items_dispatched": sum(e.dispatcher.dispatched for e in engines),
                 "body_bytes_held": admission.body_bytes,
             },
-        }
+        },
+        dumps=strict_dumps,
     )
 
 
