@@ -31,7 +31,8 @@ ENV_PREFIX = "JEPA_"
 FLOAT_JSON_BYTES = 25
 # The largest --config file read: a settings file is a few hundred bytes.
 MAX_CONFIG_BYTES = 1 << 20
-CONFIG_HELP = "A TOML file of settings named as the fields (`max_batch = 16`); unknown names are refused."
+CONFIG_HELP = (f"A TOML file of settings named as the fields (`max_batch = 16`); unknown names are refused. "
+               f"Read only if it is a regular file of at most {MAX_CONFIG_BYTES >> 20} MiB.")
 
 
 def _opt(
