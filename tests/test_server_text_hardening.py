@@ -33,6 +33,9 @@ def test_a_tokenizer_past_the_token_table_fails_the_load_not_the_request(tmp_pat
 # 'xq' then a run of 'z' (only a request does).
 PANICS_ON_A_RUN = "(a+)+b"
 PANICS_ON_XQ = "xq(z+z+)+!"
+# Rust prints each panic to stderr, with RUST_BACKTRACE=1 a whole backtrace: a server that has not
+# printed its startup line yet would block on a full stderr pipe (the harness reads stdout).
+QUIET_PANICS = {"RUST_BACKTRACE": "0"}
 
 
 def _panicking(path: Path, pattern: str) -> str:
@@ -42,7 +45,7 @@ def _panicking(path: Path, pattern: str) -> str:
 def test_a_tokenizer_that_panics_fails_the_load(tmp_path: Path) -> None:
     path = _panicking(tmp_path / "hostile.gguf", PANICS_ON_A_RUN)
     # -m: the server does not start (before: /health said ok and "aaa..." closed the connection).
-    started = server_process("-m", path, "--port", "0")
+    started = server_process("-m", path, "--port", "0", env=QUIET_PANICS)
     why = r"(?s)did not start.*HF tokenizers failed \(a Rust panic"
     with pytest.raises(RuntimeError, match=why), started:
         pass
@@ -59,7 +62,7 @@ def test_a_tokenizer_that_panics_fails_the_load(tmp_path: Path) -> None:
 
 def test_a_panic_on_a_request_is_answered_in_the_envelope(tmp_path: Path) -> None:
     path = _panicking(tmp_path / "xq.gguf", PANICS_ON_XQ)
-    with server_process("-m", path, "--port", "0") as server:
+    with server_process("-m", path, "--port", "0", env=QUIET_PANICS) as server:
         reply = http(server.url + "/v1/embeddings", "POST", {"input": ["fine", "xq" + "z" * 40]})
         err = assert_envelope(reply, 503)
         assert err["code"] == "tokenizer_failed" and err["param"] == "input"
