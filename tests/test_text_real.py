@@ -127,3 +127,27 @@ def test_another_tokenizers_ids_and_padding_are_refused(files: dict[str, jepa.Mo
     got = jepa.text.encode_tokens(ctx, tokens_from_ids([list(own)], model), None, None)
     want = embed_text(ctx, ["a photo of a cat"])
     assert np.array_equal(np.asarray(got, np.float32).view(np.uint32), want.view(np.uint32))
+
+
+def test_a_long_text_is_cut_with_the_whole_texts_ids(
+    files: dict[str, jepa.Model], minilm_dir: Path, corpus: list[str]
+) -> None:
+    # jepa.text reads a long text only as far as max_seq_len tokens need (TextTokenizer.encode): the
+    # ids and the truncation flag are the model's own tokenizer's on the whole text.
+    from test_text_tokenizer import long_texts
+    from tokenizers import Tokenizer
+
+    tok = files["f32"].tokenizer
+    whole = Tokenizer.from_file(str(minilm_dir / "tokenizer.json"))
+    whole.no_padding()
+    whole.enable_truncation(tok.max_seq_len)
+    joined = " ".join(corpus)
+    sizes = (tok.cut_chars - 1, tok.cut_chars + 1, 20_000, 99_000)
+    texts = [joined[i * 997 : i * 997 + n] for i, n in enumerate(sizes)]
+    texts += [" ".join(corpus[i : i + 40]) for i in range(0, 600, 40)]
+    texts += long_texts(tok.cut_chars, tok.max_seq_len)
+    got = tok.encode(texts)
+    for i, (t, e) in enumerate(zip(got, whole.encode_batch(texts), strict=True)):
+        ours = (t.ids.tolist(), t.type_ids.tolist(), t.truncated)
+        theirs = (e.ids, e.type_ids, bool(e.overflowing))
+        assert ours == theirs, i

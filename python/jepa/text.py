@@ -29,6 +29,13 @@ POOL_NAMES = {v: k for k, v in TEXT_POOLS.items()}
 MAX_TEXT_CHARS = 100_000
 # Tokens per engine call: texts are grouped, shortest first, until the next would pass it.
 DEFAULT_TOKEN_BUDGET = 8192
+# What HF tokenizers is given at once. It holds some hundred bytes per character while it works (a
+# byte-level alignment table, offsets, and every overflowing max_seq_len piece of a truncated text:
+# 165 MiB for one 1 M-character text of words), so it is given bounded pieces: at most
+# TOKENIZE_CHARS characters a call, and a text first only up to CUT_CHARS_PER_TOKEN characters per
+# token of max_seq_len (TextTokenizer.encode says when more of it is read).
+TOKENIZE_CHARS = 65_536
+CUT_CHARS_PER_TOKEN = 16
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,7 @@ class TextTokenizer:
             raise UnsupportedError("text models need HF tokenizers: pip install 'jepa[text]'") from None
         self.max_seq_len = model.info.max_seq_len
         self.vocab_size = model.info.vocab_size
+        self.cut_chars = self.max_seq_len * CUT_CHARS_PER_TOKEN  # a text's first read
         try:
             tok = _guarded(Tokenizer.from_str, model._native.tokenizer())
         except Exception as exc:  # tokenizers raises a bare Exception for a malformed file
@@ -78,13 +86,36 @@ class TextTokenizer:
     def encode(self, texts: Sequence[str], max_chars: int = MAX_TEXT_CHARS) -> list[Tokens]:
         """Tokens for each text, with its special tokens, truncated to max_seq_len (and flagged so).
         A failure of HF tokenizers itself (a Rust panic on a pathological tokenizer.json) is a
-        ModelFileError naming the tokenizer (param "tokenizer"): the file is at fault, not the text."""
+        ModelFileError naming the tokenizer (param "tokenizer"): the file is at fault, not the text.
+
+        The tokenizer reads a text only as far as its first max_seq_len tokens need: first its
+        `cut_chars` characters, and while that prefix does not decide them, twice as many (up to
+        the whole text). A prefix decides them when its tokens overflow max_seq_len and the last one
+        kept comes from a word (the pre-tokenizer's) followed by another whole word before the last
+        one, the only word a cut can change: the ids and the truncation flag are then the whole
+        text's. At most TOKENIZE_CHARS characters go to one call (a longer read goes alone)."""
         check_texts(texts, max_chars)
-        out = []
-        for e in self._encode_batch(list(texts), "on one of these texts"):
-            ids = np.asarray(e.ids, dtype=np.int32)
-            out.append(Tokens(ids, np.asarray(e.type_ids, dtype=np.int32), bool(e.overflowing)))
-        return out
+        out: list[Tokens | None] = [None] * len(texts)
+        todo = [(i, self.cut_chars) for i in range(len(texts))]
+        while todo:
+            more = []
+            for run in _runs([min(len(texts[i]), cut) for i, cut in todo], TOKENIZE_CHARS):
+                part = [todo[k] for k in run]
+                encs = self._encode_batch([texts[i][:cut] for i, cut in part], "on one of these texts")
+                for (i, cut), e in zip(part, encs, strict=True):
+                    if cut < len(texts[i]) and not _decided(e):
+                        more.append((i, 2 * cut))
+                        continue
+                    ids = np.asarray(e.ids, dtype=np.int32)
+                    out[i] = Tokens(ids, np.asarray(e.type_ids, dtype=np.int32), bool(e.overflowing))
+            todo = more
+        return out  # type: ignore[return-value]  # every text has its Tokens once nothing is left to read
+
+    def groups(self, texts: Sequence[str]) -> list[range]:
+        """Consecutive runs of `texts` that encode() reads in one call at first (at most
+        TOKENIZE_CHARS characters, or one longer text alone): the pieces a caller may tokenize one at
+        a time, so that only one piece's working memory is held at once (the server does)."""
+        return _runs([min(len(t), self.cut_chars) for t in texts], TOKENIZE_CHARS)
 
     def _encode_batch(self, texts: list[str], which: str) -> list[Any]:
         try:
@@ -129,6 +160,31 @@ def _check_vocab(tok: Any, framing: Framing, rows: int) -> None:
             "rows of text.tok_embed (jepa.text.vocab_size): a tokenizer.json from another model?",
             param="tokenizer",
         )
+
+
+def _runs(sizes: Sequence[int], limit: int) -> list[range]:
+    """Consecutive index ranges of at most `limit` in total size (an item over it alone)."""
+    runs: list[range] = []
+    start, used = 0, 0
+    for i, n in enumerate(sizes):
+        if i > start and used + n > limit:
+            runs.append(range(start, i))
+            start, used = i, 0
+        used += n
+    if start < len(sizes):
+        runs.append(range(start, len(sizes)))
+    return runs
+
+
+def _decided(e: Any) -> bool:
+    """Whether a prefix's encoding gives the whole text's first max_seq_len tokens: it overflowed
+    (so the text is truncated), and between the word of the last token kept and the prefix's last
+    word (the one the cut may have split) lies a whole word, so nothing the cut changed is kept."""
+    if not e.overflowing:
+        return False
+    kept = [w for w in e.word_ids if w is not None]
+    last = max((w for o in e.overflowing for w in o.word_ids if w is not None), default=None)
+    return last is not None and (not kept or max(kept) + 1 < last)
 
 
 def _is_panic(exc: BaseException) -> bool:

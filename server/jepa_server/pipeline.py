@@ -9,9 +9,9 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -28,6 +28,8 @@ from .security import LocalFiles
 from .workers import BatchOp, Done
 
 log = logging.getLogger("jepa_server")
+
+T = TypeVar("T")
 
 
 def encode_op(ctx: jepa.Context, inputs: list[np.ndarray], pool: str) -> list[np.ndarray]:
@@ -104,6 +106,12 @@ class Pipeline:
     def stop_all(self) -> None:
         for event in list(self._running):
             event.set()
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """fn(*args) on the preparation threads, beside decoding: a text model's tokenizer runs here,
+        off the event loop and off asyncio's default executor (which writes JSON answers and
+        /metrics, and loads models), so a burst of long texts waits for these threads only."""
+        return self._prep.submit(fn, *args)
 
     async def prepare(self, items: list[Item], budget: jepa.media.Budget | None = None) -> list[np.ndarray]:
         """Decode and preprocess every item off the event loop: float32 [C, T, H, W] each, all within

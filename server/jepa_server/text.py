@@ -2,7 +2,8 @@
 event loop, the batched op, the answers, and /info's truncation counters.
 
 A request's texts are parsed and bounded (items, characters) before anything is tokenized, then
-tokenized on a thread with the model's own tokenizer (truncated to its max_seq_len, counted) and
+tokenized with the model's own tokenizer (truncated to its max_seq_len, counted) on the model's
+preparation threads, in bounded pieces under a server-wide budget of characters (TokenizerGate), and
 bounded again in tokens; each text goes to the dispatcher as one task. Its payload is a fixed-shape
 int32 row (the length, the ids, the token types), so texts of every length share batches across
 requests; the worker-side op (text_op) unpacks it and runs jepa.text.encode_tokens, which orders the
@@ -15,6 +16,10 @@ sent to an image model, is a 400 `wrong_modality` naming the model's modality.""
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
+import ctypes
+import ctypes.util
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -174,11 +179,11 @@ def _checked_texts(texts: list[str], name: str, s: Any) -> list[str]:
     return texts
 
 
-def _too_many_tokens(n: int, s: Any, name: str) -> ApiError:
+def _too_many_tokens(n: int, s: Any, name: str, partial: bool = False) -> ApiError:
     return ApiError(
         413,
-        f"the request's texts tokenize to {n} tokens; this server encodes at most {s.max_request_tokens} "
-        "per request (--max-request-tokens)",
+        f"the request's texts tokenize to {'more than ' if partial else ''}{n} tokens; this server encodes "
+        f"at most {s.max_request_tokens} per request (--max-request-tokens)",
         param=name,
         code="input_too_large",
     )
@@ -243,18 +248,134 @@ class TextEmbedded:
     inference_s: float
 
 
-def _tokenize(model: jepa.Model, inputs: TextInputs, s: Any) -> list[Tokens]:
-    if inputs.texts is not None:
-        return model.tokenizer.encode(inputs.texts, max_chars=s.max_request_chars)
-    return jepa.text.tokens_from_ids(inputs.ids or [], model)
+class TokenizerGate:
+    """The characters HF tokenizers holds at once, server-wide (its working memory is some hundred
+    bytes a character). A request's texts are tokenized one group at a time (TextTokenizer.groups:
+    at most jepa.text.TOKENIZE_CHARS characters read at first), each holding its texts' characters
+    here until its tokenizing has ended, in arrival order. A group whose texts hold more than the
+    whole gate (one that may read a long text further) takes all of it: it runs alone."""
+
+    def __init__(self, chars: int) -> None:
+        self.capacity = max(1, chars)
+        self.free = self.capacity
+        self._waiting: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
+
+    async def run(self, pipeline: Any, chars: int, fn: Callable[..., Any], *args: Any) -> Any:
+        """fn(*args) on the pipeline's preparation threads once `chars` of the gate are free; they are
+        given back when fn has returned or will never run (a cancelled caller does not wait for a
+        running fn, the gate does)."""
+        n = await self._acquire(min(chars, self.capacity))
+        loop = asyncio.get_running_loop()
+        try:
+            job = pipeline.submit(fn, *args)
+        except BaseException:
+            self._release(n)
+            raise
+        job.add_done_callback(lambda _: _soon(loop, self._release, n))
+        return await asyncio.wrap_future(job)
+
+    async def _acquire(self, n: int) -> int:
+        if not self._waiting and self.free >= n:
+            self.free -= n
+            return n
+        granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((n, granted))
+        try:
+            await granted
+        except asyncio.CancelledError:
+            if granted.done() and not granted.cancelled():
+                self._release(n)  # granted as the caller was cancelled: give it back
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiting.remove((n, granted))
+                self._grant()
+            raise
+        return n
+
+    def _release(self, n: int) -> None:
+        self.free += n
+        self._grant()
+
+    def _grant(self) -> None:
+        while self._waiting and self._waiting[0][0] <= self.free:
+            n, granted = self._waiting.popleft()
+            if not granted.done():
+                self.free -= n
+                granted.set_result(None)
+
+
+def _soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
+    """fn(*args) on the event loop, from any thread; nothing once the loop is gone (shutdown)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(fn, *args)
+
+
+_GATES: weakref.WeakKeyDictionary[web.Application, TokenizerGate] = weakref.WeakKeyDictionary()
+
+
+def tokenizer_gate(app: web.Application) -> TokenizerGate:
+    """The app's gate: a group of jepa.text.TOKENIZE_CHARS per preparation thread (--prep-threads)."""
+    gate = _GATES.get(app)
+    if gate is None:
+        gate = _GATES[app] = TokenizerGate(app[SETTINGS].decode_threads * jepa.text.TOKENIZE_CHARS)
+    return gate
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, or None (musl, macOS)."""
+    name = ctypes.util.find_library("c")
+    lib = ctypes.CDLL(name) if name else None
+    trim = getattr(lib, "malloc_trim", None)
+    if trim is not None:
+        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+_TRIM = _malloc_trim()
+# Characters after which a request's tokenizing gives freed memory back to the system (below, what
+# glibc keeps in its arenas is reused by the next request).
+TRIM_AFTER_CHARS = 1 << 18
+
+
+def _give_back() -> None:
+    """Return the free pages of glibc's heaps to the system (the tokenizer's threads leave them in
+    their arenas otherwise)."""
+    if _TRIM is not None:
+        _TRIM(0)
+
+
+async def _tokenize(engine: Engine, inputs: TextInputs, s: Any, gate: TokenizerGate) -> list[Tokens]:
+    """The request's Tokens, made on the model's preparation threads: token ids checked in one piece,
+    texts in TextTokenizer.groups one at a time under the gate, stopping at --max-request-tokens."""
+    model, pipeline = engine.model, engine.pipeline
+    if inputs.texts is None:
+        return await asyncio.wrap_future(pipeline.submit(jepa.text.tokens_from_ids, inputs.ids or [], model))
+    texts = inputs.texts
+    # Built once per model (it reads and checks tokenizer.json: milliseconds to seconds), off the loop.
+    tok = await asyncio.wrap_future(pipeline.submit(getattr, model, "tokenizer"))
+    seqs: list[Tokens] = []
+    n_tok = 0
+    try:
+        for run in tok.groups(texts):
+            part = texts[run.start : run.stop]
+            got = await gate.run(pipeline, sum(map(len, part)), tok.encode, part, s.max_request_chars)
+            seqs += got
+            n_tok += sum(len(t) for t in got)
+            if n_tok > s.max_request_tokens:
+                raise _too_many_tokens(n_tok, s, "input", partial=run.stop < len(texts))
+    finally:
+        if sum(map(len, texts)) >= TRIM_AFTER_CHARS:
+            with contextlib.suppress(RuntimeError):  # the pipeline closed (the model unloading)
+                pipeline.submit(_give_back)
+    return seqs
 
 
 async def embed_texts(
-    engine: Engine, inputs: TextInputs, pool: str | None, normalize: bool | None, s: Any
+    engine: Engine, inputs: TextInputs, pool: str | None, normalize: bool | None, s: Any, gate: TokenizerGate
 ) -> TextEmbedded:
     model = engine.model
     try:
-        seqs = await asyncio.to_thread(_tokenize, model, inputs, s)
+        seqs = await _tokenize(engine, inputs, s, gate)
     except jepa.ModelFileError as exc:  # the tokenizer itself failed (jepa.text: param "tokenizer")
         raise tokenizer_failed(exc) from None
     except jepa.JepaError as exc:
@@ -322,7 +443,7 @@ async def embeddings(request: web.Request, engine: Engine, body: dict[str, Any])
     inputs = parse_text_inputs(engine.model, body.get("input"), "input", s)
     _check_answer(len(inputs), dims or engine.model.embed_dim, fmt, s)
     async with request.app[ADMISSION].slot():
-        result = await embed_texts(engine, inputs, pool, None, s)
+        result = await embed_texts(engine, inputs, pool, None, s, tokenizer_gate(request.app))
     data = []
     for i, v in enumerate(result.vectors):
         v = truncate(v, dims, normalize=False)
@@ -349,7 +470,7 @@ async def embed_tei(request: web.Request, engine: Engine, body: dict[str, Any]) 
     inputs = parse_text_inputs(engine.model, body.get("inputs"), "inputs", s)
     _check_answer(len(inputs), dims or engine.model.embed_dim, "float", s)
     async with request.app[ADMISSION].slot():
-        result = await embed_texts(engine, inputs, pool, None, s)
+        result = await embed_texts(engine, inputs, pool, None, s, tokenizer_gate(request.app))
     return await _json([truncate(v, dims, normalize).tolist() for v in result.vectors], result)  # type: ignore[arg-type]
 
 
