@@ -79,7 +79,7 @@ class TextTokenizer:
         tok.no_padding()
         tok.enable_truncation(self.max_seq_len)
         self._tok = tok
-        self.framing = _framing(tok)
+        self.framing = _framing(tok, self._encode_batch(["a"], "on the one-word text 'a'")[0])
         _check_vocab(tok, self.framing, self.vocab_size)
         self._check_on_hostile_texts()
 
@@ -225,9 +225,9 @@ CHECK_RUN = 512
 CHECK_TEXTS = _check_texts()
 
 
-def _framing(tok: Any) -> Framing:
-    # The post-processor's tokens around a one-word text: the leading and trailing special tokens.
-    e = _guarded(tok.encode, "a", add_special_tokens=True)
+def _framing(tok: Any, e: Any) -> Framing:
+    """The post-processor's tokens around a one-word text (`e`, its encoding): the leading and trailing
+    special tokens."""
     ids, special = list(e.ids), list(e.special_tokens_mask)
     lead = next((i for i, m in enumerate(special) if not m), len(ids))
     trail = next((i for i, m in enumerate(reversed(special)) if not m), 0)
