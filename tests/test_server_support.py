@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import urllib.error
 import urllib.request
@@ -152,10 +153,15 @@ class ServerProcess:
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
         self.startup: list[str] = []
+        self._stderr: Any = None
+        self._stderr_text = ""
 
     def start(self, timeout: float = 60.0) -> ServerProcess:
+        # stderr to a file, not a pipe nobody reads before the startup line: a server that logs a lot
+        # first (a Rust panic's backtrace under RUST_BACKTRACE=1) would block on a full pipe.
+        self._stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed in stop())
         self.proc = subprocess.Popen(
-            self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env
+            self.args, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=self.env
         )
         assert self.proc.stdout is not None
         self.url, self.startup = read_startup(self.proc.stdout, timeout)
@@ -171,11 +177,16 @@ class ServerProcess:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
-            _, err = self.proc.communicate(timeout=30)
+            self.proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            _, err = self.proc.communicate()
-        return err
+            self.proc.communicate()
+        if self._stderr is not None:  # a second stop() returns what the first read
+            self._stderr.seek(0)
+            self._stderr_text = self._stderr.read()
+            self._stderr.close()
+            self._stderr = None
+        return self._stderr_text
 
     def __enter__(self) -> ServerProcess:
         return self.start()
