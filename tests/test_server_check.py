@@ -182,3 +182,75 @@ def test_the_server_refuses_to_load_it_with_the_same_reason(tiny_vit_path: str, 
             assert "smoke test" in err["message"] and RECIPE_VS_MODEL in err["message"], err
 
     run(body)
+
+
+@pytest.mark.parametrize("key", ["general.architecture", "jepa.family"])
+def test_a_string_key_that_is_not_utf8_fails_naming_it(
+    key: str, tiny_vit_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: a UnicodeDecodeError traceback from gguf-py. Now the engine's own words for it."""
+    from gguf_forge import with_bad_string
+
+    bad = with_bad_string(tiny_vit_path, tmp_path / "bad.gguf", key)
+    rc, out = _run(capsys, "-m", bad, "--port", "0")
+    assert rc == 1, out
+    assert f"FAIL model {bad}: metadata key {key}: not valid UTF-8 (byte 0xff at offset 0)" in out, out
+
+
+def test_a_bad_tensor_name_fails_naming_it(
+    tiny_vit_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gguf_forge import with_bad_tensor_name
+
+    bad = with_bad_tensor_name(tiny_vit_path, tmp_path / "bad.gguf", "enc.norm.weight")
+    rc, out = _run(capsys, "-m", bad, "--port", "0")
+    assert rc == 1 and '("\\xffnc.norm.weight"): the tensor\'s name is not valid UTF-8' in out, out
+
+
+def test_a_header_of_three_million_strings_is_read_in_seconds(
+    tiny_vit_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file the engine loads in about 2 s (an array key of 3,000,000 short strings): gguf-py's
+    full parse took 69 s here (then a SystemError on some builds). The bounded reader takes about
+    1.5 s; the bound is generous for a loaded machine."""
+    import time
+
+    from gguf_forge import with_string_array
+
+    big = with_string_array(tiny_vit_path, tmp_path / "big.gguf", 3_000_000)
+    t0 = time.perf_counter()
+    rc, out = _run(capsys, "-m", big, "--port", "0")
+    took = time.perf_counter() - t0
+    assert rc == 0 and "a jepa GGUF (family hfvit, 70 tensors)" in out, out
+    assert took < 10, f"{took:.1f} s"
+
+
+def test_a_directory_of_5000_models_is_checked_in_seconds(
+    tiny_vit_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: 19 s for 5000 demo files (gguf-py maps and parses each); now about 3 s."""
+    import os
+    import time
+
+    d = tmp_path / "models"
+    d.mkdir()
+    for i in range(5000):
+        os.symlink(tiny_vit_path, d / f"m{i:04d}.gguf")
+    t0 = time.perf_counter()
+    rc, out = _run(capsys, "--models-dir", str(d), "--port", "0")
+    took = time.perf_counter() - t0
+    assert rc == 0 and "5000 model(s)" in out and out.count("a jepa GGUF (family hfvit") == 5000, out[-2000:]
+    assert took < 10, f"{took:.1f} s"
+
+
+def test_a_fifo_is_not_opened_and_a_bad_header_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    os.mkfifo(tmp_path / "pipe.gguf")
+    rc, out = _run(capsys, "-m", str(tmp_path / "pipe.gguf"), "--port", "0")
+    assert rc == 1 and "not a regular file" in out, out
+    (tmp_path / "short.gguf").write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 16)
+    rc, out = _run(capsys, "-m", str(tmp_path / "short.gguf"), "--port", "0")
+    assert rc == 1 and "metadata keys, more than this reader's budget" in out, out

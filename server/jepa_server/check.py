@@ -47,34 +47,29 @@ def _model_file(path: str) -> list[Finding]:
 
 
 def _header(path: str) -> Finding:
-    """The GGUF header and metadata, read through a memory map (no tensor data is loaded)."""
-    import gguf
-
+    """The GGUF header, read by jepa.convert.gguf_header (bounded: only the keys named here are
+    kept, every string is checked as the engine checks it, no tensor data is read)."""
+    from jepa.convert.gguf_header import read_header
     from jepa.convert.gguf_keys import FAMILIES, RECIPE_KEYS, recipe_conflict
+    from jepa.errors import JepaError
 
     try:
-        r = gguf.GGUFReader(path)
-    except Exception as exc:  # gguf-py raises what its parser meets: any failure means a bad file
-        return Finding(False, f"model {path}: not a readable GGUF file ({type(exc).__name__}: {exc})")
-
-    def value(key: str) -> object:
-        field = r.fields.get(key)
-        return None if field is None else field.contents()
-
-    arch, version, family = value("general.architecture"), value("jepa.schema_version"), value("jepa.family")
+        h = read_header(path, {"general.architecture", "jepa.schema_version", "jepa.family", *RECIPE_KEYS})
+    except JepaError as exc:  # ModelFileError (malformed) or ResourceLimitError (over the budget)
+        return Finding(False, f"model {path}: {exc}")
+    arch, version, family = h.get("general.architecture"), h.get("jepa.schema_version"), h.get("jepa.family")
     if arch != "jepa":
         return Finding(False, f"model {path}: general.architecture is {arch!r}, not 'jepa'")
     if version != 1:
         return Finding(False, f"model {path}: jepa.schema_version is {version!r}; this build reads 1")
     if family not in FAMILIES:
         return Finding(False, f"model {path}: jepa.family {family!r} is not one this build runs")
-    end = max((int(t.data_offset) + int(t.n_bytes) for t in r.tensors), default=0)
-    if end > os.path.getsize(path):
-        return Finding(False, f"model {path}: truncated (its tensors need {end} bytes)")
-    why = recipe_conflict({key: value(key) for key in RECIPE_KEYS if key in r.fields})
+    if h.data_end > h.file_size:
+        return Finding(False, f"model {path}: truncated (its tensors need {h.data_end} bytes)")
+    why = recipe_conflict({key: h.values[key] for key in RECIPE_KEYS if key in h.values})
     if why:
         return Finding(False, f"model {path}: {why}")
-    return Finding(True, f"model {path}: a jepa GGUF (family {family}, {len(r.tensors)} tensors)")
+    return Finding(True, f"model {path}: a jepa GGUF (family {family}, {len(h.tensors)} tensors)")
 
 
 def _files_root(s: Settings) -> list[Finding]:

@@ -16,10 +16,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from jepa.errors import JepaError, ModelFileError
+
 from .catalog import Catalog, CatalogError, ModelEntry, dtype_name, model_paths
 from .settings import Settings, SettingsError, resolve_settings, subcommand_args
 
 _CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+# What a model's row shows, read from its header alone (jepa.convert.gguf_header: bounded).
+_INFO_KEYS = ("general.architecture", "general.name", "general.file_type", "jepa.family", "jepa.modality")
 
 
 def _cpu() -> dict[str, Any]:
@@ -80,24 +84,21 @@ def _header(entry: ModelEntry) -> dict[str, Any]:
                            "aliases": list(entry.aliases)}
     try:
         row["size_mib"] = round(os.path.getsize(entry.path) / 2**20, 1)
-        import gguf
+        from jepa.convert.gguf_header import read_header
 
-        r = gguf.GGUFReader(entry.path)
-
-        def value(key: str) -> Any:
-            field = r.fields.get(key)
-            return None if field is None else field.contents()
-
-        ft = value("general.file_type")
+        h = read_header(entry.path, _INFO_KEYS)
+        if h.get("general.architecture") != "jepa":
+            raise ModelFileError(f"general.architecture is {h.get('general.architecture')!r}, not 'jepa'")
+        ft = h.get("general.file_type")
         row.update(
-            family=value("jepa.family"),
-            name=value("general.name"),
-            modality=value("jepa.modality"),
-            dtype=dtype_name(int(ft)) if ft is not None else None,
-            tensors=len(r.tensors),
+            family=h.get("jepa.family"),
+            name=h.get("general.name"),
+            modality=h.get("jepa.modality"),
+            dtype=dtype_name(int(ft)) if isinstance(ft, int) else None,
+            tensors=len(h.tensors),
         )
-    except Exception as exc:  # gguf-py raises what its parser meets: the file is not servable
-        row["error"] = f"{type(exc).__name__}: {exc}"
+    except (OSError, JepaError) as exc:  # the file is not servable: `jepa-server check` says more
+        row["error"] = str(exc) if isinstance(exc, JepaError) else exc.strerror or str(exc)
     return row
 
 
