@@ -241,3 +241,30 @@ def test_batch_default_is_the_engines() -> None:
     from jepa.cli.embed import parse_args
 
     assert parse_args(["-m", "x.gguf", "a.png"]).batch == _engine.context_default_params().max_batch
+
+
+def test_fifos_devices_and_huge_files_are_refused_in_one_line(tiny_vit_path: str, tmp_path: Path) -> None:
+    """Image and video inputs: jepa.media opens only regular files (non-blocking, fstat'ed), and
+    jepa-embed reads an image file of at most MAX_IMAGE_FILE_BYTES. Before: a 200 GiB sparse .png
+    was read whole (a MemoryError traceback)."""
+    import os
+
+    from jepa.cli.embed import MAX_IMAGE_FILE_BYTES
+
+    os.mkfifo(tmp_path / "pipe.png")
+    os.mkfifo(tmp_path / "pipe.mp4")
+    os.symlink("/dev/zero", tmp_path / "zero.png")
+    os.symlink("/dev/zero", tmp_path / "zero.mp4")
+    huge = tmp_path / "huge.png"
+    with open(huge, "wb") as f:
+        f.truncate(200 << 30)  # sparse: no disk used
+    for name in ("pipe.png", "pipe.mp4", "zero.png", "zero.mp4"):
+        r = run("-m", tiny_vit_path, str(tmp_path / name))
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.strip() == (f"jepa-embed: error: {tmp_path / name}: not a regular file (a FIFO, a "
+                                    f"device or a socket): {str(tmp_path / name)!r}"), r.stderr
+    r = run("-m", tiny_vit_path, str(huge))
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip() == (f"jepa-embed: error: {huge}: the file is {200 << 30} bytes; at most "
+                                f"{MAX_IMAGE_FILE_BYTES} are read per input (jepa-embed reads an image file "
+                                f"of at most {MAX_IMAGE_FILE_BYTES >> 20} MiB)"), r.stderr

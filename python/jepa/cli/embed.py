@@ -21,6 +21,9 @@ from ..model import CONTEXT_DEFAULTS
 PROG = "jepa-embed"
 EXIT_BAD_INPUT = 1
 EXIT_USAGE = 2
+# The largest image file read (it is read whole; a video is streamed and has no such limit). Any image
+# jepa.media.MAX_PIXELS lets through fits, even uncompressed at 16 bits per channel with alpha.
+MAX_IMAGE_FILE_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -172,16 +175,20 @@ class Run:
 
     def chunk(self, ctx: Any, entries: Sequence[Entry]) -> None:
         from ..errors import JepaError
-        from ..media import prepare
+        from ..media import VIDEO_EXTENSIONS, Budget, prepare
         from ..pipeline import encode_prepared
 
+        images = Budget(max_input_bytes=MAX_IMAGE_FILE_BYTES, names={
+            "max_input_bytes": f"jepa-embed reads an image file of at most {MAX_IMAGE_FILE_BYTES >> 20} MiB"})
         ready: list[tuple[Entry, np.ndarray]] = []
         for e in entries:
             if e.error:
                 self.bad(e, e.error)
                 continue
+            video = isinstance(e.item, str) and os.path.splitext(e.item)[1].lower() in VIDEO_EXTENSIONS
             try:
-                ready.append((e, prepare(e.item, self.model, frames=self.args.frames)))
+                ready.append((e, prepare(e.item, self.model, frames=self.args.frames,
+                                         budget=None if video else images)))
             except JepaError as err:
                 self.bad(e, err.message)
         try:
