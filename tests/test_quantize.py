@@ -133,7 +133,7 @@ def test_refusals(tmp_path: Path, demo32: str, capsys: pytest.CaptureFixture[str
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(Path(demo32).read_bytes()[:1000])
     assert main([str(broken), str(tmp_path / "x.gguf"), "--type", "q8_0"]) == 2
-    assert "not a readable GGUF" in capsys.readouterr().err
+    assert f"jepa-quantize: error: {broken}: truncated: " in capsys.readouterr().err
     assert not (tmp_path / "x.gguf").exists()
 
 
@@ -236,3 +236,74 @@ def test_the_default_output_is_a_summary(tmp_path: Path, capsys: pytest.CaptureF
     assert main([path, "--type", "q4_k", "--dry-run"]) == 0
     summary = capsys.readouterr().out.splitlines()
     assert len(summary) <= 8 and summary[0].startswith("tensors by type: "), summary
+
+
+def _names(path: str) -> list[str]:
+    return [t.name for t in gguf.GGUFReader(path).tensors]
+
+
+def _quantize_in_child(*argv: str) -> tuple[int, str]:
+    """jepa-quantize in a child process: a hang fails the test (timeout) instead of the run."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "jepa.cli.quantize", *argv], capture_output=True, text=True,
+                       timeout=60)
+    return r.returncode, r.stderr
+
+
+def test_bad_inputs_are_one_line_naming_what(tmp_path: Path, demo32: str) -> None:
+    """Before: a string key that is not UTF-8 was a UnicodeDecodeError traceback (gguf-py decodes
+    when the key is copied), a tensor name that is not UTF-8 named no tensor, a FIFO input hung."""
+    import os
+
+    from gguf_forge import with_bad_string, with_bad_tensor_name
+
+    cases = {
+        with_bad_string(demo32, tmp_path / "name.gguf", "general.name"):
+            "metadata key general.name: not valid UTF-8 (byte 0xff at offset 0)",
+        with_bad_string(demo32, tmp_path / "family.gguf", "jepa.family"):
+            "metadata key jepa.family: not valid UTF-8 (byte 0xff at offset 0)",
+        with_bad_tensor_name(demo32, tmp_path / "tensor.gguf", "enc.norm.weight"):
+            f'tensor #{_names(demo32).index("enc.norm.weight")} ("\\xffnc.norm.weight"): the tensor\'s name '
+            "is not valid UTF-8",
+    }
+    os.mkfifo(tmp_path / "pipe.gguf")
+    cases[str(tmp_path / "pipe.gguf")] = "not a regular file"
+    cases[str(tmp_path)] = "not a regular file"
+    cases[str(tmp_path / "missing.gguf")] = "cannot open: No such file or directory"
+    for src, why in cases.items():
+        rc, err = _quantize_in_child(src, str(tmp_path / "out.gguf"), "--type", "q8_0")
+        assert rc == 2 and err == f"jepa-quantize: error: {src}: {why}\n", err
+        assert not (tmp_path / "out.gguf").exists()
+
+
+def test_an_unwritable_output_is_one_line(
+    tmp_path: Path, demo32: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: IsADirectoryError, FileExistsError, FileNotFoundError or PermissionError tracebacks,
+    and the directory case only after the whole conversion."""
+    import os
+    import tempfile
+
+    (tmp_path / "file").write_text("x")
+    cases = {
+        str(tmp_path): "is a directory",
+        str(tmp_path / "file" / "out.gguf"): f"{tmp_path / 'file'} is not a directory",
+        str(tmp_path / "file" / "sub" / "out.gguf"): f"{tmp_path / 'file'} is not a directory",
+        "/proc/no/such/out.gguf": "cannot create the directory /proc/no: ",  # ENOENT, or EACCES unless root
+    }
+    for dst, why in cases.items():
+        assert main([demo32, dst, "--type", "q8_0"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"jepa-quantize: error: {dst}: {why}") and err.count("\n") == 1, err
+
+    def refused(*args: object, **kwargs: object) -> tuple[int, str]:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused)  # as root, chmod cannot refuse a write
+    dst = tmp_path / "ro" / "out.gguf"
+    assert main([demo32, str(dst), "--type", "q8_0"]) == 2
+    assert capsys.readouterr().err == f"jepa-quantize: error: {dst}: cannot write in {dst.parent}: " \
+                                      "Permission denied\n"
+    assert os.listdir(tmp_path / "ro") == []

@@ -38,8 +38,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = plan(args.src, args.type, args.keep) if args.dry_run else quantize(
             args.src, args.dst, args.type, args.keep
         )
-    except JepaError as exc:
-        print(f"jepa-quantize: {exc}", file=sys.stderr)
+    except JepaError as exc:  # every bad input or output path, named in the message
+        print(f"jepa-quantize: error: {exc}", file=sys.stderr)
         return 2
     print(result.describe(args.verbose))
     if not args.dry_run:

@@ -24,7 +24,8 @@ import gguf
 import numpy as np
 
 from .. import _engine
-from ..errors import InvalidInputError, ModelFileError, UnsupportedError
+from ..errors import InvalidInputError, JepaError, ModelFileError, ResourceLimitError, UnsupportedError
+from .gguf_header import read_header
 from .gguf_tensors import may_be_half
 from .gguf_writer import ARCH, bf16_bits_to_f32
 
@@ -101,14 +102,44 @@ def _counts(c: Counter[str]) -> str:
 
 
 def _reader(path: str | os.PathLike[str]) -> gguf.GGUFReader:
+    """gguf-py's reader of `path`, once the bounded header reader has passed it: a regular file (a
+    FIFO would hang gguf-py's memory map), within the header budget, every key name, string and tensor
+    name UTF-8 (gguf-py decodes a string value only when it is copied) and the data whole."""
+    p = os.fspath(path)
     try:
-        r = gguf.GGUFReader(path)
+        h = read_header(p, ["general.architecture"])
+    except JepaError as exc:  # ModelFileError or ResourceLimitError, in the engine's words
+        raise type(exc)(f"{p}: {exc}") from None
+    if h.get("general.architecture") != ARCH:
+        raise ModelFileError(f"{p}: not a jepa GGUF file (general.architecture is not 'jepa')")
+    if h.data_end > h.file_size:
+        raise ModelFileError(f"{p}: truncated (its tensors need {h.data_end} bytes, the file has "
+                             f"{h.file_size})")
+    try:
+        return gguf.GGUFReader(p)
     except (OSError, ValueError, KeyError, IndexError, struct.error) as exc:
-        raise ModelFileError(f"{os.fspath(path)}: not a readable GGUF file ({exc})") from None
-    arch = r.fields.get("general.architecture")
-    if arch is None or arch.contents() != ARCH:
-        raise ModelFileError(f"{os.fspath(path)}: not a jepa GGUF file (general.architecture is not 'jepa')")
-    return r
+        raise ModelFileError(f"{p}: not a readable GGUF file ({exc})") from None
+
+
+def _check_output(dst: str | os.PathLike[str]) -> Path:
+    """`dst` as a path a file can be renamed to: checked before any work is done."""
+    dest = Path(dst)
+    if dest.is_dir():
+        raise InvalidInputError(f"{dst}: is a directory", param="dst")
+    above = dest.parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        raise InvalidInputError(f"{dst}: {above} is not a directory", param="dst")
+    return dest
+
+
+def _make_parent(dest: Path, dst: str | os.PathLike[str]) -> None:
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInputError(f"{dst}: cannot create the directory {exc.filename or dest.parent}: "
+                                f"{exc.strerror or exc}", param="dst") from None
 
 
 def _source_name(t: gguf.ReaderTensor) -> str:
@@ -225,11 +256,15 @@ def quantize(
     """Write `dst`: `src` with its weight matrices in `type` (see the module docstring). Returns the plan."""
     if Path(src).resolve() == Path(dst).resolve():
         raise InvalidInputError("the output must be another file than the input", param="dst")
+    dest = _check_output(dst)
     r = _reader(src)  # parsed once: the plan and the copy read the same header
     p = _plan(src, r, type, keep)
-    dest = Path(dst)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    _make_parent(dest, dst)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    except OSError as exc:
+        raise InvalidInputError(f"{dst}: cannot write in {dest.parent}: {exc.strerror or exc}",
+                                param="dst") from None
     os.close(fd)
     try:
         os.chmod(tmp, 0o644)
@@ -251,6 +286,9 @@ def quantize(
             del data  # one tensor at a time
         w.close()
         os.replace(tmp, dest)
+    except OSError as exc:  # a full disk, the output directory gone or renamed under us
+        Path(tmp).unlink(missing_ok=True)
+        raise ResourceLimitError(f"{dst}: cannot write: {exc.strerror or exc}", param="dst") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
