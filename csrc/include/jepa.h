@@ -22,6 +22,7 @@
  *     // world models (JEPA_PRED_AC, JEPA_PRED_LEWM): tokens -> latents, then one predictor step
  *     jepa_world_latents(ctx, out, B, n_tok, info.embed_dim, latents, len);
  *     jepa_world_predict(ctx, &input, &output);
+ *     jepa_world_rollout(ctx, &rollout, NULL, frames, len);                 // ac: a whole rollout
  *
  *     jepa_context_free(ctx);
  *     jepa_model_free(model);
@@ -360,6 +361,44 @@ typedef struct jepa_world_output {
 /* One predictor pass of the world model. JEPA_ERR_UNSUPPORTED when in->kind is not the model's. */
 JEPA_API jepa_status jepa_world_predict(jepa_context * ctx, const jepa_world_input * in,
                                         const jepa_world_output * out);
+
+/* A whole rollout of B candidates from one context frame, H steps, as upstream's V-JEPA 2-AC rollout
+ * runs them on jepa_world_predict: step h runs the predictor on frames 0 .. h (frame 0 the context,
+ * frame j > 0 step j - 1's prediction) with actions[:, 0 .. h] and states[:, 0 .. h], and its last row
+ * block through the non-affine LayerNorm (jepa_world_latents' arithmetic) is frame h + 1. */
+typedef struct jepa_world_rollout_input {
+    jepa_pred_kind kind;    /* JEPA_PRED_AC, the model's pred_kind (a lewm window slides, so its rollouts
+                               run over jepa_world_predict: JEPA_ERR_UNSUPPORTED)                     */
+    int B;                  /* candidates                                                           */
+    int H;                  /* steps                                                                */
+    int P;                  /* latent rows per frame: pred_grid_size^2                              */
+    int D;                  /* latent width: wm_embed_dim                                           */
+    const float * context;  /* [P, D]: the current frame's latents (jepa_world_latents), shared by
+                               every candidate                                                      */
+    int A;                  /* action width: pred_action_dim                                        */
+    int S;                  /* state width: pred_state_dim                                          */
+    const float * actions;  /* [B, H, A]                                                            */
+    const float * states;   /* [B, H, S]: the robot state at each step (the pose chain of the actions
+                               from the current state, which does not depend on the predictions)   */
+} jepa_world_rollout_input;
+
+typedef struct jepa_world_rollout_params {
+    int cache;  /* 1 (default): V-JEPA 2-AC's predictor is frame-causal, so a step keeps each layer's keys
+                   and values per candidate and computes only the new frame's block (H blocks of
+                   2 + P tokens per candidate instead of H (H + 1) / 2); the cache holds
+                   2 x pred_n_layer x (H - 1) x (2 + P) x pred_embed_dim floats per candidate, for
+                   the candidates of one graph at a time (max_batch, fewer where the cache and the
+                   step's compute buffer together would pass max_graph_bytes). On the CPU's own
+                   kernels (f32 / f16 weights, flash attention: the defaults) it gives the bits of
+                   cache = 0, which recomputes every prefix as upstream does.                    */
+} jepa_world_rollout_params;
+
+JEPA_API jepa_world_rollout_params jepa_world_rollout_default_params(void);
+
+/* out: [B, H, P, D], frame h + 1 (the normalised prediction of step h) at [:, h]; out_len in floats.
+ * params may be NULL (defaults). Refusals name the argument as jepa_world_predict's do. */
+JEPA_API jepa_status jepa_world_rollout(jepa_context * ctx, const jepa_world_rollout_input * in,
+                                        const jepa_world_rollout_params * params, float * out, size_t out_len);
 
 /* ---- quantization (jepa-quantize, docs/quantize.md) ----------------------------------------- */
 /* ggml's own conversion of float32 weight rows to a storage type. type: "f16", "bf16", "q8_0", "q6_k",

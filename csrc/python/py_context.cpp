@@ -174,6 +174,40 @@ struct PyContext {
         return py::make_tuple(pred, raw, act);
     }
 
+    // context [P, D], actions [B, H, A], states [B, H, S] -> frames [B, H, P, D] (ac: a whole rollout)
+    py::array_t<float> world_rollout(const py::array_t<float, py::array::c_style> & z,
+                                     const py::array_t<float, py::array::c_style> & a,
+                                     const py::array_t<float, py::array::c_style> & s, bool cache) {
+        require_shape(z.ndim() == 2 && a.ndim() == 3 && s.ndim() == 3,
+                      "world_rollout expects context [P, D], actions [B, H, A] and states [B, H, S]");
+        check_dims(z, "world_rollout");
+        check_dims(a, "world_rollout");
+        check_dims(s, "world_rollout");
+        const int B = int(a.shape(0)), H = int(a.shape(1)), P = int(z.shape(0)), D = int(z.shape(1));
+        if (s.shape(0) != B || s.shape(1) != H) {
+            raise_arg(JEPA_ERR_INVALID_ARG, "states", "world_rollout: states must be [B, H, S] for actions [B, H, A]");
+        }
+        jepa_world_rollout_input in{};
+        in.kind = pred_kind;
+        in.B = B;
+        in.H = H;
+        in.P = P;
+        in.D = D;
+        in.context = z.data();
+        in.A = int(a.shape(2));
+        in.S = int(s.shape(2));
+        in.actions = a.data();
+        in.states = s.data();
+        jepa_world_rollout_params p = jepa_world_rollout_default_params();
+        p.cache = cache ? 1 : 0;
+        reserve("world_rollout", {B, H, P, D});
+        py::array_t<float> frames({int64_t(B), int64_t(H), int64_t(P), int64_t(D)});
+        float * dst = frames.mutable_data();
+        const size_t len = size_t(frames.size());
+        run_nogil([&] { return jepa_world_rollout(handle.get(), &in, &p, dst, len); });
+        return frames;
+    }
+
     // Text models: token ids of sequences laid end to end -> [n_tok, D] (pool 0) or [n_seq, D].
     py::array_t<float> encode_text(const py::array_t<int32_t, py::array::c_style> & ids,
                                    const py::array_t<int32_t, py::array::c_style> & seq_len, const py::object & type_ids,
@@ -245,9 +279,13 @@ void register_context(py::module_ & m) {
         .def_readonly("grid_h", &jepa_predict_params::grid_h)
         .def_readonly("grid_w", &jepa_predict_params::grid_w);
     m.def("predict_default_params", &jepa_predict_default_params);
+    py::class_<jepa_world_rollout_params>(m, "WorldRolloutParams", "jepa_world_rollout_params; read-only.")
+        .def_readonly("cache", &jepa_world_rollout_params::cache);
+    m.def("world_rollout_default_params", &jepa_world_rollout_default_params);
 
     const jepa_context_params d = jepa_context_default_params();
     const jepa_predict_params pd = jepa_predict_default_params();
+    const jepa_world_rollout_params wd = jepa_world_rollout_default_params();
     py::class_<PyContext>(m, "Context")
         .def(py::init<const py::object &, int, int, int, int64_t, std::optional<int64_t>>(), py::arg("model"),
              py::arg("n_threads") = d.n_threads, py::arg("max_batch") = d.max_batch, py::arg("flash_attn") = d.flash_attn,
@@ -266,7 +304,9 @@ void register_context(py::module_ & m) {
         .def("encode_text", &PyContext::encode_text, py::arg("ids"), py::arg("seq_len"), py::arg("type_ids") = py::none(),
              py::arg("pool") = int(JEPA_TEXT_POOL_NONE), py::arg("normalize") = false)
         .def("world_predict", &PyContext::world_predict, py::arg("latents"), py::arg("actions"),
-             py::arg("states") = py::none(), py::arg("taps") = false);
+             py::arg("states") = py::none(), py::arg("taps") = false)
+        .def("world_rollout", &PyContext::world_rollout, py::arg("context"), py::arg("actions"), py::arg("states"),
+             py::arg("cache") = wd.cache != 0);
 }
 
 }  // namespace jepa_py

@@ -110,7 +110,7 @@ Qkv build_qkv(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, int n_he
 ggml_tensor * build_attn(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, const AttnOptions & o) {
     const int64_t hd = q->ne[0], H = q->ne[1], Nq = q->ne[2], B = q->ne[3];
     if (o.own_kernels && gemm::attention_supported(q, k, v, o.mask)) {
-        return gemm::attention(ctx, q, k, v, o.mask, o.scale, o.half, o.bf16_out);
+        return gemm::attention(ctx, q, k, v, o.mask, o.scale, o.half, o.bf16_out, o.one_kernel);
     }
     // [hd, H, N, B] -> [hd, N, H, B]
     q = ggml_permute(ctx, q, 0, 2, 1, 3);
@@ -128,17 +128,22 @@ ggml_tensor * build_attn(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, g
     return ggml_reshape_3d(ctx, kqv, hd * H, Nq, B);
 }
 
-ggml_tensor * build_vit_block(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, const BlockHparams & hp,
-                              const AttnOptions & attn, int layer, const char * prefix) {
+Qkv build_block_qkv(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, const BlockHparams & hp,
+                    const AttnOptions & attn) {
     ggml_tensor * h = build_norm(ctx, x, b.ln1, hp.ln_eps, qkv_reads_bf16(b));
     Qkv qkv = build_qkv(ctx, h, b, hp.n_head);
     if (attn.rope_cos) {
         qkv.q = build_rope3d(ctx, qkv.q, attn.rope_cos, attn.rope_sin);
         qkv.k = build_rope3d(ctx, qkv.k, attn.rope_cos, attn.rope_sin);
     }
+    return qkv;
+}
+
+ggml_tensor * build_vit_block_rest(ggml_context * ctx, ggml_tensor * x, const Qkv & qkv, const VitBlockW & b,
+                                   const BlockHparams & hp, const AttnOptions & attn, int layer, const char * prefix) {
     AttnOptions ao = attn;
     ao.bf16_out = reads_bf16(b.attn_out);
-    h = build_attn(ctx, qkv.q, qkv.k, qkv.v, ao);
+    ggml_tensor * h = build_attn(ctx, qkv.q, qkv.k, qkv.v, ao);
     if (b.ls1) {
         x = ggml_add(ctx, x, ggml_mul(ctx, build_linear(ctx, h, b.attn_out), b.ls1));
     } else {
@@ -154,6 +159,11 @@ ggml_tensor * build_vit_block(ggml_context * ctx, ggml_tensor * x, const VitBloc
     }
     ggml_format_name(x, "%s.%d.out", prefix, layer);
     return x;
+}
+
+ggml_tensor * build_vit_block(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, const BlockHparams & hp,
+                              const AttnOptions & attn, int layer, const char * prefix) {
+    return build_vit_block_rest(ctx, x, build_block_qkv(ctx, x, b, hp, attn), b, hp, attn, layer, prefix);
 }
 
 }  // namespace jepa

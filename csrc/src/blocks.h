@@ -18,6 +18,8 @@ struct AttnOptions {
     bool own_kernels = false;  // the engine's own CPU attention (gemm.h) where it applies; else ggml's
     bool half = false;         // ... with its products in bf16 (a bf16 model's half class)
     bool bf16_out = false;     // ... and its result in bf16, for a bf16 product that reads it
+    bool one_kernel = false;   // ... with one kernel for every key count (never the few-key one): a
+                               // frame-causal rollout's cached frames then give the recomputed ones' bits
 };
 
 // The attention options every graph starts from: n_head heads scaled by 1/sqrt(head_dim), and the
@@ -58,5 +60,14 @@ Qkv build_qkv(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, int n_he
 // named "<prefix>.<layer>.attn_res" and "<prefix>.<layer>.out" (prefix e.g. "blk", "pred.blk").
 ggml_tensor * build_vit_block(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, const BlockHparams & hp,
                               const AttnOptions & attn, int layer, const char * prefix = "blk");
+
+// build_vit_block in two halves, for a graph that changes what the attention sees (a rollout's
+// cached keys and values, rows shared by every item): the attention's inputs, ln1(x) projected to
+// q, k, v with the options' RoPE; then the rest of the block from them (attention, residual, MLP).
+Qkv build_block_qkv(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, const BlockHparams & hp,
+                    const AttnOptions & attn);
+ggml_tensor * build_vit_block_rest(ggml_context * ctx, ggml_tensor * x, const Qkv & qkv, const VitBlockW & b,
+                                   const BlockHparams & hp, const AttnOptions & attn, int layer,
+                                   const char * prefix = "blk");
 
 }  // namespace jepa

@@ -46,6 +46,9 @@ public:
     // predictor pass; both kind-tagged (jepa.h).
     void world_latents(const float * tokens, int B, int64_t N, int E, float * out, size_t out_len);
     void world_predict(const jepa_world_input & in, const jepa_world_output & out);
+    // A whole rollout (ac): out [B, H, P, D], every step's normalised prediction (jepa.h).
+    void world_rollout(const jepa_world_rollout_input & in, const jepa_world_rollout_params & params, float * out,
+                       size_t out_len);
 
     // Text models (context_text.cpp): n_seq sequences laid end to end (ids, type_ids [n_tok], type_ids
     // may be NULL) -> out [n_tok, D] (pool NONE) or [n_seq, D], pooled and optionally normalised.
@@ -72,6 +75,14 @@ private:
     // world_predict per kind, after its common checks.
     void lewm_predict(const jepa_world_input & in, const jepa_world_output & out);
     void ac_predict(const jepa_world_input & in, const jepa_world_output & out);
+    // One AC predictor graph of b items over T frames: inputs [b, T*HW, D], [b, T, A], [b, T, S] -> out
+    // [b, T*HW, D]; tables: ac_rope_tables and the frame-causal mask (f16 for flash) of T frames.
+    struct AcTables;
+    void ac_pred_graph(const AcTables & tab, int64_t T, int64_t HW, int b, const float * latents,
+                       const float * actions, const float * states, float * out);
+    // world_rollout per mode: keys and values kept per candidate, or every prefix recomputed.
+    void ac_rollout_cached(const jepa_world_rollout_input & in, float * out);
+    void ac_rollout_recompute(const jepa_world_rollout_input & in, float * out);
 
     const Model & model_;
     jepa_context_params params_;

@@ -201,8 +201,9 @@ void compute_attention(ggml_tensor * dst, int ith, int nth, void * userdata) {
     const size_t oes = ggml_element_size(dst);
     a.o_tok = int64_t(dst->nb[1] / oes), a.o_item = int64_t(dst->nb[2] / oes);
     a.hd = q->ne[0], a.H = q->ne[1], a.Nq = q->ne[2], a.Nk = k->ne[2], a.B = q->ne[3];
-    // userdata: the scale's bits, and bit 32 for the half-precision kernel.
+    // userdata: the scale's bits, bit 32 for the half-precision kernel, bit 33 for one kernel.
     const uint64_t bits = reinterpret_cast<uintptr_t>(userdata);
+    a.one_kernel = (bits >> 33) & 1;
     const uint32_t scale_bits = uint32_t(bits);
     std::memcpy(&a.scale, &scale_bits, sizeof(float));
     if (mask) {
@@ -391,12 +392,13 @@ bool attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggm
 }
 
 ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, ggml_tensor * mask,
-                        float scale, bool half, bool out_bf16) {
+                        float scale, bool half, bool out_bf16, bool one_kernel) {
     ggml_tensor * args[4] = {q, k, v, mask};
     uint32_t scale_bits;
     std::memcpy(&scale_bits, &scale, sizeof(float));
     const bool bf16 = half && cpu_isa().avx512_bf16;
-    void * userdata = reinterpret_cast<void *>(uintptr_t(scale_bits) | (uintptr_t(bf16) << 32));
+    void * userdata = reinterpret_cast<void *>(uintptr_t(scale_bits) | (uintptr_t(bf16) << 32) |
+                                               (uintptr_t(one_kernel) << 33));
     // bf16 out only from the bf16 kernel (for a bf16 product that reads it).
     return ggml_custom_4d(ctx, out_bf16 && bf16 ? GGML_TYPE_BF16 : GGML_TYPE_F32, q->ne[0] * q->ne[1], q->ne[2], q->ne[3],
                           1, args, mask ? 4 : 3, compute_attention, GGML_N_TASKS_MAX, userdata);

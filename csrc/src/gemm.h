@@ -70,9 +70,12 @@ ggml_tensor * layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, g
 // [head_dim, n_head, n_tok, B] f32 with contiguous rows (strided views are fine); mask NULL or
 // [n_kv, >= n_q] additive f32 / f16 shared by heads and items. Returns [head_dim * n_head, n_q, B].
 // half: the products in bf16 (AMX / AVX512-BF16, softmax in f32), for bf16 models; else f32.
+// A few keys (<= 16) take a kernel of their own, whose scores round differently; one_kernel keeps
+// the panel kernel for every key count, so a query row's bits depend only on its keys' values (a
+// masked key adds exact zeros): a frame-causal rollout's cached frames equal the recomputed ones.
 bool attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v, const ggml_tensor * mask);
 ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, ggml_tensor * mask,
-                        float scale, bool half, bool out_bf16 = false);
+                        float scale, bool half, bool out_bf16 = false, bool one_kernel = false);
 
 // Attention per sequence over sequences laid end to end (text models, no padding): q, k, v
 // [head_dim, n_head, n_tok, 1] f32 with contiguous rows; sequence s is tokens [offsets[s],

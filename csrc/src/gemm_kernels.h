@@ -87,6 +87,7 @@ struct Attention {
     const void * mask = nullptr;
     bool mask_f16 = false;
     int64_t mask_ld = 0;
+    bool one_kernel = false;  // the panel kernel even for a few keys (gemm.h, attention)
 
     // Query row q's mask row (f16 or f32 as mask_f16 says), or NULL without a mask.
     const void * mask_row(int64_t q) const {

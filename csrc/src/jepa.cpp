@@ -334,6 +334,21 @@ jepa_status jepa_world_predict(jepa_context * ctx, const jepa_world_input * in, 
     })
 }
 
+jepa_world_rollout_params jepa_world_rollout_default_params(void) {
+    jepa_world_rollout_params p;
+    p.cache = 1;
+    return p;
+}
+
+jepa_status jepa_world_rollout(jepa_context * ctx, const jepa_world_rollout_input * in,
+                               const jepa_world_rollout_params * params, float * out, size_t out_len) {
+    if (!ctx || !in) return invalid("jepa_world_rollout: ctx and in must not be NULL");
+    JEPA_GUARD({
+        as_ctx(ctx)->world_rollout(*in, params ? *params : jepa_world_rollout_default_params(), out, out_len);
+        return JEPA_OK;
+    })
+}
+
 jepa_status jepa_encode_text(jepa_context * ctx, const int32_t * ids, const int32_t * type_ids, const int32_t * seq_len,
                              int n_seq, jepa_text_pool pool, int normalize, float * out, size_t out_len) {
     if (!ctx) return invalid("jepa_encode_text: ctx must not be NULL");

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Context', 'ContextParams', 'HeadKind', 'MAX_BATCH_LIMIT', 'Model', 'ModelInfo', 'PosType', 'PredictParams', 'PredictorKind', 'Preprocess', 'Resample', 'ResizeMode', 'TextPool', 'context_default_params', 'cpu_kernels', 'device_memory', 'ggml_version', 'has_cuda', 'predict_default_params', 'quantize', 'type_id', 'type_row_bytes', 'version']
+__all__: list[str] = ['Context', 'ContextParams', 'HeadKind', 'MAX_BATCH_LIMIT', 'Model', 'ModelInfo', 'PosType', 'PredictParams', 'PredictorKind', 'Preprocess', 'Resample', 'ResizeMode', 'TextPool', 'WorldRolloutParams', 'context_default_params', 'cpu_kernels', 'device_memory', 'ggml_version', 'has_cuda', 'predict_default_params', 'quantize', 'type_id', 'type_row_bytes', 'version', 'world_rollout_default_params']
 class PredictorKind:
     """
     The predictor a file holds (jepa.pred.kind).
@@ -559,6 +559,13 @@ class PredictParams:
     @property
     def mask_index(self) -> int:
         ...
+class WorldRolloutParams:
+    """
+    jepa_world_rollout_params; read-only.
+    """
+    @property
+    def cache(self) -> int:
+        ...
 class Context:
     def __init__(self, model: typing.Any, n_threads: typing.SupportsInt | typing.SupportsIndex = 0, max_batch: typing.SupportsInt | typing.SupportsIndex = 32, flash_attn: typing.SupportsInt | typing.SupportsIndex = -1, max_graph_bytes: typing.SupportsInt | typing.SupportsIndex = 0, max_output_bytes: typing.SupportsInt | typing.SupportsIndex | None = None) -> None:
         ...
@@ -577,6 +584,8 @@ class Context:
     def world_latents(self, tokens: typing.Annotated[numpy.typing.ArrayLike, numpy.float32]) -> numpy.typing.NDArray[numpy.float32]:
         ...
     def world_predict(self, latents: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], actions: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], states: typing.Any = None, taps: bool = False) -> typing.Any:
+        ...
+    def world_rollout(self, context: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], actions: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], states: typing.Annotated[numpy.typing.ArrayLike, numpy.float32], cache: bool = True) -> numpy.typing.NDArray[numpy.float32]:
         ...
     @property
     def max_batch(self) -> int:
@@ -617,5 +626,7 @@ def type_row_bytes(type: str, n_per_row: typing.SupportsInt | typing.SupportsInd
     Bytes of one row in `type` (UnsupportedError when its blocks do not divide it).
     """
 def version() -> str:
+    ...
+def world_rollout_default_params() -> WorldRolloutParams:
     ...
 MAX_BATCH_LIMIT: int = 4096

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 # The engine's defaults (jepa_context_default_params / jepa_predict_default_params): one source.
 CONTEXT_DEFAULTS = _engine.context_default_params()
 PREDICT_DEFAULTS = _engine.predict_default_params()
+WORLD_ROLLOUT_DEFAULTS = _engine.world_rollout_default_params()
 # World-model kinds by the name files and answers use.
 WORLD_KINDS = {PredictorKind.AC: "ac", PredictorKind.LEWM: "lewm"}
 
@@ -338,6 +339,34 @@ class Context:
             return self._native.world_predict(z, a, s, False)
         pred, raw, act = self._native.world_predict(z, a, s, True)
         return {"pred": pred, "pred_raw": raw, "act_emb": act}
+
+    def world_rollout(
+        self,
+        context: np.ndarray,
+        actions: np.ndarray,
+        states: np.ndarray,
+        *,
+        cache: bool = bool(WORLD_ROLLOUT_DEFAULTS.cache),
+    ) -> np.ndarray:
+        """A whole V-JEPA 2-AC rollout in one call: context [P, D] (the current frame's latents,
+        shared by every candidate), actions [K, H, A], states [K, H, S] (the pose at each step) ->
+        frames [K, H, P, D], frame h + 1 = step h's prediction through the non-affine LayerNorm, as
+        upstream's loop over `world_predict` gives it (jepa.planning.ac_rollout).
+
+        cache=True keeps each layer's keys and values per candidate and computes only the new frame
+        at each step (H frame blocks instead of H (H + 1) / 2; the cache takes 2 x pred_n_layer x
+        (H - 1) x (2 + P) x pred_embed_dim floats per candidate of a graph, within max_graph_bytes);
+        cache=False recomputes every prefix. The same bits either way on the CPU's own kernels."""
+        z = _float_array(context, "world_rollout", "context")
+        a = _float_array(actions, "world_rollout", "actions")
+        s = _float_array(states, "world_rollout", "states")
+        for name, arr, nd in (("context", z, 2), ("actions", a, 3), ("states", s, 3)):
+            if arr.ndim != nd:
+                raise InvalidInputError(
+                    f"world_rollout expects {name} with {nd} dimensions, got shape {list(arr.shape)}",
+                    param=name,
+                )
+        return self._native.world_rollout(z, a, s, bool(cache))
 
 
 

@@ -1,7 +1,9 @@
 // The world-model C API on tiny random LeWM and V-JEPA 2-AC files built here with ggml's gguf API:
 // loading and the info fields, the loader's refusals of a broken tensor table, every argument
-// refusal of jepa_world_latents / jepa_world_predict (a status, a message and the refused argument's
-// name, never a crash), the wrong-kind refusals, batch invariance bit for bit, and the causal masks (an early step does not see a later one).
+// refusal of jepa_world_latents / jepa_world_predict / jepa_world_rollout (a status, a message and the
+// refused argument's name, never a crash), the wrong-kind refusals, batch invariance bit for bit, the
+// causal masks (an early step does not see a later one), and AC rollouts cached = recomputed = upstream's
+// loop over jepa_world_predict, bit for bit.
 #include "jepa.h"
 
 #include "check.h"
@@ -296,9 +298,20 @@ void test_lewm(const std::string & dir) {
     CHECK(refused_arg(jepa_encode(c, px.data(), 1, 4, 1, kImg, kImg, tok.data(), tok.size()), JEPA_ERR_INVALID_ARG,
                       "pixels"));
 
-    // Not an AC model, not a masked predictor.
+    // Not an AC model, not a masked predictor; a lewm rollout runs over world_predict.
     CHECK(refused_arg(ac_predict(c, embs.data(), acts.data(), acts.data(), 1, 1, 4, kD, out.data(), out.size()),
                       JEPA_ERR_UNSUPPORTED, "kind"));
+    jepa_world_rollout_input lr{};
+    lr.kind = JEPA_PRED_LEWM;
+    lr.B = 1;
+    lr.H = 1;
+    lr.P = 1;
+    lr.D = kD;
+    lr.context = embs.data();
+    lr.A = kA;
+    lr.actions = acts.data();
+    lr.states = acts.data();
+    CHECK(refused_arg(jepa_world_rollout(c, &lr, nullptr, out.data(), out.size()), JEPA_ERR_UNSUPPORTED, "kind"));
     const int32_t ids[1] = {0};
     CHECK(refused(jepa_predict(c, embs.data(), 1, 1, kD, ids, ids, 1, nullptr, out.data(), out.size()),
                   JEPA_ERR_UNSUPPORTED));
@@ -330,6 +343,107 @@ void test_lewm(const std::string & dir) {
     expect_bad(t, "pred.blk.0.attn_out.weight");
 }
 
+jepa_world_rollout_input rollout_input(const float * ctx_frame, const float * a, const float * s, int B, int H) {
+    jepa_world_rollout_input in{};
+    in.kind = JEPA_PRED_AC;
+    in.B = B;
+    in.H = H;
+    in.P = kHW;
+    in.D = kE;
+    in.context = ctx_frame;
+    in.A = 7;
+    in.S = 7;
+    in.actions = a;
+    in.states = s;
+    return in;
+}
+
+jepa_status rollout(jepa_context * c, const jepa_world_rollout_input & in, int cache, float * out, size_t len) {
+    jepa_world_rollout_params p = jepa_world_rollout_default_params();
+    p.cache = cache;
+    return jepa_world_rollout(c, &in, &p, out, len);
+}
+
+// A whole rollout: cached (the default), recomputed, and upstream's loop over jepa_world_predict
+// with jepa_world_latents' LayerNorm give the same bits (own kernels); refusals name the argument.
+void test_ac_rollout(jepa_model * m, jepa_context * c, bool own) {
+    CHECK(jepa_world_rollout_default_params().cache == 1);
+    const int B = 3, H = 3, F = kHW * kE;
+    const auto ctx_frame = noise(size_t(F), 7), a = noise(size_t(B * H * 7), 8), s = noise(size_t(B * H * 7), 9);
+    const jepa_world_rollout_input in = rollout_input(ctx_frame.data(), a.data(), s.data(), B, H);
+    std::vector<float> cached(size_t(B * H * F)), recomputed(cached.size()), loop(cached.size());
+    CHECK(jepa_world_rollout(c, &in, nullptr, cached.data(), cached.size()) == JEPA_OK);
+    CHECK(rollout(c, in, 0, recomputed.data(), recomputed.size()) == JEPA_OK);
+    for (int b = 0; b < B; ++b) {
+        std::vector<float> z(ctx_frame), pred;
+        std::vector<float> ab, sb;
+        for (int t = 0; t < H; ++t) {
+            const int T = t + 1;
+            ab.assign(a.begin() + b * H * 7, a.begin() + (b * H + T) * 7);
+            sb.assign(s.begin() + b * H * 7, s.begin() + (b * H + T) * 7);
+            pred.resize(size_t(T * F));
+            CHECK(ac_predict(c, z.data(), ab.data(), sb.data(), 1, T, kHW, kE, pred.data(), pred.size()) == JEPA_OK);
+            float * frame = loop.data() + size_t((b * H + t) * F);
+            CHECK(jepa_world_latents(c, pred.data() + t * F, 1, kHW, kE, frame, size_t(F)) == JEPA_OK);
+            z.insert(z.end(), frame, frame + F);
+        }
+    }
+    auto max_diff = [](const std::vector<float> & x, const std::vector<float> & y) {
+        float d = 0.0f;
+        for (size_t k = 0; k < x.size(); ++k) d = std::fmax(d, std::fabs(x[k] - y[k]));
+        return d;
+    };
+    CHECK(max_diff(cached, loop) < 1e-4f && max_diff(recomputed, loop) < 1e-4f);
+    if (own) {
+        CHECK(std::memcmp(cached.data(), loop.data(), cached.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(recomputed.data(), loop.data(), cached.size() * sizeof(float)) == 0);
+    }
+    // The cache counts in max_graph_bytes: 64 bytes is not enough for one candidate's.
+    jepa_context_params cp = jepa_context_default_params();
+    cp.max_graph_bytes = 64;
+    jepa_context * tight = jepa_context_new(m, &cp);
+    CHECK(tight && refused(jepa_world_rollout(tight, &in, nullptr, cached.data(), cached.size()), JEPA_ERR_RESOURCE));
+    CHECK(std::strstr(jepa_error_text(), "key/value cache") != nullptr);
+    jepa_context_free(tight);
+
+    auto refused_in = [&](jepa_world_rollout_input bad, jepa_status want, const char * param, size_t len) {
+        return refused_arg(jepa_world_rollout(c, &bad, nullptr, cached.data(), len), want, param);
+    };
+    const size_t len = cached.size();
+    jepa_world_rollout_input bad = in;
+    bad.context = nullptr;
+    CHECK(refused_in(bad, JEPA_ERR_INVALID_ARG, "context", len));
+    bad = in;
+    bad.D = kE + 1;
+    CHECK(refused_in(bad, JEPA_ERR_INVALID_ARG, "context", len));
+    bad = in;
+    bad.P = kHW + 1;
+    CHECK(refused_in(bad, JEPA_ERR_UNSUPPORTED, "context", len));
+    bad = in;
+    bad.A = 6;
+    CHECK(refused_in(bad, JEPA_ERR_INVALID_ARG, "actions", len));
+    bad = in;
+    bad.S = 6;
+    CHECK(refused_in(bad, JEPA_ERR_INVALID_ARG, "states", len));
+    bad = in;
+    bad.states = nullptr;
+    CHECK(refused_in(bad, JEPA_ERR_INVALID_ARG, "states", len));
+    bad = in;
+    bad.H = 0;
+    CHECK(refused_in(bad, JEPA_ERR_INVALID_ARG, "actions", len));
+    bad = in;
+    bad.kind = JEPA_PRED_LEWM;
+    CHECK(refused_in(bad, JEPA_ERR_UNSUPPORTED, "kind", len));
+    CHECK(refused_in(in, JEPA_ERR_INVALID_ARG, "out", len - 1));
+    std::vector<float> nan_frame(ctx_frame);
+    nan_frame[5] = NAN;
+    bad = in;
+    bad.context = nan_frame.data();
+    CHECK(refused_in(bad, JEPA_ERR_INVALID_ARG, "context", len));
+    CHECK(refused(jepa_world_rollout(c, nullptr, nullptr, cached.data(), len), JEPA_ERR_INVALID_ARG));
+    CHECK(refused(jepa_world_rollout(nullptr, &in, nullptr, cached.data(), len), JEPA_ERR_INVALID_ARG));
+}
+
 void test_ac(const std::string & dir) {
     jepa_model_info i;
     jepa_model * m = load(dir + "/ac.gguf", ac_keys, ac_tensors(), &i);
@@ -345,12 +459,15 @@ void test_ac(const std::string & dir) {
     CHECK(ac_predict(c, z.data() + N * kE, a.data() + T * 7, s.data() + T * 7, 1, T, kHW, kE, one.data(),
                           one.size()) == JEPA_OK);
     CHECK(std::memcmp(one.data(), out.data() + N * kE, one.size() * sizeof(float)) == 0);
-    // Frame-causal: the first frame's rows from a 1-frame context equal those of the 3-frame one.
+    // Frame-causal: the first frame's rows from a 1-frame context (6 keys) equal those of the 3-frame
+    // one (18, 12 of them masked), bit for bit on the engine's own kernels.
     std::vector<float> first(size_t(kHW * kE));
     CHECK(ac_predict(c, z.data(), a.data(), s.data(), 1, 1, kHW, kE, first.data(), first.size()) == JEPA_OK);
     float d = 0.0f;
     for (size_t k = 0; k < first.size(); ++k) d = std::fmax(d, std::fabs(first[k] - out[k]));
     CHECK(d < 1e-5f);
+    const bool own = std::strcmp(jepa_cpu_kernels(), "ggml") != 0;
+    CHECK(!own || std::memcmp(first.data(), out.data(), first.size() * sizeof(float)) == 0);
 
     CHECK(refused(ac_predict(c, z.data(), a.data(), s.data(), 1, 1, kHW + 1, kE, out.data(), out.size()),
                   JEPA_ERR_UNSUPPORTED));  // not the native grid
@@ -380,6 +497,7 @@ void test_ac(const std::string & dir) {
     const int32_t ids[1] = {0};
     CHECK(refused(jepa_predict(c, z.data(), 1, 1, kE, ids, ids, 1, nullptr, out.data(), out.size()),
                   JEPA_ERR_UNSUPPORTED));
+    test_ac_rollout(m, c, own);
     jepa_context_free(c);
     jepa_model_free(m);
 }
