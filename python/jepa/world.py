@@ -9,9 +9,16 @@ jepa_world_* in the C API); the step logic and the planners are jepa.planning's,
 predictor as their `predict` callable. K candidates travel on the batch axis; on the CPU an item's
 rows do not depend on its batch, so a batched rollout equals K single ones bit for bit.
 
+V-JEPA 2-AC rollouts and plans take `cache` (default True): the engine runs each rollout whole
+(Context.world_rollout), keeping each layer's keys and values per candidate so that a step computes
+only its new frame (H frame blocks for a horizon H instead of upstream's H (H + 1) / 2), with the
+bits of upstream's loop over world_predict, which cache=False runs (docs/world-models.md). LeWM's
+window slides, so it has nothing to cache and ignores it.
+
 Every frames-in and latents-in call takes `stop`, a callable asked before each predictor step (so
-between a rollout's steps and between a plan's CEM iterations): when it returns True the call
-raises `Stopped`. The server passes its request's deadline and "the client has gone" this way."""
+between a rollout's steps and between a plan's CEM iterations; a cached rollout, whose steps run in
+one engine call, asks before each max_batch candidates): when it returns True the call raises
+`Stopped`. The server passes its request's deadline and "the client has gone" this way."""
 
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ import numpy as np
 
 from . import planning
 from .errors import InvalidInputError, JepaError, UnsupportedError
+from .planning.rollout import ACFramesFn
 
 if TYPE_CHECKING:
     from .media.budget import Budget
@@ -76,6 +84,32 @@ def predictor(ctx: Context, stop: Stop | None = None) -> Callable[..., np.ndarra
         return ctx.world_predict(e, a)
 
     return lewm
+
+
+def cached_frames(ctx: Context, stop: Stop | None = None) -> ACFramesFn:
+    """The context's cached V-JEPA 2-AC rollout as jepa.planning.ac_rollout's `frames` callable:
+    Context.world_rollout per max_batch candidates, `stop` asked before each."""
+
+    def frames(z: np.ndarray, a: np.ndarray, s: np.ndarray) -> np.ndarray:
+        n = ctx.max_batch
+        parts = []
+        for i in range(0, len(a), n):
+            _check_stop(stop)
+            parts.append(ctx.world_rollout(z, a[i : i + n], s[i : i + n], cache=True))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    return frames
+
+
+def _ac_rollout(ctx: Context, z: np.ndarray, state: np.ndarray, actions: np.ndarray, goal: np.ndarray | None,
+                return_latents: bool, stop: Stop | None, cache: bool) -> dict[str, np.ndarray]:
+    """planning.ac_rollout on the engine: cached, or upstream's loop over world_predict."""
+    eps = ctx.model.info.pred_norm_reps_eps
+    if cache:
+        return planning.ac_rollout(None, z, state, actions, goal, return_latents=return_latents, norm_eps=eps,
+                                   frames=cached_frames(ctx, stop))
+    return planning.ac_rollout(predictor(ctx, stop), z, state, actions, goal, return_latents=return_latents,
+                               norm_eps=eps)
 
 
 # ---- frames -> latents ---------------------------------------------------------------------------
@@ -184,13 +218,16 @@ def rollout_latents(
     state: Any = None,
     return_latents: bool = False,
     stop: Stop | None = None,
+    cache: bool = True,
 ) -> dict[str, Any]:
     """Score K candidate action sequences (actions [K, H, A] or [H, A]) from latents.
 
     - V-JEPA 2-AC: context [HW, D] is the current frame's latent, `state` its robot pose ([7], or
       [T, 7] whose last row is taken; required), goal [HW, D] (default: the context frame, drift).
       -> {"energies" [K, H] (mean |pred - goal| per step), "best" (argmin of the last step's),
-      "states" [K, H + 1, 7], "latents" [K, H, HW, D] when asked}. One predictor graph per step.
+      "states" [K, H + 1, 7], "latents" [K, H, HW, D] when asked}. cache=True: one engine call
+      whose steps compute only their new frame; False: one predictor graph of every frame so far per
+      step (upstream's loop); the same bits on the CPU.
     - LeWM: context [Hh, D] is the history's embeddings (H >= Hh), goal [D] (default: the last
       history embedding); `state` is refused. -> {"costs" [K] (`JEPA.get_cost`), "best",
       "latents" [K, H + 1, D] (`JEPA.rollout`'s predicted_emb) when asked}.
@@ -203,10 +240,7 @@ def rollout_latents(
         assert s is not None  # check_state requires it for AC
         z = _f32(context, "context", 2)
         g = None if goal is None else _f32(goal, "goal", 2)
-        out: dict[str, Any] = dict(planning.ac_rollout(
-            predictor(ctx, stop), z, s, acts, g, return_latents=return_latents,
-            norm_eps=info.pred_norm_reps_eps
-        ))
+        out: dict[str, Any] = dict(_ac_rollout(ctx, z, s, acts, g, return_latents, stop, cache))
         out["best"] = int(np.argmin(out["energies"][:, -1]))
         return out
     hist = _f32(context, "context", 2)
@@ -226,13 +260,14 @@ def plan_latents(
     state: Any = None,
     *,
     stop: Stop | None = None,
+    cache: bool = True,
     **options: Any,
 ) -> dict[str, Any]:
     """The model's CEM plan from latents towards a goal latent.
 
     - V-JEPA 2-AC: Meta's CEM (jepa.planning.ac_cem) with the engine's rollouts as the energy:
       context and goal [HW, D], state [7] (required) -> {"actions" [horizon, 7],
-      "energy_per_iteration" [cem_steps]}.
+      "energy_per_iteration" [cem_steps]}; `cache` as rollout_latents' (the same plan either way).
     - LeWM: stable_worldmodel's CEMSolver (jepa.planning.lewm_cem) with `JEPA.get_cost` as the
       cost: history [Hh, D], goal [D] -> {"actions" [horizon, A], "cost_per_iteration" [n_steps]}.
     `options` and their defaults are the planner's (ac_cem / lewm_cem), the one place they are
@@ -243,10 +278,9 @@ def plan_latents(
     if kind == "ac":
         assert s is not None  # check_state requires it for AC
         z, g = _f32(context, "context", 2), _f32(goal, "goal", 2)
-        eps = info.pred_norm_reps_eps
 
         def energy(trajs: np.ndarray) -> np.ndarray:
-            return planning.ac_rollout(predictor(ctx, stop), z, s, trajs, g, norm_eps=eps)["energies"][:, -1]
+            return _ac_rollout(ctx, z, s, trajs, g, False, stop, cache)["energies"][:, -1]
 
         return planning.ac_cem(energy, **options)
     hist, g = _f32(context, "context", 2), _f32(goal, "goal", 1)
@@ -265,6 +299,7 @@ def rollout(
     state: Any = None,
     return_latents: bool = False,
     stop: Stop | None = None,
+    cache: bool = True,
 ) -> dict[str, Any]:
     """Score K candidate action sequences from frames, under the context's world model:
     `rollout_latents` on the latents of the frames (V-JEPA 2-AC: the last frame is the current
@@ -274,7 +309,7 @@ def rollout(
     check_state(context.model, state)
     z = _last(context, frames, "frames") if kind == "ac" else latents(context, frames, "frames")
     g = None if goal is None else _last(context, goal, "goal")
-    return rollout_latents(context, z, actions, g, state, return_latents, stop)
+    return rollout_latents(context, z, actions, g, state, return_latents, stop, cache)
 
 
 def plan(
@@ -284,6 +319,7 @@ def plan(
     state: Any = None,
     *,
     stop: Stop | None = None,
+    cache: bool = True,
     **planner_options: Any,
 ) -> dict[str, Any]:
     """Plan an action sequence from frames towards a goal frame with the model's CEM planner:
@@ -293,4 +329,5 @@ def plan(
         raise InvalidInputError("goal: a plan needs a goal frame to plan towards", param="goal")
     check_state(context.model, state)
     z = _last(context, frames, "frames") if kind == "ac" else latents(context, frames, "frames")
-    return plan_latents(context, z, _last(context, goal, "goal"), state, stop=stop, **planner_options)
+    return plan_latents(context, z, _last(context, goal, "goal"), state, stop=stop, cache=cache,
+                        **planner_options)

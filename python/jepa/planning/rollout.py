@@ -4,7 +4,9 @@ engine's predictor (or the numpy reference) plugs in.
 V-JEPA 2-AC (`WorldModel.infer_next_action.step_predictor` driven like `cem()`'s
 `sample_action_traj`): the predictor runs on every frame so far; its last frame of output is
 normalised (non-affine LayerNorm, eps 1e-5) and appended to the context; the pose advances with
-`ac_next_state`. The energy is the mean |pred - goal| over the last predicted frame.
+`ac_next_state`. The energy is the mean |pred - goal| over the last predicted frame. A `frames`
+callable may give every predicted frame of the rollout in one call instead of the step loop (the
+engine's cached rollout, Context.world_rollout, which gives the loop's bits).
 
 LeWM (`JEPA.rollout` / `JEPA.get_cost`): the history embeddings come first and pair with the first
 actions; each step predicts from the last `window` embeddings and actions and appends the last
@@ -22,6 +24,9 @@ from .pose import POSE_DIM, ac_next_state
 
 # predict(latents[B, T*HW, D], actions[B, T, 7], states[B, T, 7]) -> [B, T*HW, D]
 ACPredictFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+# frames(context[HW, D], actions[K, H, 7], states[K, H, 7]) -> [K, H, HW, D]: frame h + 1 (step h's
+# prediction, normalised) at [:, h], states[:, h] the pose at step h: the step loop in one call
+ACFramesFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 # predict(embeddings[B, T, D], actions[B, T, A]) -> [B, T, D]
 LeWMPredictFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -51,8 +56,35 @@ def _check(name: str, x: np.ndarray, shape: tuple[int | None, ...]) -> np.ndarra
     return x
 
 
+def ac_states(state: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    """The pose chain of K candidates: state [7], actions [K, H, 7] -> states [K, H + 1, 7] (index 0 =
+    state; `ac_next_state` per step). It does not depend on the predictions."""
+    k, h = actions.shape[:2]
+    poses = np.broadcast_to(state, (k, 1, POSE_DIM)).copy()
+    for step in range(h):
+        poses = np.concatenate([poses, ac_next_state(poses[:, -1], actions[:, step])[:, None]], axis=1)
+    return poses
+
+
+def ac_predicted_frames(predict: ACPredictFn, context: np.ndarray, actions: np.ndarray, states: np.ndarray,
+                        norm_eps: float = NORM_REPS_EPS) -> np.ndarray:
+    """Upstream's step loop (an ACFramesFn over `predict`): at step h the predictor runs on frames
+    0 .. h with actions and states [:, :h + 1]; its last frame, normalised, is frame h + 1."""
+    hw, d = context.shape
+    k, h = actions.shape[:2]
+    frames = np.broadcast_to(context, (k, 1, hw, d)).copy()
+    for step in range(h):
+        t = step + 1
+        z = frames.reshape(k, t * hw, d)
+        out = np.asarray(predict(z, actions[:, :t], states[:, :t]), dtype=np.float32)
+        if out.shape != (k, t * hw, d):
+            raise ValueError(f"predict: expected [{k}, {t * hw}, {d}], got {list(out.shape)}")
+        frames = np.concatenate([frames, normalize_reps(out[:, -hw:], norm_eps)[:, None]], axis=1)
+    return frames[:, 1:]
+
+
 def ac_rollout(
-    predict: ACPredictFn,
+    predict: ACPredictFn | None,
     context: np.ndarray,
     state: np.ndarray,
     actions: np.ndarray,
@@ -60,13 +92,16 @@ def ac_rollout(
     *,
     return_latents: bool = False,
     norm_eps: float = NORM_REPS_EPS,
+    frames: ACFramesFn | None = None,
 ) -> dict[str, np.ndarray]:
     """Roll K candidate action sequences forward from one context frame.
 
     context [HW, D] (normalised encoder latents of the current frame), state [7], actions
     [K, H, 7], goal [HW, D] (normalised; default: the context frame, i.e. drift).
     Returns energies [K, H] (step h: L1 of predicted frame h+1 to the goal), states [K, H+1, 7]
-    (index 0 = state) and, when asked, latents [K, H, HW, D]."""
+    (index 0 = state) and, when asked, latents [K, H, HW, D]. The frames come from upstream's step
+    loop over `predict` (`ac_predicted_frames`), or from `frames` in one call when it is given
+    (`predict` is then not called and may be None)."""
     ctx = _check("context", context, (None, None))
     hw, d = ctx.shape
     acts = _check("actions", actions, (None, None, POSE_DIM))
@@ -74,21 +109,22 @@ def ac_rollout(
     pose0 = _check("state", state, (POSE_DIM,))
     tgt = ctx if goal is None else _check("goal", goal, (hw, d))
 
-    frames = np.broadcast_to(ctx, (k, 1, hw, d)).copy()
-    poses = np.broadcast_to(pose0, (k, 1, POSE_DIM)).copy()
+    poses = ac_states(pose0, acts)
+    if frames is not None:
+        nxt = np.asarray(frames(ctx, acts, np.ascontiguousarray(poses[:, :h])), dtype=np.float32)
+        if nxt.shape != (k, h, hw, d):
+            raise ValueError(f"frames: expected [{k}, {h}, {hw}, {d}], got {list(nxt.shape)}")
+    elif predict is not None:
+        nxt = ac_predicted_frames(predict, ctx, acts, poses, norm_eps)
+    else:
+        raise ValueError("ac_rollout needs predict or frames")
     energies = np.empty((k, h), dtype=np.float32)
     for step in range(h):
-        t = step + 1
-        out = np.asarray(predict(frames.reshape(k, t * hw, d), acts[:, :t], poses), dtype=np.float32)
-        if out.shape != (k, t * hw, d):
-            raise ValueError(f"predict: expected [{k}, {t * hw}, {d}], got {list(out.shape)}")
-        nxt = normalize_reps(out[:, -hw:], norm_eps)
-        energies[:, step] = l1_energy(nxt, np.broadcast_to(tgt, nxt.shape))
-        frames = np.concatenate([frames, nxt[:, None]], axis=1)
-        poses = np.concatenate([poses, ac_next_state(poses[:, -1], acts[:, step])[:, None]], axis=1)
+        f = np.ascontiguousarray(nxt[:, step])
+        energies[:, step] = l1_energy(f, np.broadcast_to(tgt, f.shape))
     result = {"energies": energies, "states": poses}
     if return_latents:
-        result["latents"] = frames[:, 1:]
+        result["latents"] = nxt
     return result
 
 
