@@ -199,17 +199,18 @@ def test_a_warm_model_never_waits_behind_a_load(models_dir: Path) -> None:
     run(body)
 
 
-def test_a_failed_load_answers_503_and_the_next_request_tries_again(models_dir: Path) -> None:
+def test_a_failed_load_answers_503_and_a_request_after_its_backoff_tries_again(models_dir: Path) -> None:
     async def body() -> None:
         loader = Loader()
         loader.fail.add("beta")
-        reg = _registry(models_dir, loader)
+        reg = _registry(models_dir, loader, load_backoff_s=(0.05, 0.1))
         results = await asyncio.gather(*(_use(reg, "beta") for _ in range(4)), return_exceptions=True)
         assert all(isinstance(r, ApiError) for r in results)
         err = results[0]
         assert isinstance(err, ApiError) and err.status == 503 and err.code == "model_load_failed"
         assert "broken on purpose" in err.message and loader.started == ["beta"]
-        loader.fail.clear()  # the lock is gone: a later request loads it
+        loader.fail.clear()  # the load is over: once its backoff has run, a request loads it
+        await asyncio.sleep(0.06)
         await _use(reg, "beta")
         assert loader.started == ["beta", "beta"] and "beta" in reg.resident
         await reg.close()
@@ -233,9 +234,9 @@ def test_an_unknown_model_is_404_naming_what_is_served(models_dir: Path) -> None
 
 def test_idle_models_unload_after_their_keep_alive(models_dir: Path) -> None:
     async def body() -> None:
-        reg = _registry(models_dir, Loader(), keep_alive_s=0.2)
+        reg = _registry(models_dir, Loader(), keep_alive_s=0.2, max_keep_alive_s=60)
         alpha = await _use(reg, "alpha")
-        async with reg.use("beta", keep_alive_s=60):  # the request's own keep_alive
+        async with reg.use("beta", keep_alive_s=60):  # the request's own keep_alive (within the bound)
             await reg.reap()
         await asyncio.sleep(0.25)
         busy = asyncio.create_task(_use(reg, "gamma", hold=0.5))
@@ -248,22 +249,40 @@ def test_idle_models_unload_after_their_keep_alive(models_dir: Path) -> None:
     run(body)
 
 
-def test_lru_eviction_and_503_when_every_resident_model_is_busy(models_dir: Path) -> None:
+def test_lru_eviction_and_a_load_at_the_cap_waits_for_a_busy_model_to_drain(models_dir: Path) -> None:
+    """Room goes to the least recently used idle model; with every resident model in use, a load
+    waits for the least recently used one to finish its requests (503 models_busy once the wait
+    passes --queue-timeout-s: test_server_registry_hardening), and -m-only caps are 503 at once."""
+
     async def body() -> None:
         reg = _registry(models_dir, Loader(), max_loaded=2)
         alpha = await _use(reg, "alpha")
         await asyncio.sleep(0.01)
-        await _use(reg, "beta")
+        beta = await _use(reg, "beta")
         await _use(reg, "gamma")  # alpha, the least recently used idle one, goes
         assert alpha.closed and set(reg.resident) == {"beta", "gamma"}
         holds = [asyncio.create_task(_use(reg, m, hold=0.3)) for m in ("beta", "gamma")]
         await asyncio.sleep(0.05)
+        t0 = asyncio.get_running_loop().time()
+        await _use(reg, "alpha")  # beta (used least recently) drains, then goes
+        assert asyncio.get_running_loop().time() - t0 >= 0.2
+        assert beta.closed and set(reg.resident) == {"alpha", "gamma"}
+        await asyncio.gather(*holds)
+        await reg.close()
+
+    run(body)
+
+
+def test_a_cap_held_by_m_models_is_503_models_busy_at_once(tmp_path: Path, models_dir: Path) -> None:
+    async def body() -> None:
+        d = _dir_with(tmp_path, models_dir, ("beta",))
+        catalog = Catalog((str(models_dir / "gamma.gguf"),), str(d))
+        reg = Registry(catalog, Loader(), keep_alive_s=60, max_loaded=1, max_concurrent_loads=1)
+        await reg.load_pinned()
         with pytest.raises(ApiError) as err:
-            await _use(reg, "alpha")
+            await _use(reg, "beta")  # gamma never gives its place up: no wait
         assert err.value.status == 503 and err.value.code == "models_busy"
         assert err.value.headers.get("Retry-After") == "1"
-        await asyncio.gather(*holds)
-        await _use(reg, "alpha")  # idle again: room is made
         await reg.close()
 
     run(body)

@@ -155,9 +155,16 @@ BUDGETS: tuple[Budget, ...] = (
     Budget(
         "resident models, cold loads",
         ("max_loaded_models", "max_concurrent_loads"),
-        "before a cold load: one more resident model unloads the least recently used idle one; loads past "
-        "the cap wait their turn (a warm request never waits)",
+        "before a cold load: one more resident model unloads the least recently used idle one, or waits "
+        "in one first-come line (up to `--queue-timeout-s`) while a busy one finishes its requests; loads "
+        "past the cap wait their turn (a warm request never waits)",
         "503 `models_busy` with `Retry-After`",
+    ),
+    Budget(
+        "a request's `keep_alive`",
+        ("max_keep_alive_s",),
+        "when the request ends: it keeps its model at most this long (unset: the model's own keep-alive)",
+        "counted as the bound",
     ),
     Budget(
         "shutdown",
@@ -177,6 +184,8 @@ def _bound(name: str) -> str:
         value = f"{default / 1e6:g} M"
     elif isinstance(default, int) and default >= 1_000_000:
         value = f"{default / 1e9:g} G" if default >= 1_000_000_000 else f"{default / 1e6:g} M"
+    elif default is None:
+        value = "unset"
     else:
         value = f"{default:g}" if isinstance(default, float) else str(default)
     return f"`{field.metadata['flags'][-1]}` {value}"

@@ -12,10 +12,16 @@ file's own base name and file name) must be unique: a conflict is refused when t
 never resolved by order. Scanning reads directory entries only, never a file's contents: a file
 that is not a valid model fails its first load (503 with the reason), and `jepa-server check`
 validates every header beforehand.
+
+A directory's file name a request could not name, or that would break a log line or a metric label
+(not UTF-8, unprintable characters, an empty stem such as `.gguf`), is not served: it is skipped and
+logged, escaped, once. models.toml is read only when it is a regular file of at most
+MAX_MODELS_TOML_BYTES (opened non-blocking: a FIFO or a device never holds the reader).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import stat
@@ -28,6 +34,12 @@ MODELS_TOML = "models.toml"
 # general.file_type values (gguf-py's LlamaFileType): 32 is bf16 (30 is the bf16 *tensor* type).
 _DTYPES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 7: "q8_0", 8: "q5_0", 9: "q5_1", 15: "q4_k", 32: "bf16"}
 _ENTRY_KEYS = {"file", "aliases", "keep_alive_s"}
+# A models.toml is a few hundred bytes; a bigger one is a mistake (or an attack on the reader).
+MAX_MODELS_TOML_BYTES = 1 << 20
+# A 404 or a "name a model" message lists at most this many ids (/v1/models lists them all).
+LISTED_IDS = 20
+
+log = logging.getLogger("jepa_server")
 
 
 class CatalogError(ValueError):
@@ -73,6 +85,15 @@ class ModelEntry:
         return tuple(dict.fromkeys(out))
 
 
+@dataclass(frozen=True)
+class Scan:
+    """What one reading of the -m files and the directory found (Catalog.read): applied at once."""
+
+    entries: dict[str, ModelEntry]
+    names: dict[str, str]
+    skipped: dict[str, str]  # a directory file not served -> why
+
+
 @dataclass
 class Catalog:
     files: Sequence[str]
@@ -80,6 +101,7 @@ class Catalog:
     model_id: str | None = None
     _entries: dict[str, ModelEntry] = field(default_factory=dict)
     _names: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # file name -> why it is not served
 
     def __post_init__(self) -> None:
         self.scan()
@@ -89,12 +111,22 @@ class Catalog:
     def scan(self) -> None:
         """(Re)read the -m files and the directory; raises CatalogError on a conflict or a bad
         models.toml (the previous catalog stays in force then)."""
+        self.apply(self.read())
+
+    def read(self) -> Scan:
+        """Read the -m files and the directory without changing the catalog (it touches the disk:
+        the server runs it in a thread, then `apply`s it on the loop)."""
         entries: list[ModelEntry] = []
         for i, path in enumerate(self.files):
             mid = self.model_id if (self.model_id and i == 0) else default_model_id(path)
+            why = unservable_id(mid)
+            if why is not None:
+                raise CatalogError(f"the -m file {os.fspath(path)!r} cannot be served as {mid!r}: {why}; "
+                                   "name it with --model-id (or a models.toml)")
             entries.append(ModelEntry(mid, os.fspath(path), pinned=True))
+        skipped: dict[str, str] = {}
         if self.models_dir is not None:
-            entries += _directory(self.models_dir)
+            entries += _directory(self.models_dir, skipped)
         names: dict[str, str] = {}
         by_id: dict[str, ModelEntry] = {}
         for e in entries:
@@ -107,7 +139,15 @@ class Catalog:
                 if other is not None and other != e.id:
                     raise CatalogError(f"the name {name!r} would mean both {other!r} and {e.id!r}")
                 names[name] = e.id
-        self._entries, self._names = by_id, names
+        return Scan(by_id, names, skipped)
+
+    def apply(self, scan: Scan) -> None:
+        """Make `scan` the catalog; a file newly skipped is logged (once, escaped: a name may hold
+        a newline)."""
+        for name, why in scan.skipped.items():
+            if self.skipped.get(name) != why:
+                log.warning("models directory: the file %r is not served: %s", name, why)
+        self._entries, self._names, self.skipped = scan.entries, scan.names, dict(scan.skipped)
 
     def find(self, name: str) -> ModelEntry | None:
         mid = self._names.get(name)
@@ -128,7 +168,22 @@ class Catalog:
         return [e.id for e in self.entries()]
 
 
-def _directory(root: str) -> list[ModelEntry]:
+def unservable_id(mid: str) -> str | None:
+    """Why `mid`, a file's stem, cannot be an id (None: it can). An id travels in JSON, log lines
+    and metric labels: UTF-8 (a file name that is not decodes to lone surrogates), printable, not
+    empty."""
+    if not mid:
+        return "its id would be empty (a file named only '.gguf')"
+    try:
+        mid.encode("utf-8")
+    except UnicodeEncodeError:
+        return "its name is not UTF-8; rename the file"
+    if not mid.isprintable():
+        return "its name holds an unprintable character (a newline, a tab, a control); rename the file"
+    return None
+
+
+def _directory(root: str, skipped: dict[str, str]) -> list[ModelEntry]:
     try:
         names = sorted(os.listdir(root))
     except OSError as exc:
@@ -145,7 +200,14 @@ def _directory(root: str) -> list[ModelEntry]:
             raise CatalogError(f"{MODELS_TOML}: {file!r} is named twice ({taken[file]!r} and {mid!r})")
         taken[file] = mid
         out.append(ModelEntry(mid, os.path.join(root, file), False, spec["aliases"], spec["keep_alive_s"]))
-    out += [ModelEntry(default_model_id(n), os.path.join(root, n), False) for n in ggufs if n not in taken]
+    for n in ggufs:
+        if n in taken:
+            continue
+        why = unservable_id(default_model_id(n))
+        if why is not None:
+            skipped[n] = why
+            continue
+        out.append(ModelEntry(default_model_id(n), os.path.join(root, n), False))
     return out
 
 
@@ -159,9 +221,10 @@ def _is_file(path: str) -> bool:
 def _models_toml(root: str) -> dict[str, dict[str, Any]]:
     path = os.path.join(root, MODELS_TOML)
     try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:  # TOML is UTF-8 only
+        data = tomllib.loads(read_regular_file(path, MAX_MODELS_TOML_BYTES).decode("utf-8"))
+    except OSError as exc:
+        raise CatalogError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:  # TOML is UTF-8 only
         raise CatalogError(f"cannot read {path}: {exc}") from None
     unknown = set(data) - {"models"}
     if unknown:
@@ -206,9 +269,31 @@ def _check_name(where: str, name: str) -> None:
         )
 
 
-def describe(entries: Iterable[ModelEntry]) -> str:
-    """'a', 'b' and 'c' -- for messages."""
+def read_regular_file(path: str, limit: int) -> bytes:
+    """The bytes of `path` if it is a regular file (a symlink to one counts) of at most `limit`
+    bytes. Opened with O_NONBLOCK and checked with fstat before a byte is read: a FIFO, a device
+    (/dev/zero) or a directory is refused at once. Raises OSError, or CatalogError naming why."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CatalogError(f"{path} is not a regular file")
+        if st.st_size > limit:
+            raise CatalogError(f"{path} is {st.st_size} bytes; at most {limit / 2**20:g} MiB are read")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # it grew since fstat
+        raise CatalogError(f"{path} is over {limit} bytes ({limit / 2**20:g} MiB)")
+    return data
+
+
+def describe(entries: Iterable[ModelEntry], limit: int = LISTED_IDS) -> str:
+    """'a', 'b' and 'c' -- for messages; past `limit` ids, the first ones and how many more."""
     ids = [repr(e.id) for e in entries]
     if not ids:
         return "no model"
+    if len(ids) > limit:
+        return ", ".join(ids[:limit]) + f" and {len(ids) - limit} more (GET /v1/models lists them all)"
     return ids[0] if len(ids) == 1 else ", ".join(ids[:-1]) + " and " + ids[-1]

@@ -369,7 +369,7 @@ async def models(request: web.Request) -> web.StreamResponse:
     resident one is comes from its loaded file; a model not loaded is described by its catalog
     entry only: nothing is read to list it)."""
     registry = request.app[RUNTIME].registry_or_503()
-    registry.rescan()
+    await registry.rescan()
     data = []
     for entry in registry.catalog.entries():
         res = registry.resident.get(entry.id)

@@ -120,8 +120,9 @@ REFUSALS: tuple[Refusal, ...] = (
     ),
     Refusal(
         503,
-        "a model that failed to load or its smoke test (with the reason; its next request tries again); "
-        "a cold load over `--max-loaded-models` while every resident model is in use (with `Retry-After`)",
+        "a model that failed to load or its smoke test (with the reason; the same answer until its backoff "
+        "passes or its file changes); a cold load over `--max-loaded-models` that found no room within "
+        "`--queue-timeout-s`, or where every resident model is an `-m` one (both with `Retry-After`)",
         ("model_load_failed", "models_busy"),
         SERVER,
     ),

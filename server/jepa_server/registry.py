@@ -1,17 +1,27 @@
 """Residency: which models are loaded, loading them on demand, and unloading the idle ones.
 
 - A request names a model (or gets the default); `Registry.use(name)` hands it the model's Engine
-  for the request's duration and counts the reference. A resident model answers at once: a warm
-  request never waits behind anybody's load.
+  for the request's duration and counts the reference. The reference is taken in the same step as
+  the lookup (no await between them), and a model loaded for waiting requests is made resident with
+  their references already counted: an engine a request holds is never chosen for eviction. A
+  resident model answers at once: a warm request never waits behind anybody's load.
 - A model that is not resident is loaded by its first request. Concurrent first requests for one
   model wait for the same load (one load per model at a time); other models load in parallel, at
   most --max-concurrent-loads cold loads at once. A load ends with the smoke test (one call of the
   model's own kind on every worker, WorkerPool.start); a model that loads but cannot infer fails its
-  load with 503 and the reason, and its next request tries again.
-- An idle model (no reference) unloads --keep-alive-s after its last request (its own keep_alive_s
-  from models.toml, or the last request's `keep_alive`); -m models stay. --max-loaded-models caps
-  the resident (and loading) models: one more unloads the least recently used idle one, or answers
-  503 + Retry-After while every resident model is in use.
+  load with 503 and the reason. A failed load is remembered for its file (path, mtime, size): its
+  requests answer the same 503 with Retry-After for a backoff that doubles with each failure of the
+  same file (LOAD_BACKOFF_S, capped); a changed file is tried at once.
+- --max-loaded-models caps the resident, loading and unloading models. A load that finds no room
+  waits in one FIFO line of loads (at most `slot_wait_s`, then 503 models_busy + Retry-After): the
+  least recently used idle model is unloaded for it, or, when every one is in use, the least
+  recently used busy one is *draining*: its requests in flight finish, its new ones line up behind
+  the waiting load, and it unloads when the last one leaves. Every model gets its turn; none starves.
+- An idle model (no reference) unloads once the last of its requests' keep-alives has run out: a
+  request keeps its model at least its own `keep_alive` (else the model's models.toml keep_alive_s,
+  else --keep-alive-s), bounded by --max-keep-alive-s (unset: the model's own keep-alive). A
+  request can thus shorten only its own stay: keep_alive 0 unloads a model nobody else used lately,
+  never one another client's keep-alive still holds. -m models stay.
 """
 
 from __future__ import annotations
@@ -19,7 +29,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import os
+import stat
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +47,9 @@ log = logging.getLogger("jepa_server")
 # costs a directory listing, not one per request).
 RESCAN_EVERY_S = 1.0
 REAP_EVERY_S = 1.0
+# A failed load's file is not tried again for this long, doubled on each further failure of the same
+# file, up to the cap.
+LOAD_BACKOFF_S = (2.0, 60.0)
 
 
 @dataclass(eq=False)
@@ -43,14 +60,61 @@ class Resident:
     load_s: float
     refs: int = 0
     last_used: float = field(default_factory=time.monotonic)
-    keep_alive_s: float | None = None  # the last request's `keep_alive`, else the entry's / server's
+    expires: float = 0.0  # monotonic: the latest end of its requests' keep-alives
     requests: int = 0
+    draining: bool = False  # chosen to make room for a waiting load: takes no new requests
 
     def idle_s(self, now: float) -> float:
         return 0.0 if self.refs else now - self.last_used
 
 
+@dataclass(eq=False)
+class _Load:
+    """A load asked for: queued for room (task None) or running. `done` resolves to the Resident
+    with every waiter's reference counted, or to the load's error."""
+
+    entry: ModelEntry
+    started: asyncio.Future[None]
+    done: asyncio.Future[Resident]
+    waiters: int = 0
+    task: asyncio.Task[None] | None = None
+
+
+@dataclass(frozen=True)
+class _Failure:
+    signature: tuple[int, int] | None  # (mtime_ns, size) of the file that failed
+    until: float  # monotonic
+    backoff_s: float
+    error: ApiError
+
+
 Loader = Callable[[ModelEntry], Awaitable[Any]]  # -> a loaded, smoke-tested Engine
+
+
+def _file_state(path: str) -> tuple[tuple[int, int] | None, bool]:
+    """The file's signature (mtime, size; None when it cannot be read) and whether it is a regular
+    file (it was when the directory was read; a FIFO now would hold a loading thread for good)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None, True  # the loader names what is wrong with it
+    return (st.st_mtime_ns, st.st_size), stat.S_ISREG(st.st_mode)
+
+
+def _quiet(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()  # retrieved: a failure nobody awaited is not logged as lost
+
+
+def _scrub(reason: str, entry: ModelEntry) -> str:
+    """`reason` with the file's path (as named, and resolved) reduced to its base name, and its
+    directories removed: a client is told the model and why, never where it lives."""
+    paths = {entry.path, os.path.realpath(entry.path)}
+    for p in sorted(paths, key=len, reverse=True):
+        reason = reason.replace(p, entry.file_name)
+    for d in sorted({os.path.dirname(p) for p in paths} - {"", "/"}, key=len, reverse=True):
+        reason = reason.replace(d + os.sep, "").replace(d, "<directory>")
+    return reason
 
 
 class Registry:
@@ -62,19 +126,29 @@ class Registry:
         keep_alive_s: float,
         max_loaded: int,
         max_concurrent_loads: int,
+        max_keep_alive_s: float | None = None,
+        slot_wait_s: float = 30.0,
+        load_backoff_s: tuple[float, float] = LOAD_BACKOFF_S,
         close_timeout_s: float = 10.0,
         on_event: Callable[[str, str, float], None] | None = None,
     ) -> None:
         self.catalog = catalog
         self._loader = loader
         self.keep_alive_s = keep_alive_s
+        self.max_keep_alive_s = max_keep_alive_s
         self.max_loaded = max_loaded
+        self.slot_wait_s = slot_wait_s
+        self._backoff = load_backoff_s
         self._load_slots = asyncio.Semaphore(max_concurrent_loads)
         self._close_timeout_s = close_timeout_s
         self._on_event = on_event or (lambda kind, model, seconds: None)
         self.resident: dict[str, Resident] = {}
-        self._loading: dict[str, asyncio.Task[Resident]] = {}
+        self._loads: dict[str, _Load] = {}  # queued and running loads, by model id
+        self._queue: deque[str] = deque()  # the queued loads' ids, first come first
+        self._unloading: dict[Resident, asyncio.Task[None]] = {}
+        self._failed: dict[str, _Failure] = {}  # by file path
         self._last_scan = time.monotonic()
+        self._scanning: asyncio.Task[None] | None = None
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
         self.loads = 0  # loads begun (the tests count them)
@@ -89,8 +163,12 @@ class Registry:
     async def load_pinned(self) -> None:
         """Load every -m model (they load in parallel within the cold-load cap); raises the first
         failure once all have finished."""
+
+        async def one(entry: ModelEntry) -> None:
+            self._release(await self._acquire(entry), None)
+
         pinned = [e for e in self.catalog.entries() if e.pinned]
-        results = await asyncio.gather(*(self._load(e) for e in pinned), return_exceptions=True)
+        results = await asyncio.gather(*(one(e) for e in pinned), return_exceptions=True)
         for r in results:
             if isinstance(r, BaseException):
                 raise r
@@ -100,37 +178,42 @@ class Registry:
         self._closed = True
         if timeout is not None:
             self._close_timeout_s = timeout
-        if self._reaper is not None:
-            self._reaper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reaper
-        for task in list(self._loading.values()):
-            task.cancel()
-        for task in list(self._loading.values()):
-            with contextlib.suppress(BaseException):
-                await task
+        for task in (self._reaper, self._scanning):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        shutting = ApiError(503, "the server is shutting down", code="shutting_down")
+        for load in list(self._loads.values()):
+            if load.task is not None:
+                load.task.cancel()
+            else:
+                self._settle(load, shutting)
+        for load in list(self._loads.values()):
+            if load.task is not None:
+                with contextlib.suppress(BaseException):
+                    await load.task
+        for load in list(self._loads.values()):  # a task cancelled before it ran settled nothing
+            self._settle(load, shutting)
+        self._loads.clear()
+        self._queue.clear()
         residents, self.resident = list(self.resident.values()), {}
-        await asyncio.gather(*(r.engine.close(self._close_timeout_s) for r in residents))
+        await asyncio.gather(
+            *(r.engine.close(self._close_timeout_s) for r in residents),
+            *self._unloading.values(),
+            return_exceptions=True,
+        )
 
     # -- lookup
 
-    def find(self, name: str | None) -> ModelEntry:
+    async def find(self, name: str | None) -> ModelEntry:
         """The catalog entry a request's `model` names (None: the default), or a 404 / 400."""
-        if name is None:
-            entry = self.catalog.default
-            if entry is None:
-                raise ApiError(
-                    400,
-                    f"name a model: this server serves {describe(self.catalog.entries())}",
-                    param="model",
-                    code="model_required",
-                )
-            return entry
-        entry = self.catalog.find(name)
-        if entry is None and self.catalog.models_dir is not None:
-            self.rescan()  # a file dropped into the directory since
-            entry = self.catalog.find(name)
+        entry = self._lookup(name)
+        if entry is None and name is not None and self.catalog.models_dir is not None:
+            await self.rescan()  # a file dropped into the directory since
+            entry = self._lookup(name)
         if entry is None:
+            assert name is not None
             shown = name if len(name) <= 80 else name[:80] + "..."
             raise ApiError(
                 404,
@@ -142,144 +225,329 @@ class Registry:
             )
         return entry
 
-    def rescan(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last_scan < RESCAN_EVERY_S:
-            return
-        self._last_scan = now
+    def _lookup(self, name: str | None) -> ModelEntry | None:
+        if name is not None:
+            return self.catalog.find(name)
+        entry = self.catalog.default
+        if entry is None:
+            raise ApiError(
+                400,
+                f"name a model: this server serves {describe(self.catalog.entries())}",
+                param="model",
+                code="model_required",
+            )
+        return entry
+
+    async def rescan(self, force: bool = False) -> None:
+        """Re-read the models directory in a thread (a slow disk never holds the loop), at most once
+        a RESCAN_EVERY_S unless forced; concurrent callers share one reading."""
+        if self._scanning is None:
+            now = time.monotonic()
+            if not force and now - self._last_scan < RESCAN_EVERY_S:
+                return
+            self._last_scan = now
+            self._scanning = asyncio.create_task(self._scan(), name="jepa-registry-rescan")
+        task = self._scanning
+        await asyncio.shield(task)
+
+    async def _scan(self) -> None:
         try:
-            self.catalog.scan()
+            scan = await asyncio.to_thread(self.catalog.read)
         except CatalogError as exc:  # keep serving the catalog read before
             log.warning("models directory not rescanned: %s", exc)
+        else:
+            self.catalog.apply(scan)
+        finally:
+            self._scanning = None
 
     # -- use
 
     @contextlib.asynccontextmanager
     async def use(self, name: str | None, keep_alive_s: float | None = None) -> AsyncIterator[Any]:
         """The engine of the model `name` for the block's duration, loading it first if needed."""
-        entry = self.find(name)
-        res = self.resident.get(entry.id)
-        if res is None:
-            res = await self._load(entry)
-        res.refs += 1
+        res = await self._acquire(await self.find(name))
         res.requests += 1
-        if keep_alive_s is not None:
-            res.keep_alive_s = keep_alive_s
         try:
             yield res.engine
         finally:
-            res.refs -= 1
-            res.last_used = time.monotonic()
+            self._release(res, keep_alive_s)
 
     def peek(self, name: str | None) -> Any | None:
         """The engine of a resident model, without loading or counting (None when not resident)."""
         try:
-            entry = self.find(name)
+            entry = self._lookup(name)
         except ApiError:
             return None
-        res = self.resident.get(entry.id)
+        res = None if entry is None else self.resident.get(entry.id)
         return None if res is None else res.engine
+
+    async def _acquire(self, entry: ModelEntry) -> Resident:
+        """The model's Resident with one more reference: at once when it is resident, else through
+        its load (queued for room under --max-loaded-models)."""
+        res = self.resident.get(entry.id)
+        if res is None and entry.path in self._failed:
+            await self._check_backoff(entry)
+        # From here to the reference (or to joining a load) nothing awaits: no eviction slips in.
+        if self._closed:
+            raise ApiError(503, "the server is shutting down", code="shutting_down")
+        res = self.resident.get(entry.id)
+        if res is not None and not res.draining:
+            res.refs += 1
+            return res
+        load = self._loads.get(entry.id)
+        if load is None:
+            if not self._room() and not self._can_make_room():
+                raise self._busy(entry, "every one is an -m model, never unloaded")
+            loop = asyncio.get_running_loop()
+            load = _Load(entry, loop.create_future(), loop.create_future())
+            load.done.add_done_callback(_quiet)
+            self._loads[entry.id] = load
+            self._queue.append(entry.id)
+            load.waiters += 1
+            self._schedule()
+        else:
+            load.waiters += 1
+        try:
+            if not load.started.done():
+                async with asyncio.timeout(self.slot_wait_s):
+                    await asyncio.shield(load.started)
+            # shield: a request that gives up (its deadline, its client gone) does not cancel the
+            # load the other requests for this model wait for.
+            return await asyncio.shield(load.done)
+        except TimeoutError:
+            if self._leave(load):
+                raise self._busy(entry, f"none made room within {self.slot_wait_s:g} s") from None
+            return load.done.result()  # it came in as the wait ended: the reference is ours
+        except BaseException:
+            if not self._leave(load):  # the load had counted it: give the reference back
+                self._release(load.done.result(), None)
+            raise
+
+    def _leave(self, load: _Load) -> bool:
+        """A waiter gives up on `load`: True when it is no longer counted, False when the load had
+        already counted its reference (the caller holds it then)."""
+        if load.done.done() and not load.done.cancelled() and load.done.exception() is None:
+            return False
+        load.waiters -= 1
+        if load.waiters == 0 and load.task is None and not load.done.done():  # nobody waits for it
+            self._queue.remove(load.entry.id)
+            del self._loads[load.entry.id]
+            load.done.cancel()
+            self._schedule()
+        return True
+
+    def _release(self, res: Resident, keep_alive_s: float | None) -> None:
+        res.refs -= 1
+        now = time.monotonic()
+        res.last_used = now
+        res.expires = max(res.expires, now + self._keep_for(res, keep_alive_s))
+        if res.refs == 0 and res.draining:
+            self._begin_unload(res, "lru")
+            self._schedule()
+
+    def _busy(self, entry: ModelEntry, why: str) -> ApiError:
+        used = len(self.resident) + self._running() + len(self._unloading)
+        return ApiError(
+            503,
+            f"cannot load {entry.id!r}: {used} models are resident, loading or unloading "
+            f"(--max-loaded-models {self.max_loaded}) and {why}; retry",
+            code="models_busy",
+            headers={"Retry-After": "1"},
+        )
+
+    # -- room under --max-loaded-models
+
+    def _running(self) -> int:
+        return sum(1 for load in self._loads.values() if load.task is not None)
+
+    def _room(self) -> bool:
+        used = len(self.resident) + self._running() + len(self._unloading)
+        return self.max_loaded <= 0 or used < self.max_loaded
+
+    def _can_make_room(self) -> bool:
+        """Whether some model could ever give its place up (-m models never do)."""
+        return bool(self._unloading) or any(not r.entry.pinned for r in self.resident.values()) or any(
+            load.task is not None and not load.entry.pinned for load in self._loads.values()
+        )
+
+    def _schedule(self) -> None:
+        """Start the queued loads there is room for, first come first; make room for the rest: the
+        least recently used idle model unloads, else the least recently used busy one drains."""
+        if self._closed:
+            return
+        while self._queue:
+            head = self._loads[self._queue[0]]
+            if head.entry.id not in self.resident and not self._room():
+                break
+            self._queue.popleft()
+            self._start(head)
+        while self._wanted() > 0:
+            candidates = [r for r in self.resident.values() if not r.entry.pinned and not r.draining]
+            if not candidates:
+                break
+            victim = min(candidates, key=lambda r: (r.refs > 0, r.last_used))
+            if victim.refs == 0:
+                self._begin_unload(victim, "lru")
+            else:
+                victim.draining = True
+        while self._wanted() < 0:  # fewer loads wait than models make room: the most recent stays
+            draining = [r for r in self.resident.values() if r.draining]
+            if not draining:
+                break
+            keep = max(draining, key=lambda r: r.last_used)
+            keep.draining = False
+            load = self._loads.get(keep.entry.id)
+            if load is not None and load.task is None:  # its own requests that lined up behind it
+                self._queue.remove(keep.entry.id)
+                self._start(load)
+
+    def _wanted(self) -> int:
+        """Queued loads that no unloading or draining model is making room for yet."""
+        making_room = len(self._unloading) + sum(r.draining for r in self.resident.values())
+        return len(self._queue) - making_room
+
+    def _start(self, load: _Load) -> None:
+        load.started.set_result(None)
+        res = self.resident.get(load.entry.id)
+        if res is not None:  # its turn came while it was still resident (it was draining): no load
+            res.draining = False
+            self._settle(load, res)
+            return
+        load.task = asyncio.create_task(self._load_one(load), name=f"jepa-load-{load.entry.id}")
+
+    def _settle(self, load: _Load, outcome: Resident | ApiError) -> None:
+        """End `load`: its waiters get the Resident (their references counted now) or the error."""
+        if self._loads.get(load.entry.id) is load:
+            del self._loads[load.entry.id]
+        if not load.started.done():
+            load.started.set_result(None)
+        if load.done.done():
+            return
+        if isinstance(outcome, Resident):
+            outcome.refs += load.waiters
+            load.done.set_result(outcome)
+        else:
+            load.done.set_exception(outcome)
 
     # -- loading
 
-    async def _load(self, entry: ModelEntry) -> Resident:
-        while True:  # re-checked after every await: another request may have begun the load
-            if self._closed:
-                raise ApiError(503, "the server is shutting down", code="shutting_down")
-            task = self._loading.get(entry.id)
-            if task is not None:
-                break
-            res = self.resident.get(entry.id)
-            if res is not None:
-                return res
-            if self.max_loaded > 0 and len(self.resident) + len(self._loading) >= self.max_loaded:
-                await self._evict_one(entry)
-                continue
-            task = asyncio.create_task(self._load_one(entry), name=f"jepa-load-{entry.id}")
-            self._loading[entry.id] = task
-            task.add_done_callback(self._loaded_callback(entry.id))
-            break
-        # shield: a request that gives up (its deadline, its client gone) does not cancel the load
-        # the other requests for this model wait for.
-        return await asyncio.shield(task)
-
-    def _loaded_callback(self, mid: str) -> Callable[[asyncio.Task[Resident]], None]:
-        def done(task: asyncio.Task[Resident]) -> None:
-            self._loading.pop(mid, None)
-            if not task.cancelled():
-                task.exception()  # retrieved: a failure nobody awaited is not logged as lost
-
-        return done
-
-    async def _load_one(self, entry: ModelEntry) -> Resident:
+    async def _load_one(self, load: _Load) -> None:
+        entry = load.entry
         self.loads += 1
-        async with self._load_slots:
-            self.loads_running += 1
-            self.loads_peak = max(self.loads_peak, self.loads_running)
-            t0 = time.monotonic()
-            try:
-                engine = await self._loader(entry)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self._on_event("load_failed", entry.id, time.monotonic() - t0)
-                log.error("model %s (%s) failed to load: %s", entry.id, entry.path, exc)
-                reason = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-                raise ApiError(
-                    503,
-                    f"the model {entry.id!r} failed to load: {reason}",
-                    code="model_load_failed",
-                    headers={"Retry-After": "5"},
-                ) from None
-            finally:
-                self.loads_running -= 1
-        took = time.monotonic() - t0
-        if self._closed:
-            await engine.close(self._close_timeout_s)
-            raise ApiError(503, "the server is shutting down", code="shutting_down")
-        res = Resident(entry, engine, time.time(), took)
-        self.resident[entry.id] = res
-        self._on_event("loaded", entry.id, took)
-        log.info("model %s loaded in %.2f s", entry.id, took)
-        return res
+        try:
+            async with self._load_slots:
+                self.loads_running += 1
+                self.loads_peak = max(self.loads_peak, self.loads_running)
+                t0 = time.monotonic()
+                signature = None
+                try:
+                    signature, regular = await asyncio.to_thread(_file_state, entry.path)
+                    if not regular:
+                        raise OSError(f"{entry.path} is not a regular file")
+                    engine = await self._loader(entry)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self._settle(load, self._failure(entry, exc, signature))
+                    self._on_event("load_failed", entry.id, time.monotonic() - t0)
+                    return
+                finally:
+                    self.loads_running -= 1
+            took = time.monotonic() - t0
+            if self._closed:
+                await engine.close(self._close_timeout_s)
+                self._settle(load, ApiError(503, "the server is shutting down", code="shutting_down"))
+                return
+            res = Resident(entry, engine, time.time(), took)
+            self.resident[entry.id] = res
+            self._failed.pop(entry.path, None)
+            self._settle(load, res)
+            if res.refs == 0:  # every waiter gave up: it stays its own keep-alive (else theirs)
+                res.expires = time.monotonic() + self.keep_alive_of(res)
+            self._on_event("loaded", entry.id, took)
+            log.info("model %r loaded in %.2f s", entry.id, took)
+        except asyncio.CancelledError:
+            self._settle(load, ApiError(503, "the server is shutting down", code="shutting_down"))
+            raise
+        finally:
+            self._schedule()
 
-    async def _evict_one(self, entry: ModelEntry) -> None:
-        """Under --max-loaded-models: unload the least recently used idle unpinned model, or 503."""
-        idle = [r for r in self.resident.values() if r.refs == 0 and not r.entry.pinned]
-        if not idle:
-            raise ApiError(
-                503,
-                f"cannot load {entry.id!r}: {len(self.resident) + len(self._loading)} models are "
-                f"resident or loading (--max-loaded-models {self.max_loaded}) and every one is in use "
-                "or pinned; retry",
-                code="models_busy",
-                headers={"Retry-After": "1"},
-            )
-        await self._unload(min(idle, key=lambda r: r.last_used), "lru")
+    def _failure(self, entry: ModelEntry, exc: Exception, signature: tuple[int, int] | None) -> ApiError:
+        """The 503 of a failed load (the model's id and the reason, the path only in the log), kept
+        for the backoff."""
+        reason = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        prior = self._failed.get(entry.path)
+        first, cap = self._backoff
+        backoff = first if prior is None or prior.signature != signature else min(cap, prior.backoff_s * 2)
+        log.error("model %r (%r) failed to load (not tried again for %g s): %s",
+                  entry.id, entry.path, backoff, reason)
+        error = ApiError(
+            503,
+            f"the model {entry.id!r} failed to load: {_scrub(reason, entry)}",
+            code="model_load_failed",
+            headers={"Retry-After": str(math.ceil(backoff))},
+        )
+        self._failed[entry.path] = _Failure(signature, time.monotonic() + backoff, backoff, error)
+        return error
+
+    async def _check_backoff(self, entry: ModelEntry) -> None:
+        """The remembered 503 while the file that failed is unchanged and its backoff runs."""
+        failure = self._failed.get(entry.path)
+        if failure is None:
+            return
+        left = failure.until - time.monotonic()
+        if left <= 0:
+            return  # try again (a further failure doubles the backoff)
+        if (await asyncio.to_thread(_file_state, entry.path))[0] != failure.signature:
+            self._failed.pop(entry.path, None)  # a changed file: try it at once
+            return
+        e = failure.error
+        raise ApiError(e.status, e.message, code=e.code, headers={"Retry-After": str(math.ceil(left))})
 
     # -- unloading
 
     def keep_alive_of(self, res: Resident) -> float:
-        if res.keep_alive_s is not None:
-            return res.keep_alive_s
+        """The model's own keep-alive: models.toml's keep_alive_s, else --keep-alive-s."""
         if res.entry.keep_alive_s is not None:
             return res.entry.keep_alive_s
         return self.keep_alive_s
 
-    async def _unload(self, res: Resident, why: str) -> None:
+    def _keep_for(self, res: Resident, asked: float | None) -> float:
+        """How long a request keeps its model: its own `keep_alive` (bounded by --max-keep-alive-s,
+        else by the model's own keep-alive), or the model's keep-alive."""
+        own = self.keep_alive_of(res)
+        if asked is None:
+            return own
+        bound = own if self.max_keep_alive_s is None else self.max_keep_alive_s
+        return max(0.0, min(asked, bound))
+
+    def _begin_unload(self, res: Resident, why: str) -> None:
+        """Take `res` out of service now (it holds no reference); its engine closes in a task, and
+        its place counts under --max-loaded-models until it has."""
         if self.resident.get(res.entry.id) is not res or res.refs:
             return
         del self.resident[res.entry.id]
-        log.info("model %s unloaded (%s; idle %.1f s)", res.entry.id, why, res.idle_s(time.monotonic()))
-        await res.engine.close(self._close_timeout_s)
-        self._on_event("unloaded_" + why, res.entry.id, 0.0)  # after close: its gauges are final
+        log.info("model %r unloading (%s; idle %.1f s)", res.entry.id, why, res.idle_s(time.monotonic()))
+        name = f"jepa-unload-{res.entry.id}"
+        self._unloading[res] = asyncio.create_task(self._close_engine(res, why), name=name)
+
+    async def _close_engine(self, res: Resident, why: str) -> None:
+        try:
+            await res.engine.close(self._close_timeout_s)
+        except Exception:
+            log.exception("closing model %r failed", res.entry.id)
+        finally:
+            self._unloading.pop(res, None)
+            self._on_event("unloaded_" + why, res.entry.id, 0.0)  # after close: its gauges are final
+            self._schedule()
 
     async def reap(self) -> None:
         """Unload every idle model past its keep-alive (the reaper runs this every second)."""
         now = time.monotonic()
         for res in list(self.resident.values()):
-            if not res.entry.pinned and res.refs == 0 and now - res.last_used >= self.keep_alive_of(res):
-                await self._unload(res, "idle")
+            if not res.entry.pinned and res.refs == 0 and now >= res.expires:
+                self._begin_unload(res, "idle")
+        await asyncio.gather(*self._unloading.values(), return_exceptions=True)
 
     async def _reap_forever(self) -> None:
         while True:

@@ -200,8 +200,10 @@ class Runtime:
                 catalog,
                 self._open,
                 keep_alive_s=s.keep_alive_s,
+                max_keep_alive_s=s.max_keep_alive_s,
                 max_loaded=s.max_loaded_models,
                 max_concurrent_loads=s.max_concurrent_loads,
+                slot_wait_s=s.queue_timeout_s,
                 on_event=self._count,
             )
             self.registry = registry

@@ -113,7 +113,8 @@ class Settings:
         "--max-loaded-models",
         default=0,
         help="Most models resident at once (0: no cap); loading one more unloads the least recently used "
-        "idle --models-dir model, or answers 503 with Retry-After while every resident model is busy.",
+        "idle --models-dir model, or waits its turn (at most --queue-timeout-s, then 503 with Retry-After) "
+        "while a busy one finishes its requests.",
     )
     max_concurrent_loads: int = _opt(
         "--max-concurrent-loads",
@@ -125,6 +126,13 @@ class Settings:
         default=600.0,
         help="How long a --models-dir model stays resident after its last request; a request's `keep_alive` "
         "(seconds) overrides it for its model. -m models stay resident.",
+    )
+    max_keep_alive_s: float | None = _opt(
+        "--max-keep-alive-s",
+        metavar="S",
+        help="The most a request's `keep_alive` may keep its model resident (a longer one counts as this "
+        "much). Default: the model's own keep-alive (--keep-alive-s, or its models.toml keep_alive_s), "
+        "so a client can only shorten its own stay.",
     )
     skip_smoke_test: bool = _opt(
         "--skip-smoke-test",
@@ -344,6 +352,8 @@ class Settings:
             (self.max_loaded_models < 0, "max_loaded_models must be 0 (no cap) or more"),
             (self.max_concurrent_loads < 1, "max_concurrent_loads must be at least 1"),
             (self.keep_alive_s < 0, "keep_alive_s must be 0 or more"),
+            (self.max_keep_alive_s is not None and self.max_keep_alive_s < 0,
+             "max_keep_alive_s must be 0 or more"),
             (self.cpu_batch_mb < 0, "cpu_batch_mb must be 0 (no budget) or more"),
             (any(not m for m in self.model), "model paths must not be empty"),
             (self.model_id is not None and len(self.model) > 1,
