@@ -108,10 +108,21 @@ def test_a_file_served_twice_is_refused(models_dir: Path) -> None:
 # ---- the registry, with a loader seam -----------------------------------------------------------
 
 
+class FakeModel:
+    """What the registry asks of a loaded model: whether its file changed under it."""
+
+    def __init__(self) -> None:
+        self.changed: str | None = None
+
+    def file_changed(self) -> str | None:
+        return self.changed
+
+
 class FakeEngine:
     def __init__(self, entry: ModelEntry) -> None:
         self.entry = entry
         self.closed = False
+        self.model = FakeModel()
 
     async def close(self, timeout: float) -> None:
         self.closed = True
@@ -213,6 +224,35 @@ def test_a_failed_load_answers_503_and_a_request_after_its_backoff_tries_again(m
         await asyncio.sleep(0.06)
         await _use(reg, "beta")
         assert loader.started == ["beta", "beta"] and "beta" in reg.resident
+        await reg.close()
+
+    run(body)
+
+
+def test_a_model_whose_file_changed_is_never_served_again_and_loads_anew(models_dir: Path) -> None:
+    async def body() -> None:
+        loader = Loader()
+        reg = _registry(models_dir, loader)
+        first = await _use(reg, "alpha")
+        # Idle when its file changes: unloaded at the next request, which loads the file again.
+        first.model.changed = "it was rewritten in place since it was loaded"
+        second = await _use(reg, "alpha")
+        assert second is not first and loader.started == ["alpha", "alpha"]
+        await asyncio.sleep(0)
+        assert first.closed
+        # In use when its file changes: new requests are 503 until the one in flight ends, then load.
+        holder = asyncio.create_task(_use(reg, "alpha", hold=0.2))
+        await asyncio.sleep(0.05)
+        second.model.changed = "its size went from 100 to 4096 bytes since it was loaded"
+        with pytest.raises(ApiError) as e:
+            await _use(reg, "alpha")
+        assert e.value.status == 503 and e.value.code == "model_file_changed"
+        assert e.value.headers.get("Retry-After") == "1"
+        assert await holder is second  # the request in flight kept its engine
+        third = await _use(reg, "alpha")
+        assert third is not second and loader.started == ["alpha"] * 3
+        await asyncio.sleep(0)
+        assert second.closed
         await reg.close()
 
     run(body)

@@ -90,6 +90,14 @@ def from_jepa(exc: jepa.JepaError, param: str | None = None, *, computing: bool 
         if computing and getattr(exc, "param", None) not in _REQUEST_SIZE_CAPS:
             return ApiError(503, exc.message, code="resource_exhausted", headers={"Retry-After": "1"})
         return ApiError(413, exc.message, param=param, code="resource_limit")
+    if isinstance(exc, jepa.ModelFileError) and getattr(exc, "param", None) == "model_file":
+        # The file changed under the running server (replaced in place): the registry loads it again.
+        return ApiError(
+            503,
+            f"{exc.message}: the server loads it again; retry",
+            code="model_file_changed",
+            headers={"Retry-After": "1"},
+        )
     # A model file or backend failure is the server's fault, not the request's.
     return ApiError(500, exc.message, code="engine_error")
 

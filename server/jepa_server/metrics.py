@@ -91,7 +91,8 @@ class Metrics:
         # The registry (registry.py): loads, unloads and what is resident.
         self.model_events = Counter(
             "jepa_model_events",
-            "Model residency events: loaded, load_failed, unloaded_idle, unloaded_lru.",
+            "Model residency events: loaded, load_failed, unloaded_idle, unloaded_lru, "
+            "unloaded_file_changed.",
             ["model", "event"],
             registry=r,
         )

@@ -127,6 +127,13 @@ REFUSALS: tuple[Refusal, ...] = (
         SERVER,
     ),
     Refusal(
+        503,
+        "the model's file changed under the running server (rewritten or truncated in place: update "
+        "model files by rename); the model is loaded again for the next request (with `Retry-After`)",
+        ("model_file_changed",),
+        SERVER,
+    ),
+    Refusal(
         504,
         "the request's deadline passed (`--request-timeout-s`); its work was stopped",
         ("deadline_exceeded",),

@@ -47,6 +47,8 @@ log = logging.getLogger("jepa_server")
 # costs a directory listing, not one per request).
 RESCAN_EVERY_S = 1.0
 REAP_EVERY_S = 1.0
+# How often a resident model's path is compared with the file it loaded (a replacement by rename).
+REPLACED_CHECK_S = 1.0
 # A failed load's file is not tried again for this long, doubled on each further failure of the same
 # file, up to the cap.
 LOAD_BACKOFF_S = (2.0, 60.0)
@@ -63,6 +65,9 @@ class Resident:
     expires: float = 0.0  # monotonic: the latest end of its requests' keep-alives
     requests: int = 0
     draining: bool = False  # chosen to make room for a waiting load: takes no new requests
+    stale: bool = False  # its file changed under it (rewritten in place) or was replaced: not served again
+    file_sig: Signature | None = None  # the file as it was loaded (its path's device, inode, mtime, size)
+    checked_at: float = 0.0  # monotonic: when its path was last compared with file_sig
 
     def idle_s(self, now: float) -> float:
         return 0.0 if self.refs else now - self.last_used
@@ -82,7 +87,7 @@ class _Load:
 
 @dataclass(frozen=True)
 class _Failure:
-    signature: tuple[int, int] | None  # (mtime_ns, size) of the file that failed
+    signature: Signature | None  # the file that failed
     until: float  # monotonic
     backoff_s: float
     error: ApiError
@@ -91,14 +96,27 @@ class _Failure:
 Loader = Callable[[ModelEntry], Awaitable[Any]]  # -> a loaded, smoke-tested Engine
 
 
-def _file_state(path: str) -> tuple[tuple[int, int] | None, bool]:
-    """The file's signature (mtime, size; None when it cannot be read) and whether it is a regular
-    file (it was when the directory was read; a FIFO now would hold a loading thread for good)."""
+Signature = tuple[int, int, int, int]  # a file's device, inode, mtime_ns and size
+
+
+def _file_state(path: str) -> tuple[Signature | None, bool]:
+    """The file's signature (None when it cannot be read) and whether it is a regular file (it was
+    when the directory was read; a FIFO now would hold a loading thread for good)."""
     try:
         st = os.stat(path)
     except OSError:
         return None, True  # the loader names what is wrong with it
-    return (st.st_mtime_ns, st.st_size), stat.S_ISREG(st.st_mode)
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size), stat.S_ISREG(st.st_mode)
+
+
+def _file_changed(entry: ModelEntry, then: str) -> ApiError:
+    return ApiError(
+        503,
+        f"the model {entry.id!r}'s file changed under the server (replace model files by rename, never in "
+        f"place); it loads again once {then}: retry",
+        code="model_file_changed",
+        headers={"Retry-After": "1"},
+    )
 
 
 def _quiet(fut: asyncio.Future[Any]) -> None:
@@ -291,9 +309,12 @@ class Registry:
         if self._closed:
             raise ApiError(503, "the server is shutting down", code="shutting_down")
         res = self.resident.get(entry.id)
-        if res is not None and not res.draining:
+        if res is not None and not res.draining and not self._retired_if_changed(res):
             res.refs += 1
             return res
+        res = self.resident.get(entry.id)  # a model just retired idle is gone: its file loads again
+        if res is not None and res.stale:
+            raise _file_changed(entry, "its requests in flight on the old file end")
         load = self._loads.get(entry.id)
         if load is None:
             if not self._room() and not self._can_make_room():
@@ -322,6 +343,33 @@ class Registry:
             if not self._leave(load):  # the load had counted it: give the reference back
                 self._release(load.done.result(), None)
             raise
+
+    def _retired_if_changed(self, res: Resident) -> bool:
+        """Whether `res`'s file changed under it (truncated or rewritten in place: an fstat of the
+        file its mapping holds); such a model is taken out of service, unloaded at once when idle or
+        once its requests in flight (refused by the engine) end, and its next request loads the file
+        again."""
+        why = res.engine.model.file_changed() or self._replaced(res)
+        if why is None:
+            return False
+        log.warning("model %r: %s; it loads again", res.entry.id, why)
+        res.stale = res.draining = True
+        if res.refs == 0:
+            self._begin_unload(res, "file_changed")
+        return True
+
+    def _replaced(self, res: Resident) -> str | None:
+        """Whether another file now sits at the model's path (replaced by rename, the right way: the
+        loaded mapping is intact, but the operator asked for the new file). One stat per model per
+        REPLACED_CHECK_S at most."""
+        now = time.monotonic()
+        if res.file_sig is None or now - res.checked_at < REPLACED_CHECK_S:
+            return None
+        res.checked_at = now
+        sig, _ = _file_state(res.entry.path)
+        if sig is None or sig == res.file_sig:  # gone: the catalog's rescan decides; unchanged
+            return None
+        return "another file was put at its path"
 
     def _leave(self, load: _Load) -> bool:
         """A waiter gives up on `load`: True when it is no longer counted, False when the load had
@@ -391,7 +439,7 @@ class Registry:
             else:
                 victim.draining = True
         while self._wanted() < 0:  # fewer loads wait than models make room: the most recent stays
-            draining = [r for r in self.resident.values() if r.draining]
+            draining = [r for r in self.resident.values() if r.draining and not r.stale]
             if not draining:
                 break
             keep = max(draining, key=lambda r: r.last_used)
@@ -409,6 +457,9 @@ class Registry:
     def _start(self, load: _Load) -> None:
         load.started.set_result(None)
         res = self.resident.get(load.entry.id)
+        if res is not None and res.stale:  # its file changed: the old engine is never handed out again
+            self._settle(load, _file_changed(load.entry, "its requests in flight on the old file end"))
+            return
         if res is not None:  # its turn came while it was still resident (it was draining): no load
             res.draining = False
             self._settle(load, res)
@@ -458,7 +509,7 @@ class Registry:
                 await engine.close(self._close_timeout_s)
                 self._settle(load, ApiError(503, "the server is shutting down", code="shutting_down"))
                 return
-            res = Resident(entry, engine, time.time(), took)
+            res = Resident(entry, engine, time.time(), took, file_sig=signature)
             self.resident[entry.id] = res
             self._failed.pop(entry.path, None)
             self._settle(load, res)
@@ -472,7 +523,7 @@ class Registry:
         finally:
             self._schedule()
 
-    def _failure(self, entry: ModelEntry, exc: Exception, signature: tuple[int, int] | None) -> ApiError:
+    def _failure(self, entry: ModelEntry, exc: Exception, signature: Signature | None) -> ApiError:
         """The 503 of a failed load (the model's id and the reason, the path only in the log), kept
         for the backoff."""
         reason = getattr(exc, "message", None) or str(exc) or type(exc).__name__
