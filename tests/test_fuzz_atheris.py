@@ -18,7 +18,7 @@ SECONDS = int(os.environ.get("JEPA_FUZZ_SECONDS", "30"))
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("target", ["media", "request", "text", "tokenizer"])
+@pytest.mark.parametrize("target", ["media", "request", "text", "tokenizer", "catalog"])
 def test_fuzz_target_finds_nothing(target: str, tmp_path: Path) -> None:
     work = tmp_path / "corpus"
     work.mkdir()

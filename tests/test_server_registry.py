@@ -603,3 +603,18 @@ def test_metrics_are_per_model_and_an_unloaded_model_leaves_no_gauges(models_dir
             assert metric(text, "jepa_workers", {"model": "gamma", "state": "idle"}) == 1
 
     run(body)
+
+
+def test_a_file_models_toml_names_never_makes_an_unusable_name(tmp_path: Path) -> None:
+    # fuzz_catalog's findings: a file named `.gguf` or with a control character, served under a
+    # models.toml id, made "" and "\x03" names a request could use.
+    for name in (".gguf", "\x03.gguf"):
+        d = tmp_path / f"d{ord(name[0])}"
+        d.mkdir()
+        (d / name).write_bytes(b"x")
+        (d / "models.toml").write_text(f'[models.clean]\nfile = {json.dumps(name)}\n')
+        cat = Catalog((), str(d))
+        (entry,) = cat.entries()
+        assert entry.id == "clean" and all(n and n.isprintable() for n in entry.names), entry.names
+        assert cat.find("") is None and cat.find("clean") is entry
+    assert cat.find("\x03.gguf") is None and cat.find("\x03") is None

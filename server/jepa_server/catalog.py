@@ -82,7 +82,10 @@ class ModelEntry:
     def names(self) -> tuple[str, ...]:
         """Every name a request may use for it."""
         out = [self.id, *self.aliases, self.file_name, default_model_id(self.path)]
-        return tuple(dict.fromkeys(out))
+        # A file models.toml names may itself have an unusable name (`.gguf`, a control character, not
+        # UTF-8): it serves under its id, but "" or such a name is never one a request can use
+        # (fuzz_catalog's findings).
+        return tuple(dict.fromkeys(n for n in out if n and n.isprintable()))
 
 
 @dataclass(frozen=True)
