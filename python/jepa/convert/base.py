@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -122,15 +123,6 @@ def pick(src: Path, family: str = "auto") -> type[Converter]:
     return found[0]
 
 
-def square(field: str, v: Any) -> int:
-    """A size config.json may give as n or [n, n] (HF's patch_size, image_size)."""
-    if isinstance(v, (list, tuple)):
-        if len(v) != 2 or v[0] != v[1]:
-            raise ValueError(f"unsupported {field}={v}")
-        v = v[0]
-    return int(v)
-
-
 def resolve_n_head(found: int | None, flag: int | None, width: int, by_width: dict[int, int]) -> int:
     """The head count shapes cannot tell: config.json's, else --n-head (which must agree with a
     config), else the family's standard head count for the width."""
@@ -142,8 +134,138 @@ def resolve_n_head(found: int | None, flag: int | None, width: int, by_width: di
     return n
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    return json.loads(path.read_text()) if path.is_file() else None
+_MISSING: Any = object()
+
+
+def _show(v: Any) -> str:
+    """A JSON value as the file spells it, cut short: null, "abc", [1, 2]."""
+    text = json.dumps(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class Config(Mapping[str, Any]):
+    """A JSON object a checkpoint ships (config.json, preprocessor_config.json, modules.json's entries,
+    a section of one), read through typed accessors: every refusal is one ValueError naming the file
+    and the key ("…/config.json: hidden_size must be an integer, got null"), never a KeyError or a
+    TypeError from deep inside a converter. A key that is absent or null takes the default when one is
+    given and is refused when not. As a Mapping it gives the raw values (for detection)."""
+
+    def __init__(self, path: Path, data: Mapping[str, Any], where: str = "") -> None:
+        self.path, self.where = path, where
+        self._data = data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def error(self, key: str, what: str) -> ValueError:
+        return ValueError(f"{self.path}: {self.where}{key} {what}")
+
+    def _raw(self, key: str, default: Any, kind: str) -> tuple[Any, bool]:
+        """(value, whether it is the default)."""
+        v = self._data.get(key)
+        if v is not None:
+            return v, False
+        if default is _MISSING:
+            raise self.error(key, "is missing" if key not in self._data else f"must be {kind}, got null")
+        return default, True
+
+    def integer(self, key: str, default: Any = _MISSING, *, lo: int = 0) -> int:
+        """An integer of at least `lo` (1.0 is one; 1.5, true and "1" are not)."""
+        v, dflt = self._raw(key, default, "an integer")
+        if dflt:
+            return int(v)
+        if isinstance(v, bool) or not (isinstance(v, int) or (isinstance(v, float) and v.is_integer())):
+            raise self.error(key, f"must be an integer, got {_show(v)}")
+        if v < lo:
+            raise self.error(key, f"must be at least {lo}, got {_show(v)}")
+        return int(v)
+
+    def number(self, key: str, default: Any = _MISSING) -> float:
+        v, dflt = self._raw(key, default, "a number")
+        if dflt:
+            return float(v)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise self.error(key, f"must be a number, got {_show(v)}")
+        return float(v)
+
+    def string(self, key: str, default: Any = _MISSING) -> str:
+        v, dflt = self._raw(key, default, "a string")
+        if not dflt and not isinstance(v, str):
+            raise self.error(key, f"must be a string, got {_show(v)}")
+        return str(v)
+
+    def flag(self, key: str, default: Any = _MISSING) -> bool:
+        v, dflt = self._raw(key, default, "true or false")
+        if not dflt and not isinstance(v, bool):
+            raise self.error(key, f"must be true or false, got {_show(v)}")
+        return bool(v)
+
+    def choice(self, key: str, known: Iterable[str], default: Any = _MISSING) -> str:
+        """One of `known` (a string); another value is refused as unsupported, naming the known ones."""
+        v, dflt = self._raw(key, default, "a string")
+        known = tuple(known)
+        if dflt:
+            return str(v)
+        if not isinstance(v, str) or v not in known:
+            shown = v if isinstance(v, str) else _show(v)
+            raise ValueError(f"{self.path}: unsupported {self.where}{key}={shown} "
+                             f"(known: {', '.join(known)})")
+        return v
+
+    def square(self, key: str, default: Any = _MISSING) -> int:
+        """A size given as n or [n, n] (HF's patch_size, image_size)."""
+        v, dflt = self._raw(key, default, "an integer or [n, n]")
+        if dflt:
+            return int(v)
+        if isinstance(v, list):
+            if len(v) != 2 or v[0] != v[1]:
+                raise ValueError(f"{self.path}: unsupported {self.where}{key}={_show(v)} (only square sizes)")
+            return Config(self.path, {key: v[0]}, self.where).integer(key, lo=1)
+        return self.integer(key, lo=1)
+
+    def section(self, key: str, *, required: bool = False) -> Config:
+        """The object under `key` (an empty one when absent and not required)."""
+        v = self._data.get(key)
+        if v is None:
+            if required:
+                raise self.error(key, "is missing")
+            v = {}
+        if not isinstance(v, dict):
+            raise self.error(key, f"must be an object, got {_show(v)}")
+        return Config(self.path, v, f"{self.where}{key}.")
+
+
+def load_json(path: Path) -> Any:
+    """A checkpoint's JSON file, or a ValueError naming it (not UTF-8, not JSON, unreadable)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
+                         f"{e.start})") from None
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not valid JSON (nested too deep)") from None
+
+
+def read_json(path: Path) -> Config | None:
+    """The JSON object file at `path` as a Config, None when there is no such file."""
+    if not path.is_file():
+        return None
+    data = load_json(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a JSON object (it holds {_show(data)})")
+    return Config(path, data)
 
 
 def beside(src: Path, name: str) -> Path:

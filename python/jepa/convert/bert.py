@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Converter, read_json, register
+from .base import Config, Converter, load_json, read_json, register
 from .gguf_writer import write_text_gguf
 from .schema import Encoder, Preprocess
 from .source import TensorSource, safetensors_files
@@ -66,7 +66,7 @@ def prepared_tokenizer(path: Path) -> str:
     checked to load with HF tokenizers."""
     if not path.is_file():
         raise ValueError(f"{path.parent}: no tokenizer.json (a text model's file carries its tokenizer)")
-    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc = load_json(path)
     if not isinstance(doc, dict) or "model" not in doc:
         raise ValueError(f"{path}: not a tokenizer.json (no model)")
     doc["padding"] = None
@@ -87,8 +87,7 @@ class SentenceTransformersDir:
     """What a sentence-transformers directory says: where the transformer is, its pooling, normalise."""
 
     def __init__(self, src: Path) -> None:
-        modules = json.loads((src / "modules.json").read_text())
-        kinds = {m["type"].removeprefix(_ST): m.get("path", "") for m in modules}
+        kinds = _modules(src / "modules.json")
         unknown = sorted(set(kinds) - {"Transformer", "Pooling", "Normalize"})
         if unknown:
             raise ValueError(f"{src}: unsupported sentence-transformers module(s): {', '.join(unknown)}")
@@ -100,9 +99,7 @@ class SentenceTransformersDir:
         cfg = read_json(self.model_dir / "sentence_bert_config.json") or read_json(
             src / "sentence_bert_config.json"
         )
-        self.max_seq_len: int | None = (
-            int(cfg["max_seq_length"]) if cfg and cfg.get("max_seq_length") else None
-        )
+        self.max_seq_len: int | None = (cfg.integer("max_seq_length", 0) or None) if cfg else None
 
     def pooling(self) -> str | None:
         """The Pooling module's mode (None without one); the modes the engine does not run are refused."""
@@ -112,10 +109,28 @@ class SentenceTransformersDir:
         cfg = read_json(path)
         if cfg is None:
             raise ValueError(f"{path}: missing (the Pooling module's config)")
-        on = [f for f in (*_POOL_FLAGS, *_UNSUPPORTED_FLAGS) if cfg.get(f)]
+        on = [f for f in (*_POOL_FLAGS, *_UNSUPPORTED_FLAGS) if cfg.flag(f, False)]
         if len(on) != 1 or on[0] not in _POOL_FLAGS:
             return _refuse(path, on)
         return _POOL_FLAGS[on[0]]
+
+
+def _modules(path: Path) -> dict[str, str]:
+    """modules.json: each module's type (without sentence_transformers.models.) -> its folder, a
+    relative path inside the directory."""
+    modules = load_json(path)
+    if not isinstance(modules, list):
+        raise ValueError(f"{path}: not a JSON list of modules")
+    kinds: dict[str, str] = {}
+    for i, m in enumerate(modules):
+        if not isinstance(m, dict):
+            raise ValueError(f"{path}: module [{i}] must be an object with a type, got {json.dumps(m)[:60]}")
+        entry = Config(path, m, f"[{i}].")
+        folder = entry.string("path", "")
+        if Path(folder).is_absolute() or ".." in Path(folder).parts:
+            raise entry.error("path", f"must be a folder inside the directory, got {folder!r}")
+        kinds[entry.string("type").removeprefix(_ST)] = folder
+    return kinds
 
 
 def _refuse(path: Path, on: list[str]) -> str:
@@ -136,10 +151,11 @@ class BertConverter(Converter):
         config = read_json(self.model_dir / "config.json")
         if config is None:
             raise ValueError(f"{self.model_dir}: no config.json")
-        self.config = config
-        model_type = str(config.get("model_type", ""))
+        self.config: Config = config
+        model_type = config.string("model_type", "")
         if model_type not in _LAYOUTS:
-            raise ValueError(f"unsupported model_type={model_type!r} (family bert takes bert, xlm-roberta)")
+            raise ValueError(f"{config.path}: unsupported model_type={model_type!r} (family bert takes bert, "
+                             "xlm-roberta)")
         self.layout, self.prefix = _LAYOUTS[model_type]
         super().__init__(src, options)
 
@@ -149,22 +165,19 @@ class BertConverter(Converter):
             return False
         if (src / "modules.json").is_file():
             return True
-        cfg = read_json(src / "config.json") or {}
-        return cfg.get("model_type") in _LAYOUTS
+        cfg = read_json(src / "config.json")
+        return cfg is not None and isinstance(cfg.get("model_type"), str) and cfg["model_type"] in _LAYOUTS
 
     def open_source(self) -> TensorSource:
         return TensorSource(safetensors_files(self.model_dir), (self.prefix,))
 
     def text_hparams(self) -> TextEncoder:
         c, o = self.config, self.options
-        act = str(c.get("hidden_act", "gelu"))
-        if act not in _ACTS:
-            raise ValueError(f"unsupported hidden_act={act}")
-        if c.get("position_embedding_type", "absolute") != "absolute":
-            raise ValueError(f"unsupported position_embedding_type={c['position_embedding_type']}")
-        if c.get("is_decoder") or c.get("add_cross_attention"):
+        act = c.choice("hidden_act", _ACTS, "gelu")
+        c.choice("position_embedding_type", ("absolute",), "absolute")
+        if c.flag("is_decoder", False) or c.flag("add_cross_attention", False):
             raise ValueError("unsupported: a decoder / cross-attention BERT (family bert is an encoder)")
-        pos_offset = int(c.get("pad_token_id", 1)) + 1 if self.layout == "XLMRobertaModel" else 0
+        pos_offset = c.integer("pad_token_id", 1) + 1 if self.layout == "XLMRobertaModel" else 0
         n_positions = int(self.source.shape("embeddings.position_embeddings.weight")[0])
         pooling = o.pooling or (self.st.pooling() if self.st else None)
         if pooling is None:
@@ -177,17 +190,17 @@ class BertConverter(Converter):
         # --max-seq-len as given (too long is refused); the checkpoint's, capped to the position table.
         max_len = o.max_seq_len
         if max_len is None:
-            tcfg = read_json(self.model_dir / "tokenizer_config.json") or {}
-            model_max = tcfg.get("model_max_length")
+            tcfg = read_json(self.model_dir / "tokenizer_config.json")
+            model_max = tcfg.get("model_max_length") if tcfg else None
             found = self.st.max_seq_len if self.st else None
-            if found is None and isinstance(model_max, int) and model_max < 1 << 20:
+            if found is None and type(model_max) is int and 0 < model_max < 1 << 20:
                 found = model_max
             max_len = min(found or n_positions, n_positions - pos_offset)
         return TextEncoder(
-            embed_dim=int(c["hidden_size"]),
-            n_layer=int(c["num_hidden_layers"]),
-            n_head=int(c["num_attention_heads"]),
-            ffn_dim=int(c["intermediate_size"]),
+            embed_dim=c.integer("hidden_size", lo=1),
+            n_layer=c.integer("num_hidden_layers", lo=1),
+            n_head=c.integer("num_attention_heads", lo=1),
+            ffn_dim=c.integer("intermediate_size", lo=1),
             vocab_size=int(self.source.shape("embeddings.word_embeddings.weight")[0]),
             n_positions=n_positions,
             n_token_types=int(self.source.shape("embeddings.token_type_embeddings.weight")[0]),
@@ -195,7 +208,7 @@ class BertConverter(Converter):
             normalize=normalize,
             max_seq_len=int(max_len),
             pos_offset=pos_offset,
-            ln_eps=float(c.get("layer_norm_eps", 1e-12)),
+            ln_eps=c.number("layer_norm_eps", 1e-12),
             act=_ACTS[act],
             layout=self.layout,
             tokenizer=prepared_tokenizer(self.model_dir / "tokenizer.json"),
@@ -213,7 +226,7 @@ class BertConverter(Converter):
         yield "text.type_embed", s.take("embeddings.token_type_embeddings.weight")
         yield "text.pos_embed", s.take("embeddings.position_embeddings.weight")
         yield from s.linear("text.embed_norm", "embeddings.LayerNorm", bias=True)
-        for i in range(int(self.config["num_hidden_layers"])):
+        for i in range(self.config.integer("num_hidden_layers", lo=1)):
             for dst, module in _BLOCK.items():
                 yield from s.linear(
                     f"text.blk.{i}.{dst}", module.format(i=i), bias=dst.startswith("ln") or None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import Converter, beside, read_json, register, square
+from .base import Config, Converter, beside, read_json, register
 from .preprocess import load_recipe
 from .schema import HF_VIT_RECIPE, Encoder, Preprocess
 from .source import TensorSource, safetensors_files
@@ -80,24 +80,23 @@ class HFViTModel(Converter):
         if cfg is None:
             raise ValueError(f"{self.src}: no config.json (an HF checkpoint directory is expected)")
         if cfg.get("model_type") != self.model_type:
-            raise ValueError(f"unsupported model_type={cfg.get('model_type')} for family {self.family}")
-        self.config = cfg
+            raise ValueError(f"{cfg.path}: unsupported model_type={cfg.get('model_type')} for family "
+                             f"{self.family}")
+        self.config: Config = cfg
         return TensorSource(safetensors_files(self.src), prefixes=(f"{self.model_type}.",))
 
     def hparams(self) -> Encoder:
         c = self.config
-        act = c.get("hidden_act", "gelu")
-        if act not in _ACTS:
-            raise ValueError(f"unsupported hidden_act={act}")
+        act = c.choice("hidden_act", _ACTS, "gelu")
         return Encoder(
-            embed_dim=int(c["hidden_size"]),
-            n_layer=int(c["num_hidden_layers"]),
-            n_head=int(c["num_attention_heads"]),
-            ffn_dim=int(c["intermediate_size"]),
-            patch_size=square("patch_size", c.get("patch_size", 16)),
-            img_size=square("image_size", c.get("image_size", 224)),
-            in_chans=int(c.get("num_channels", 3)),
-            ln_eps=float(c.get("layer_norm_eps", 1e-12)),
+            embed_dim=c.integer("hidden_size", lo=1),
+            n_layer=c.integer("num_hidden_layers", lo=1),
+            n_head=c.integer("num_attention_heads", lo=1),
+            ffn_dim=c.integer("intermediate_size", lo=1),
+            patch_size=c.square("patch_size", 16),
+            img_size=c.square("image_size", 224),
+            in_chans=c.integer("num_channels", 3, lo=1),
+            ln_eps=c.number("layer_norm_eps", 1e-12),
             act=_ACTS[act],
             cls_token=self.has_cls,
         )
@@ -106,7 +105,7 @@ class HFViTModel(Converter):
         return load_recipe(self.src, self.hparams(), HF_VIT_RECIPE, "config.json's image_size")
 
     def tensors(self) -> Iterator[tuple[str, np.ndarray]]:
-        qkv_bias = bool(self.config.get("qkv_bias", True))
+        qkv_bias = self.config.flag("qkv_bias", True)
         return hf_encoder(self.source, "", self.hparams().n_layer, qkv_bias, self.has_cls)
 
 

@@ -18,7 +18,7 @@ The head counts (encoder and predictor) come from config.json only. Needs torch 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from . import gguf_tensors
-from .base import Converter, beside, read_json, register
+from .base import Config, Converter, beside, read_json, register
 from .gguf_tensors import Expected
 from .gguf_writer import PartSpec
 from .hf_vit import _BLOCK as HF_VIT_BLOCK
@@ -64,20 +64,28 @@ def fold_linears(w_in: np.ndarray, b_in: np.ndarray, w_out: np.ndarray,
 
 
 def _target(section: Any) -> str:
-    return str(section.get("_target_", "")) if isinstance(section, dict) else ""
+    return str(section.get("_target_", "")) if isinstance(section, Mapping) else ""
 
 
-def _section(cfg: dict[str, Any], name: str) -> dict[str, Any]:
-    sec = cfg.get(name)
-    if not isinstance(sec, dict):
-        raise ValueError(f"config.json: no {name!r} section")
-    return sec
+def _section(cfg: Config, name: str) -> Config:
+    if not isinstance(cfg.get(name), dict):
+        raise ValueError(f"{cfg.path}: no {name!r} section")
+    return cfg.section(name)
 
 
-def _agree(field: str, configured: int | None, found: int) -> int:
-    if configured is not None and int(configured) != found:
+def _same(field: str, configured: int | None, found: int) -> int:
+    if configured is not None and configured != found:
         raise ValueError(f"unsupported {field}={configured}: the weights have {found}")
     return found
+
+
+def _agree(cfg: Config, key: str, found: int, default: int | None = None) -> int:
+    """What the weights have, when the config's `key` (or its default) says so too."""
+    configured = cfg.integer(key, default) if cfg.get(key) is not None or default is not None else None
+    try:
+        return _same(f"{cfg.where}{key}", configured, found)
+    except ValueError as e:
+        raise ValueError(f"{cfg.path}: {e}") from None
 
 
 @dataclass(frozen=True)
@@ -140,7 +148,7 @@ class LeWM(Converter):
             raise ValueError(f"{self.src}: no config.json (LeWM's Hydra model config) beside the weights")
         if not any(_target(cfg).endswith(t) for t in TARGETS):
             raise ValueError(f"unsupported _target_={_target(cfg) or None} (expected a LeWM model config)")
-        self.config = cfg
+        self.config: Config = cfg
         path = _weights_path(self.src)
         if not path.is_file():
             raise ValueError(f"{path}: no such file (LeWM ships its weights as {WEIGHTS})")
@@ -163,11 +171,9 @@ class LeWM(Converter):
         enc_cfg = _section(self.config, "encoder")
         if "vit_hf" not in _target(enc_cfg):
             raise ValueError(f"unsupported encoder _target_={_target(enc_cfg) or None} (expected vit_hf)")
-        size = str(enc_cfg.get("size", "tiny"))
-        if size not in VIT_SIZES:
-            raise ValueError(f"unsupported encoder size={size} (known: {', '.join(VIT_SIZES)})")
+        size = enc_cfg.choice("size", VIT_SIZES, "tiny")
         hidden, layers, heads = VIT_SIZES[size]
-        hidden = int(enc_cfg.get("hidden_size", hidden))
+        hidden = enc_cfg.integer("hidden_size", hidden, lo=1)
         s = self.source
         d, chans, p, p2 = s.shape("encoder.embeddings.patch_embeddings.projection.weight")
         if p != p2:
@@ -182,12 +188,12 @@ class LeWM(Converter):
             raise ValueError(f"unsupported position table of {n_pos} patch rows (not a square grid)")
         ffn = s.shape(s.first([f"encoder.{n.format(i=0)}" for n in HF_VIT_BLOCK["ffn_up"]]) + ".weight")[0]
         return Encoder(
-            embed_dim=_agree("encoder.hidden_size", hidden, d),
-            n_layer=_agree("encoder.num_hidden_layers", enc_cfg.get("num_hidden_layers", layers), n_layer),
-            n_head=int(enc_cfg.get("num_attention_heads", heads)),
-            ffn_dim=_agree("encoder.intermediate_size", enc_cfg.get("intermediate_size", 4 * hidden), ffn),
-            patch_size=_agree("encoder.patch_size", enc_cfg.get("patch_size"), p),
-            img_size=_agree("encoder.image_size", enc_cfg.get("image_size"), grid * p),
+            embed_dim=_agree(enc_cfg, "hidden_size", d, hidden),
+            n_layer=_agree(enc_cfg, "num_hidden_layers", n_layer, layers),
+            n_head=enc_cfg.integer("num_attention_heads", heads, lo=1),
+            ffn_dim=_agree(enc_cfg, "intermediate_size", ffn, 4 * hidden),
+            patch_size=_agree(enc_cfg, "patch_size", p),
+            img_size=_agree(enc_cfg, "image_size", grid * p),
             in_chans=chans,
             ln_eps=1e-12,
             act="gelu_erf",
@@ -200,24 +206,24 @@ class LeWM(Converter):
         pos = s.shape("predictor.pos_embedding")
         d = pos[-1]
         for key in ("input_dim", "hidden_dim", "output_dim"):
-            if key in pred and int(pred[key]) != d:
-                raise ValueError(f"unsupported predictor {key}={pred[key]} (only input_dim = hidden_dim = "
-                                 f"output_dim = {d}, LeWM's configuration, is supported)")
+            if pred.get(key) is not None and pred.integer(key) != d:
+                raise ValueError(f"{pred.path}: unsupported predictor {key}={pred[key]} (only input_dim = "
+                                 f"hidden_dim = output_dim = {d}, LeWM's configuration, is supported)")
         n_layer = s.count("predictor.transformer.layers.{i}.adaLN_modulation.1.weight")
         if "heads" not in pred:
-            raise ValueError("config.json: predictor.heads is missing (the head count is not in the weights)")
-        n_head, head_dim = int(pred["heads"]), int(pred.get("dim_head", 64))
+            raise ValueError(f"{pred.path}: predictor.heads is missing (the head count is not in the "
+                             "weights)")
+        n_head, head_dim = pred.integer("heads", lo=1), pred.integer("dim_head", 64, lo=1)
         qkv_rows = s.shape("predictor.transformer.layers.0.attn.to_qkv.weight")[0]
-        _agree("predictor heads x dim_head x 3", 3 * n_head * head_dim, qkv_rows)
+        _same("predictor heads x dim_head x 3", 3 * n_head * head_dim, qkv_rows)
         return LeWMSpec(
             embed_dim=d,
-            n_layer=_agree("predictor.depth", pred.get("depth"), n_layer),
+            n_layer=_agree(pred, "depth", n_layer),
             n_head=n_head,
             head_dim=head_dim,
-            ffn_dim=_agree("predictor.mlp_dim", pred.get("mlp_dim"),
-                           s.shape("predictor.transformer.layers.0.mlp.net.1.weight")[0]),
-            n_frames=_agree("predictor.num_frames", pred.get("num_frames"), pos[-2]),
-            action_dim=_agree("action_encoder.input_dim", _section(cfg, "action_encoder").get("input_dim"),
+            ffn_dim=_agree(pred, "mlp_dim", s.shape("predictor.transformer.layers.0.mlp.net.1.weight")[0]),
+            n_frames=_agree(pred, "num_frames", pos[-2]),
+            action_dim=_agree(_section(cfg, "action_encoder"), "input_dim",
                               s.shape("action_encoder.patch_embed.weight")[1]),
             action_hidden=s.shape("action_encoder.embed.0.weight")[0],
             enc_width=s.shape("projector.net.0.weight")[1],
@@ -239,8 +245,9 @@ class LeWM(Converter):
         if not s.has(f"{src}.net.1.running_mean"):
             what = "a LayerNorm" if s.has(f"{src}.net.1.weight") else "no norm"
             raise ValueError(f"unsupported {src} norm_fn ({what}; LeWM's MLP uses BatchNorm1d)")
-        norm_cfg = _section(self.config, src.split(".")[0]).get("norm_fn") or {}
-        eps = float(norm_cfg.get("eps", BN_EPS)) if isinstance(norm_cfg, dict) else BN_EPS
+        norm_cfg = _section(self.config, src.split(".")[0])
+        eps = norm_cfg.section("norm_fn").number("eps", BN_EPS) if isinstance(norm_cfg.get("norm_fn"), dict) \
+            else BN_EPS
         bn = ("running_mean", "running_var", "weight", "bias")
         mean, var, gamma, beta = (s.take(f"{src}.net.1.{n}") for n in bn)
         w, b = fold_batchnorm(s.take(f"{src}.net.0.weight"), s.take(f"{src}.net.0.bias"), mean, var, gamma,
@@ -270,7 +277,7 @@ class LeWM(Converter):
         yield from s.linear("pred.action_embed.2", "action_encoder.embed.2", bias=True)
 
     def tensors(self) -> Iterator[tuple[str, np.ndarray]]:
-        qkv_bias = bool(_section(self.config, "encoder").get("qkv_bias", True))  # ViTConfig's default
+        qkv_bias = _section(self.config, "encoder").flag("qkv_bias", True)  # ViTConfig's default
         yield from hf_encoder(self.source, "encoder.", self.hparams().n_layer, qkv_bias)
         yield from self._mlp("enc.proj", "projector")
         yield from self._predictor(self.spec())

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .base import Config, read_json
 from .gguf_keys import recipe_conflict
 from .schema import Encoder, Preprocess
 
@@ -20,53 +21,68 @@ log = logging.getLogger("jepa.convert")
 _RESAMPLE = {2: "bilinear", 3: "bicubic", "bilinear": "bilinear", "bicubic": "bicubic"}
 
 
-def _square(field: str, size: Any) -> int:
-    if isinstance(size, int):
-        return size
-    h, w = size.get("height"), size.get("width")
-    if h is None or h != w:
-        raise ValueError(f"unsupported {field}={size}")
-    return int(h)
+def _square(cfg: Config, key: str, default: int) -> int:
+    """A size given as n or {height, width} (equal)."""
+    v = cfg.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, dict):
+        return cfg.integer(key, lo=1)
+    size = cfg.section(key)
+    h, w = size.integer("height", lo=1), size.integer("width", lo=1)
+    if h != w:
+        raise ValueError(f"{cfg.path}: unsupported {key}={json.dumps(v)} (only square sizes)")
+    return h
 
 
-def _triple(field: str, v: Any) -> tuple[float, float, float]:
-    vals = [float(v)] * 3 if isinstance(v, (int, float)) else [float(x) for x in v]
-    if len(vals) != 3:
-        raise ValueError(f"unsupported {field}={v}")
+def _triple(cfg: Config, key: str, default: tuple[float, float, float]) -> tuple[float, float, float]:
+    """Three numbers (a per-channel mean or std), or one for all three."""
+    v = cfg.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, list):
+        return (cfg.number(key),) * 3
+    if len(v) != 3:
+        raise ValueError(f"{cfg.path}: unsupported {key}={json.dumps(v)[:60]} (one number per RGB channel)")
+    vals = [Config(cfg.path, {f"{key}[{i}]": x}).number(f"{key}[{i}]") for i, x in enumerate(v)]
     return (vals[0], vals[1], vals[2])
 
 
-def recipe_from_processor(cfg: dict[str, Any], default: Preprocess) -> Preprocess:
+def recipe_from_processor(cfg: Mapping[str, Any], default: Preprocess) -> Preprocess:
     """Map an image-processor config (ViTImageProcessor, BitImageProcessor, ...) onto our recipe.
 
     size {height, width} -> squash to that size; size {shortest_edge} -> resize the short side,
-    then centre-crop to crop_size. Missing fields fall back to `default`."""
-    if not cfg.get("do_resize", True):
-        raise ValueError("unsupported do_resize=False (the encoder needs a fixed input size)")
-    size = cfg.get("size")
+    then centre-crop to crop_size. Missing fields fall back to `default`. A Config names its file in
+    every refusal (a plain mapping is named preprocessor_config.json)."""
+    c = cfg if isinstance(cfg, Config) else Config(Path("preprocessor_config.json"), cfg)
+    if not c.flag("do_resize", True):
+        raise ValueError(f"{c.path}: unsupported do_resize=False (the encoder needs a fixed input size)")
+    size = c.get("size")
     if size is None:
         resize_mode, resize_short, crop = default.resize_mode, default.resize_short, default.crop
     elif isinstance(size, dict) and "shortest_edge" in size:
-        if not cfg.get("do_center_crop", False):
-            raise ValueError("unsupported do_center_crop=False with size.shortest_edge")
-        resize_mode, resize_short = "shortest_edge", int(size["shortest_edge"])
-        crop = _square("crop_size", cfg.get("crop_size", resize_short))
+        if not c.flag("do_center_crop", False):
+            raise ValueError(f"{c.path}: unsupported do_center_crop=False with size.shortest_edge")
+        resize_mode, resize_short = "shortest_edge", c.section("size").integer("shortest_edge", lo=1)
+        crop = _square(c, "crop_size", resize_short)
     else:
         resize_mode = "squash"
-        resize_short = crop = _square("size", size)
-        if cfg.get("do_center_crop", False) and _square("crop_size", cfg.get("crop_size", crop)) != crop:
-            raise ValueError(f"unsupported crop_size={cfg['crop_size']} after a squash resize")
+        resize_short = crop = _square(c, "size", default.crop)
+        if c.flag("do_center_crop", False) and _square(c, "crop_size", crop) != crop:
+            raise ValueError(f"{c.path}: unsupported crop_size={json.dumps(c['crop_size'])} after a squash "
+                             "resize")
 
-    resample = cfg.get("resample", default.resample)
-    if resample not in _RESAMPLE:
-        raise ValueError(f"unsupported resample={resample}")
+    resample = c.get("resample", default.resample)
+    if isinstance(resample, bool) or not isinstance(resample, int | str) or resample not in _RESAMPLE:
+        raise ValueError(f"{c.path}: unsupported resample={json.dumps(resample)[:60]} (known: 2 or "
+                         "\"bilinear\", 3 or \"bicubic\")")
 
-    if cfg.get("do_normalize", True):
-        mean = _triple("image_mean", cfg.get("image_mean", default.mean))
-        std = _triple("image_std", cfg.get("image_std", default.std))
+    if c.flag("do_normalize", True):
+        mean = _triple(c, "image_mean", default.mean)
+        std = _triple(c, "image_std", default.std)
     else:
         mean, std = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
-    rescale = float(cfg.get("rescale_factor", default.rescale)) if cfg.get("do_rescale", True) else 1.0
+    rescale = c.number("rescale_factor", default.rescale) if c.flag("do_rescale", True) else 1.0
     return Preprocess(
         mean=mean,
         std=std,
@@ -102,7 +118,7 @@ def load_recipe(
     for name in names:
         path = (src if src.is_dir() else src.parent) / name
         if path.is_file():
-            pre = recipe_from_processor(json.loads(path.read_text()), default)
+            pre = recipe_from_processor(read_json(path) or Config(path, {}), default)
             why = recipe_conflict(enc.keys() | pre.keys())
             if why:
                 raise ValueError(f"{path}: {why}; fix its size / crop_size, or remove it to use the "

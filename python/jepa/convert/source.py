@@ -4,28 +4,74 @@ a converter can prove it used every source tensor exactly once."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 import struct
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 
 
 def safetensors_files(src: Path) -> list[Path]:
     """The weight files of a checkpoint: a .safetensors file, or a directory holding one file or a
-    sharded set listed by model.safetensors.index.json."""
+    sharded set listed by model.safetensors.index.json. Each is a regular file (a FIFO would hang
+    the reader)."""
     if src.is_file():
-        return [src]
+        return [_regular(src)]
     index = src / "model.safetensors.index.json"
     if index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        return [src / s for s in shards]
+        return [_regular(src / s) for s in _shards(index)]
     files = sorted(src.glob("*.safetensors"))
     if len(files) != 1:
         found = ", ".join(f.name for f in files) or "none"
         raise ValueError(f"{src}: expected one .safetensors file (or an index), found {found}")
-    return files
+    return [_regular(files[0])]
+
+
+def _shards(index: Path) -> list[str]:
+    """The shard files model.safetensors.index.json's weight_map names (bare names in its folder)."""
+    from .base import load_json
+
+    doc = load_json(index)
+    weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ValueError(f"{index}: weight_map must be an object of tensor name -> shard file")
+    shards = set()
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or not shard or Path(shard).name != shard:
+            raise ValueError(f"{index}: weight_map[{json.dumps(name)[:60]}] must be the name of a shard file "
+                             f"in its folder, got {json.dumps(shard)[:60]}")
+        shards.add(shard)
+    return sorted(shards)
+
+
+def _regular(path: Path) -> Path:
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise ValueError(f"{path}: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{path}: not a regular file")
+    return path
+
+
+@contextmanager
+def _opened(path: Path) -> Iterator[Any]:
+    """safe_open(path), its refusals (a truncated file, a header that is not JSON, ...) a ValueError
+    naming the file."""
+    try:
+        f = safe_open(str(path), framework="np")
+    except (SafetensorError, OSError) as e:
+        raise ValueError(f"{path}: not a readable safetensors file ({e})") from None
+    with f:
+        try:
+            yield f
+        except SafetensorError as e:
+            raise ValueError(f"{path}: not a readable safetensors file ({e})") from None
 
 
 def _read_bf16(path: Path, key: str) -> np.ndarray:
@@ -47,7 +93,7 @@ class TensorSource:
     def __init__(self, files: list[Path], prefixes: tuple[str, ...] = ()) -> None:
         self._where: dict[str, tuple[Path, str]] = {}
         for path in files:
-            with safe_open(str(path), framework="np") as f:
+            with _opened(path) as f:
                 for key in f.keys():  # noqa: SIM118 - safe_open is not a Mapping
                     name = next((key[len(p):] for p in prefixes if key.startswith(p)), key)
                     if name in self._where:
@@ -63,14 +109,14 @@ class TensorSource:
 
     def shape(self, name: str) -> tuple[int, ...]:
         path, key = self._loc(name)
-        with safe_open(str(path), framework="np") as f:
+        with _opened(path) as f:
             return tuple(f.get_slice(key).get_shape())
 
     def take(self, name: str) -> np.ndarray:
         """The tensor as float32 (f16/bf16/f64 sources are widened or narrowed exactly once here)."""
         path, key = self._loc(name)
         self._used.add(name)
-        with safe_open(str(path), framework="np") as f:
+        with _opened(path) as f:
             if f.get_slice(key).get_dtype() == "BF16":
                 return _read_bf16(path, key)
             return np.asarray(f.get_tensor(key), dtype=np.float32)

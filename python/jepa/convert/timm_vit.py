@@ -19,7 +19,7 @@ from typing import TypedDict
 import numpy as np
 from safetensors import SafetensorError, safe_open
 
-from .base import Converter, beside, read_json, register, resolve_n_head
+from .base import Config, Converter, beside, read_json, register, resolve_n_head
 from .preprocess import load_recipe
 from .schema import IMAGENET_RECIPE, Encoder, Preprocess
 from .source import TensorSource, safetensors_files
@@ -66,12 +66,14 @@ class TimmViT(Converter):
         except (ValueError, OSError):
             return False
         keys: set[str] = set()
-        try:
-            for path in files:
+        for path in files:
+            try:
                 with safe_open(str(path), framework="np") as f:
                     keys.update(f.keys())
-        except (OSError, SafetensorError):  # not a safetensors file (e.g. a .pt checkpoint)
-            return False
+            except (OSError, SafetensorError) as e:
+                if path.suffix == ".safetensors":  # a broken weights file: no converter can read it
+                    raise ValueError(f"{path}: not a readable safetensors file ({e})") from None
+                return False  # not a safetensors file (e.g. a .pt checkpoint)
         return any(p + "blocks.0.attn.qkv.weight" in keys for p in ("", *PREFIXES))
 
     def open_source(self) -> TensorSource:
@@ -83,9 +85,9 @@ class TimmViT(Converter):
         return src
 
     def _n_head(self, d: int) -> int:
-        cfg = read_json(beside(self.src, "config.json")) or {}
-        found = [int(c[k]) for c in (cfg, cfg.get("model_args") or {})
-                 for k in ("num_heads", "n_head", "num_attention_heads") if k in c]
+        cfg = read_json(beside(self.src, "config.json")) or Config(beside(self.src, "config.json"), {})
+        found = [c.integer(k, lo=1) for c in (cfg, cfg.section("model_args"))
+                 for k in ("num_heads", "n_head", "num_attention_heads") if c.get(k) is not None]
         return resolve_n_head(found[0] if found else None, self.options.n_head, d, _HEADS_BY_WIDTH)
 
     def hparams(self) -> Encoder:

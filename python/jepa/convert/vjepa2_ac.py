@@ -31,7 +31,7 @@ from .schema import Encoder, Meta, Preprocess, pred_keys
 from .source import TensorSource
 from .timm_vit import timm_block
 from .vjepa2 import RopePredictor
-from .vjepa2_meta import SUFFIXES, ArraySource, MetaLayout, _clean, _torch_load
+from .vjepa2_meta import SUFFIXES, ArraySource, MetaLayout, UnreadableCheckpoint, _clean, _torch_load
 
 FILE_FAMILY = "vjepa2"  # the converter family is vjepa2_ac; the file is a V-JEPA 2 with an AC predictor
 HEAD_DIM = 64  # every released V-JEPA 2 / 2-AC
@@ -96,6 +96,8 @@ class VJEPA2AC(Converter):
             return False
         try:
             return _predictor_state(_torch_load(src), src) is not None
+        except UnreadableCheckpoint:
+            raise
         except (ValueError, OSError, RuntimeError):
             return False
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from .base import beside, read_json, square
+from .base import Config, beside, read_json
 from .preprocess import load_recipe
 from .schema import Encoder, Preprocess
 from .source import TensorSource, safetensors_files
@@ -59,9 +58,9 @@ def detect(src: Path) -> bool:
     return cfg is not None and cfg.get("model_type") == "vjepa2"
 
 
-def _labels(cfg: dict[str, Any], n: int) -> tuple[str, ...]:
+def _labels(cfg: Config, n: int) -> tuple[str, ...]:
     """id2label in index order (config.json keys are strings); LABEL_i where it has none."""
-    id2label = {str(k): str(v) for k, v in (cfg.get("id2label") or {}).items()}
+    id2label = {str(k): str(v) for k, v in cfg.section("id2label").items()}
     return tuple(id2label.get(str(i), f"LABEL_{i}") for i in range(n))
 
 
@@ -71,33 +70,31 @@ class HFLayout:
         if cfg is None or cfg.get("model_type") != "vjepa2":
             raise ValueError(f"{src}: no config.json with model_type vjepa2")
         self.src = src
-        self.config = cfg
+        self.config: Config = cfg
         self.source = TensorSource(safetensors_files(src), prefixes=("vjepa2.",))
-        act = cfg.get("hidden_act", "gelu")
-        if act not in _ACTS:
-            raise ValueError(f"unsupported hidden_act={act}")
+        cfg.choice("hidden_act", _ACTS, "gelu")
 
     # -- hparams --------------------------------------------------------------------------------
 
     def encoder(self) -> Encoder:
         c, s = self.config, self.source
         d, chans, t, p, p2 = s.shape("encoder.embeddings.patch_embeddings.proj.weight")
-        if p != p2 or p != square("patch_size", c.get("patch_size", 16)):
-            raise ValueError(f"unsupported patch_size={c.get('patch_size')} (weight {[p, p2]})")
+        if p != p2 or p != c.square("patch_size", 16):
+            raise ValueError(f"{c.path}: unsupported patch_size={c.get('patch_size')} (weight {[p, p2]})")
         return Encoder(
             embed_dim=d,
-            n_layer=int(c["num_hidden_layers"]),
-            n_head=int(c["num_attention_heads"]),
+            n_layer=c.integer("num_hidden_layers", lo=1),
+            n_head=c.integer("num_attention_heads", lo=1),
             ffn_dim=s.shape("encoder.layer.0.mlp.fc1.weight")[0],
             patch_size=p,
-            img_size=int(c.get("crop_size", 256)),
+            img_size=c.integer("crop_size", 256, lo=1),
             in_chans=chans,
-            ln_eps=float(c.get("layer_norm_eps", 1e-6)),
-            act=_ACTS[c.get("hidden_act", "gelu")],
+            ln_eps=c.number("layer_norm_eps", 1e-6),
+            act=_ACTS[c.choice("hidden_act", _ACTS, "gelu")],
             cls_token=False,
             pos_type="rope3d",
             tubelet_size=t,
-            n_frames=int(c.get("frames_per_clip", 64)),
+            n_frames=c.integer("frames_per_clip", 64, lo=1),
         )
 
     def predictor(self) -> PredictorSpec | None:
@@ -105,15 +102,15 @@ class HFLayout:
         if not s.has("predictor.embeddings.mask_tokens"):
             return None
         return PredictorSpec(
-            embed_dim=int(c["pred_hidden_size"]),
-            n_layer=int(c["pred_num_hidden_layers"]),
-            n_head=int(c["pred_num_attention_heads"]),
+            embed_dim=c.integer("pred_hidden_size", lo=1),
+            n_layer=c.integer("pred_num_hidden_layers", lo=1),
+            n_head=c.integer("pred_num_attention_heads", lo=1),
             ffn_dim=s.shape("predictor.layer.0.mlp.fc1.weight")[0],
             n_mask_tokens=s.shape("predictor.embeddings.mask_tokens")[0],
-            out_dim=int(c["hidden_size"]),
-            grid_size=int(c.get("crop_size", 256)) // square("patch_size", c.get("patch_size", 16)),
-            n_frames=int(c.get("frames_per_clip", 64)),
-            ln_eps=float(c.get("layer_norm_eps", 1e-6)),
+            out_dim=c.integer("hidden_size", lo=1),
+            grid_size=c.integer("crop_size", 256, lo=1) // c.square("patch_size", 16),
+            n_frames=c.integer("frames_per_clip", 64, lo=1),
+            ln_eps=c.number("layer_norm_eps", 1e-6),
         )
 
     def head(self) -> HeadSpec | None:
@@ -123,7 +120,7 @@ class HFLayout:
         n_classes = s.shape("classifier.weight")[0]
         n_pool = s.count("pooler.self_attention_layers.{i}.layer_norm1.weight")
         return HeadSpec(
-            embed_dim=int(self.config["hidden_size"]),
+            embed_dim=self.config.integer("hidden_size", lo=1),
             n_pool_layers=n_pool,
             ffn_dim=s.shape("pooler.cross_attention_layer.mlp.fc1.weight")[0],
             labels=_labels(self.config, n_classes),

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import beside, read_json, resolve_n_head
+from .base import Config, beside, read_json, resolve_n_head
 from .schema import Encoder, Preprocess
 from .source import TensorSource
 from .timm_vit import timm_block, timm_sizes
@@ -34,16 +34,28 @@ _HEADS_BY_WIDTH = {768: 12, 1024: 16, 1280: 16, 1408: 22, 1664: 26}
 _SKIPPED = ("pos_embed",)
 
 
+class UnreadableCheckpoint(ValueError):
+    """A .pt file torch cannot load: no converter can read it (detection says so, not 'no converter
+    recognises it')."""
+
+
 def _torch_load(path: Path) -> Any:
     try:
         import torch
     except ImportError:
         raise ValueError(f"{path}: reading a .pt checkpoint needs torch (pip install torch)") from None
+    if not path.is_file():  # a FIFO would hang torch.load; a directory is no checkpoint
+        raise ValueError(f"{path}: not a regular file")
     try:
-        return torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
-    except RuntimeError:
-        # Legacy (non-zip) files cannot be memory-mapped.
-        return torch.load(str(path), map_location="cpu", weights_only=True)
+        try:
+            return torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError:
+            # Legacy (non-zip) files cannot be memory-mapped.
+            return torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises whatever its unzip / unpickle meets (a truncated file, ...)
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise UnreadableCheckpoint(f"{path}: not a readable PyTorch checkpoint ({type(e).__name__}: "
+                                   f"{first})") from None
 
 
 def _clean(key: str) -> str:
@@ -74,6 +86,8 @@ def detect(src: Path) -> bool:
     try:
         ckpt = _torch_load(src)
         state = _encoder_state(ckpt, src)
+    except UnreadableCheckpoint:
+        raise
     except (ValueError, OSError, RuntimeError):
         return False
     return not _is_action_conditioned(ckpt) and any(
@@ -114,15 +128,15 @@ class MetaLayout:
         self.src = src
         self.n_head_flag = n_head
         self.img_size_flag = img_size
-        self.config = read_json(beside(src, "config.json")) or {}
+        self.config = read_json(beside(src, "config.json")) or Config(beside(src, "config.json"), {})
         self.source: TensorSource = ArraySource(arrays, src)
         if self.source.has("blocks.0.mlp.fc3.weight"):
             raise ValueError("unsupported mlp=SwiGLU (blocks.0.mlp.fc3): V-JEPA 2 encoders use a GELU MLP")
 
     def _cfg(self, *keys: str) -> int | None:
         for k in keys:
-            if k in self.config:
-                return int(self.config[k])
+            if self.config.get(k) is not None:
+                return self.config.integer(k, lo=1)
         return None
 
     def _n_head(self, d: int) -> int:
