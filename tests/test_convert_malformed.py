@@ -1,6 +1,6 @@
 """jepa-convert on broken copies of tiny checkpoints (issue 21, L8): every malformed config.json,
 preprocessor_config.json, modules.json, index and weights file is one line, `jepa-convert: error:
-<file>: <key and what is wrong>`, exit 1, never a traceback or a hang. Before, 70 of its 73 cases
+<file>: <key and what is wrong>`, exit 1, never a traceback or a hang. Before, 71 of its 72 cases
 failed: about half were a TypeError, KeyError, AttributeError or SafetensorError traceback, a FIFO
 weights file hung, and the rest named no file (`invalid literal for int() with base 10: 'abc'`).
 
