@@ -472,18 +472,37 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[str], tuple
             *server_args,
         ]
     exe = Path(sys.executable).parent / "jepa-server"
-    proc = subprocess.Popen(
-        [str(exe), *server_args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    # Its log to a file and its stdout drained: a pipe nobody reads fills (64 KiB of the registry's
+    # load / unload lines) and blocks the server's event loop on a write to it.
+    log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (read and closed in stop_server)
+    proc = subprocess.Popen([str(exe), *server_args], stdout=subprocess.PIPE, stderr=log, text=True)
+    proc.log = log  # type: ignore[attr-defined]
     assert proc.stdout is not None
     url, lines = read_startup(proc.stdout, 120)
     if not url:
         proc.kill()
-        raise SystemExit(
-            f"soak: the server did not start: {lines} {proc.stderr.read() if proc.stderr else ''}"
-        )
+        proc.wait()
+        log.seek(0)
+        raise SystemExit(f"soak: the server did not start: {lines} {log.read()}")
+    out = proc.stdout
+    threading.Thread(target=lambda: [None for _ in out], daemon=True).start()
     host, port = url.removeprefix("http://").rsplit(":", 1)
     return proc, (host, int(port)), server_args
+
+
+def stop_server(proc: subprocess.Popen[str]) -> str:
+    """SIGTERM, wait for the exit, and the server's log."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log = proc.log  # type: ignore[attr-defined]
+    log.seek(0)
+    text: str = log.read()
+    log.close()
+    return text
 
 
 # -- the models directory and its replacer ----------------------------------------------------------
@@ -657,12 +676,7 @@ def _run(args: argparse.Namespace, dirs: tuple[Path, Path] | None) -> dict[str, 
     time.sleep(1.0)  # the server settles: slow clients cut, answers written
     samples.append({"t": round(time.monotonic() - started, 1), **sample(proc.pid)})
     alive = proc.poll() is None
-    proc.send_signal(signal.SIGTERM)
-    try:
-        _, stderr = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, stderr = proc.communicate()
+    stderr = stop_server(proc)
     tracebacks = stderr.count("Traceback")
     first_traceback = stderr[stderr.find("Traceback") :][:3000] if tracebacks else ""
 
