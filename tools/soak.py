@@ -150,10 +150,12 @@ class Kind:
     busy: frozenset[str] = frozenset()
 
 
-BUSY = frozenset({"models_busy"})
-# The q8_0 model is rewritten in place (truncated, then written): between the two its requests are
-# refused until the file is whole, then served from the new file.
-IN_PLACE = BUSY | {"model_file_changed", "model_load_failed"}
+# Every model's file is replaced by rename now and then: while the old file's requests in flight
+# finish, new ones get 503 model_file_changed (Retry-After: 1), then the new file serves.
+BUSY = frozenset({"models_busy", "model_file_changed"})
+# The q8_0 model is also rewritten in place (truncated, then written): between the two its requests
+# are refused until the file is whole, then served from the new file.
+IN_PLACE = BUSY | {"model_load_failed"}
 
 
 def kinds(body_limit: int, models: dict[str, str] | None = None) -> list[Kind]:
@@ -636,6 +638,7 @@ def _run(args: argparse.Namespace, dirs: tuple[Path, Path] | None) -> dict[str, 
                             "kind": kind.name,
                             "status": ans.status,
                             "envelope": ans.envelope,
+                            "code": ans.code,
                             "t": round(time.monotonic() - started, 1),
                             "note": note,
                         }
