@@ -240,19 +240,28 @@ def test_a_model_whose_file_changed_is_never_served_again_and_loads_anew(models_
         assert second is not first and loader.started == ["alpha", "alpha"]
         await asyncio.sleep(0)
         assert first.closed
-        # In use when its file changes: new requests are 503 until the one in flight ends, then load.
+        # In use when its file changes: a new request waits for the one in flight to end (it keeps
+        # its engine), then gets the file loaded again.
         holder = asyncio.create_task(_use(reg, "alpha", hold=0.2))
         await asyncio.sleep(0.05)
         second.model.changed = "its size went from 100 to 4096 bytes since it was loaded"
+        third = await _use(reg, "alpha")
+        assert holder.done() and await holder is second
+        assert third is not second and loader.started == ["alpha"] * 3
+        await asyncio.sleep(0)
+        assert second.closed
+        await reg.close()
+        # A request in flight that outlasts the wait: the new request is 503 with Retry-After.
+        reg = _registry(models_dir, loader, slot_wait_s=0.05)
+        fourth = await _use(reg, "alpha")
+        holder = asyncio.create_task(_use(reg, "alpha", hold=0.3))
+        await asyncio.sleep(0.02)
+        fourth.model.changed = "it was rewritten in place since it was loaded"
         with pytest.raises(ApiError) as e:
             await _use(reg, "alpha")
         assert e.value.status == 503 and e.value.code == "model_file_changed"
         assert e.value.headers.get("Retry-After") == "1"
-        assert await holder is second  # the request in flight kept its engine
-        third = await _use(reg, "alpha")
-        assert third is not second and loader.started == ["alpha"] * 3
-        await asyncio.sleep(0)
-        assert second.closed
+        assert await holder is fourth
         await reg.close()
 
     run(body)

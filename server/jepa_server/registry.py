@@ -68,6 +68,7 @@ class Resident:
     stale: bool = False  # its file changed under it (rewritten in place) or was replaced: not served again
     file_sig: Signature | None = None  # the file as it was loaded (its path's device, inode, mtime, size)
     checked_at: float = 0.0  # monotonic: when its path was last compared with file_sig
+    retired: asyncio.Event = field(default_factory=asyncio.Event)  # set once it is out of service
 
     def idle_s(self, now: float) -> float:
         return 0.0 if self.refs else now - self.last_used
@@ -314,7 +315,14 @@ class Registry:
             return res
         res = self.resident.get(entry.id)  # a model just retired idle is gone: its file loads again
         if res is not None and res.stale:
-            raise _file_changed(entry, "its requests in flight on the old file end")
+            # Its requests in flight on the old file end first (at once when the engine refuses a
+            # changed file; a rename's finish normally): wait for that, then load the new file.
+            try:
+                async with asyncio.timeout(self.slot_wait_s):
+                    await res.retired.wait()
+            except TimeoutError:
+                raise _file_changed(entry, "its requests in flight on the old file end") from None
+            return await self._acquire(entry)
         load = self._loads.get(entry.id)
         if load is None:
             if not self._room() and not self._can_make_room():
@@ -578,6 +586,7 @@ class Registry:
         if self.resident.get(res.entry.id) is not res or res.refs:
             return
         del self.resident[res.entry.id]
+        res.retired.set()
         log.info("model %r unloading (%s; idle %.1f s)", res.entry.id, why, res.idle_s(time.monotonic()))
         name = f"jepa-unload-{res.entry.id}"
         self._unloading[res] = asyncio.create_task(self._close_engine(res, why), name=name)
