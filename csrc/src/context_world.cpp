@@ -29,6 +29,18 @@ void need_world(const Model & m, jepa_pred_kind want, const char * what) {
     }
 }
 
+// Actions and states as wide as the predictor takes them (world_predict and world_rollout alike).
+void check_action_state_widths(const PredHparams & p, int A, int S, const char * what) {
+    if (A != p.action_dim) {
+        fail_arg(JEPA_ERR_INVALID_ARG, "actions", "%s: actions have width %d, this model's are %d wide", what, A,
+                 p.action_dim);
+    }
+    if (S != p.state_dim) {
+        fail_arg(JEPA_ERR_INVALID_ARG, "states", "%s: states have width %d, this model's are %d wide", what, S,
+                 p.state_dim);
+    }
+}
+
 void need_len(size_t have, int64_t per_item, int B, const char * what, const char * name) {
     if (have / size_t(B) < size_t(per_item)) {
         fail_arg(JEPA_ERR_INVALID_ARG, name, "%s: %s holds %zu floats, needs %lld", what, name, have,
@@ -127,14 +139,7 @@ void Context::world_predict(const jepa_world_input & in, const jepa_world_output
     }
     const int D = m.hp.pred.kind == JEPA_PRED_LEWM ? p.embed_dim : m.hp.enc.embed_dim;
     if (in.D != D) fail_arg(JEPA_ERR_INVALID_ARG, "latents", "%s: latents have width %d, expected %d", what, in.D, D);
-    if (in.A != p.action_dim) {
-        fail_arg(JEPA_ERR_INVALID_ARG, "actions", "%s: actions have width %d, this model's are %d wide", what, in.A,
-                 p.action_dim);
-    }
-    if (in.S != p.state_dim) {
-        fail_arg(JEPA_ERR_INVALID_ARG, "states", "%s: states have width %d, this model's are %d wide", what, in.S,
-                 p.state_dim);
-    }
+    check_action_state_widths(p, in.A, in.S, what);
     const int64_t rows = mul_sat({in.B, in.T, in.P});
     const int n_out = 1 + (out.raw ? 1 : 0) + (out.act_emb ? 1 : 0);
     check_output(mul_sat({rows, in.D, n_out}), params_.max_output_bytes, what);
@@ -277,14 +282,7 @@ void Context::world_rollout(const jepa_world_rollout_input & in, const jepa_worl
         fail_arg(JEPA_ERR_INVALID_ARG, "context", "%s: latents have width %d, expected %d", what, in.D,
                  m.hp.enc.embed_dim);
     }
-    if (in.A != p.action_dim) {
-        fail_arg(JEPA_ERR_INVALID_ARG, "actions", "%s: actions have width %d, this model's are %d wide", what, in.A,
-                 p.action_dim);
-    }
-    if (in.S != p.state_dim) {
-        fail_arg(JEPA_ERR_INVALID_ARG, "states", "%s: states have width %d, this model's are %d wide", what, in.S,
-                 p.state_dim);
-    }
+    check_action_state_widths(p, in.A, in.S, what);
     need_ac_frames(m, in.H, in.P, what, "context");
     const int64_t n_out = mul_sat({in.B, in.H, in.P, in.D});
     check_output(n_out, params_.max_output_bytes, what);

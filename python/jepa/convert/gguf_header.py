@@ -73,6 +73,14 @@ class Header:
         return self.values.get(key, default)
 
 
+def _name(raw: bytes, where: str, what: str) -> str:
+    """A key's or tensor's name as UTF-8, or the engine's refusal naming it (escaped)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ModelFileError(f'{where} ("{_escaped(raw)}"): {what} valid UTF-8') from None
+
+
 def _escaped(raw: bytes) -> str:
     """A name that is not text, shown as the engine shows it: printable ASCII, other bytes as \\xNN,
     at most 64 bytes."""
@@ -326,12 +334,7 @@ def _parse(s: _Stream, wanted: set[str], limits: Limits) -> Header:
     seen: set[str] = set()
     alignment = DEFAULT_ALIGNMENT
     for i in range(n_kv):
-        raw = s.string(f"metadata key #{i}")
-        try:
-            key = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ModelFileError(f'metadata key #{i} ("{_escaped(raw)}"): the metadata key\'s name is not '
-                                 "valid UTF-8") from None
+        key = _name(s.string(f"metadata key #{i}"), f"metadata key #{i}", "the metadata key's name is not")
         if key in seen:
             raise ModelFileError(f"metadata key {key}: given twice")
         seen.add(key)
@@ -347,12 +350,7 @@ def _parse(s: _Stream, wanted: set[str], limits: Limits) -> Header:
     tensors: list[Tensor] = []
     names: set[str] = set()
     for i in range(n_tensors):
-        raw = s.string(f"tensor #{i}")
-        try:
-            name = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ModelFileError(f'tensor #{i} ("{_escaped(raw)}"): the tensor\'s name is not valid '
-                                 "UTF-8") from None
+        name = _name(s.string(f"tensor #{i}"), f"tensor #{i}", "the tensor's name is not")
         if name in names:
             raise ModelFileError(f"tensor {name}: given twice")
         names.add(name)
