@@ -97,17 +97,18 @@ def wide_vit_path(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="session")
 def tiny_vjepa2_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     """TINY_VJEPA2 with its masked predictor and attentive classifier head (numpy only, no torch)."""
-    from jepa.convert.vjepa2 import write_random
+    from jepa.testing.random_vjepa2 import write_random_vjepa2
 
-    return write_random(tmp_path_factory.mktemp("vjepa2") / "full.gguf", **TINY_VJEPA2, **TINY_VJEPA2_PARTS)
+    path = tmp_path_factory.mktemp("vjepa2") / "full.gguf"
+    return write_random_vjepa2(path, **TINY_VJEPA2, **TINY_VJEPA2_PARTS)
 
 
 @pytest.fixture(scope="session")
 def tiny_vjepa2_encoder_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     """TINY_VJEPA2's encoder alone: no predictor, no head (what the refusals need)."""
-    from jepa.convert.vjepa2 import write_random
+    from jepa.testing.random_vjepa2 import write_random_vjepa2
 
-    return write_random(tmp_path_factory.mktemp("vjepa2") / "encoder.gguf", **TINY_VJEPA2)
+    return write_random_vjepa2(tmp_path_factory.mktemp("vjepa2") / "encoder.gguf", **TINY_VJEPA2)
 
 
 @pytest.fixture(scope="session")
@@ -152,7 +153,7 @@ def kernel_path_models(tmp_path_factory: pytest.TempPathFactory, wide_vit_path: 
     """The models tests/kernel_path_outputs.py runs (every kind; the wide ViT in f32, f16 and bf16),
     as the JSON file it reads."""
     from jepa.convert.quantize import quantize
-    from jepa.convert.random_text import write_random_bert
+    from jepa.testing.random_text import write_random_bert
 
     d = tmp_path_factory.mktemp("paths")
     models = {"vit": wide_vit_path, "vjepa2": tiny_vjepa2_path, "ac": tiny_ac_path, "lewm": tiny_lewm_path,

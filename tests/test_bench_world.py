@@ -1,4 +1,4 @@
-"""The random world-model writers (jepa.convert.random_world), tools/bench_world.py --smoke with the
+"""The random world-model writers (jepa.testing.random_world), tools/bench_world.py --smoke with the
 upstream side (cc-vjepa2's V-JEPA 2-AC predictor, stable-worldmodel's LeWM and CEMSolver) and without
 it, and the upstream side itself against the reference bundles' goldens, driven the way the benchmark
 drives it."""
@@ -15,7 +15,7 @@ import pytest
 
 import jepa
 from jepa import world
-from jepa.convert.random_world import write_random_ac, write_random_lewm
+from jepa.testing.random_world import write_random_ac, write_random_lewm
 
 from conftest import import_tool, smoke_record
 

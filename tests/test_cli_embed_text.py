@@ -10,7 +10,7 @@ import pytest
 
 import jepa
 from jepa.cli.embed import main
-from jepa.convert.random_text import write_random_bert
+from jepa.testing.random_text import write_random_bert
 from jepa.text import embed_text
 
 pytestmark = pytest.mark.every_path

@@ -25,7 +25,7 @@ import pytest
 from test_server_support import ServerProcess, assert_envelope, http, server_process
 
 import jepa
-from jepa.convert.random_text import write_random_bert
+from jepa.testing.random_text import write_random_bert
 from jepa.text import embed_text
 
 pytestmark = pytest.mark.clients

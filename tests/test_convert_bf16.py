@@ -16,8 +16,10 @@ import pytest
 import jepa
 from jepa.convert import convert
 from jepa.convert.cli import main as convert_main
-from jepa.convert.gguf_writer import bf16_bits_to_f32, f32_to_bf16_bits, write_gguf
-from jepa.convert.schema import FTYPES, HF_VIT_RECIPE, Encoder, Meta, may_be_half
+from jepa.convert.recipes import HF_VIT_RECIPE
+from jepa.gguf.schema import FTYPES, Encoder, Meta
+from jepa.gguf.tensors import may_be_half
+from jepa.gguf.writer import bf16_bits_to_f32, f32_to_bf16_bits, write_gguf
 
 pytestmark = pytest.mark.every_path
 

@@ -96,7 +96,7 @@ def bases(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
     from transformers import BertConfig, BertModel, VJEPA2Config, VJEPA2Model
 
-    from jepa.convert.random_text import tiny_tokenizer_json, tiny_vocab_size, write_st_layout
+    from jepa.testing.random_text import tiny_tokenizer_json, tiny_vocab_size, write_st_layout
 
     root = tmp_path_factory.mktemp("bases")
     build_hf_model(root / "vit", "vit", num_hidden_layers=1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jepa.convert.preprocess import recipe_from_processor
-from jepa.convert.schema import HF_VIT_RECIPE, IMAGENET_RECIPE
+from jepa.convert.recipes import HF_VIT_RECIPE, IMAGENET_RECIPE
 
 VIT_PROCESSOR = {  # what ViTImageProcessor().save_pretrained writes
     "do_normalize": True, "do_rescale": True, "do_resize": True, "image_mean": [0.5, 0.5, 0.5],

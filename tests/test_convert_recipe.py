@@ -15,9 +15,10 @@ import pytest
 import jepa
 from jepa.convert import convert
 from jepa.convert.cli import main
-from jepa.convert.gguf_keys import recipe_conflict
 from jepa.convert.preprocess import sized
-from jepa.convert.schema import HF_VIT_RECIPE, IMAGENET_RECIPE, Preprocess
+from jepa.convert.recipes import HF_VIT_RECIPE, IMAGENET_RECIPE
+from jepa.gguf.keys import recipe_conflict
+from jepa.gguf.schema import Preprocess
 from jepa.pipeline import embed
 
 BIG = {  # a processor config for 224 px, as ViTImageProcessor().save_pretrained writes it

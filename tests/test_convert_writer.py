@@ -7,8 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jepa.convert.gguf_writer import write_gguf
-from jepa.convert.schema import HF_VIT_RECIPE, Encoder, Meta, may_be_half
+from jepa.convert.recipes import HF_VIT_RECIPE
+from jepa.gguf.schema import Encoder, Meta
+from jepa.gguf.tensors import may_be_half
+from jepa.gguf.writer import write_gguf
 
 ENC = Encoder(embed_dim=8, n_layer=1, n_head=2, ffn_dim=16, patch_size=4, img_size=8)
 META = Meta(family="hfvit", name="t")

@@ -108,14 +108,14 @@ def build_media(d: Path) -> None:
 
 
 def build_models(d: Path) -> None:
-    from jepa.convert.random_text import write_random_bert
-    from jepa.convert.random_world import write_random_ac, write_random_lewm
-    from jepa.convert.vjepa2 import write_random
     from jepa.demo import write_demo_model
+    from jepa.testing.random_text import write_random_bert
+    from jepa.testing.random_vjepa2 import write_random_vjepa2
+    from jepa.testing.random_world import write_random_ac, write_random_lewm
 
     first = {
         "demo": write_demo_model(d / "_demo.gguf"),  # `jepa-convert --demo`'s model: 224 px, 192 wide
-        "vjepa2": write_random(d / "_vjepa2.gguf", **TINY_VJEPA2, **TINY_VJEPA2_PARTS),
+        "vjepa2": write_random_vjepa2(d / "_vjepa2.gguf", **TINY_VJEPA2, **TINY_VJEPA2_PARTS),
         "text": write_random_bert(d / "_text.gguf"),
         "ac": write_random_ac(d / "_ac.gguf"),
         "lewm": write_random_lewm(d / "_lewm.gguf", **TINY_LEWM),
@@ -168,7 +168,7 @@ def bert_dir(out: Path, st: bool = False) -> None:
     import torch
     from transformers import BertConfig, BertModel
 
-    from jepa.convert.random_text import tiny_tokenizer_json, tiny_vocab_size, write_st_layout
+    from jepa.testing.random_text import tiny_tokenizer_json, tiny_vocab_size, write_st_layout
 
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=tiny_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

@@ -1,5 +1,5 @@
 """The generated tables in docs/*.md are what tools/render_docs.py makes from tests/results/*.json and,
-for docs/gguf.md, from the GGUF schema's declaration (jepa.convert.gguf_keys / gguf_tensors)."""
+for docs/gguf.md, from the GGUF schema's declaration (jepa.gguf.keys / tensors)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def test_the_schema_tables_come_from_the_declaration() -> None:
         import render_docs
     finally:
         sys.path.pop(0)
-    from jepa.convert import gguf_keys, gguf_tensors
+    from jepa.gguf import keys as gguf_keys
+    from jepa.gguf import tensors as gguf_tensors
 
     block = "<!-- BEGIN GENERATED: {0} -->\n{1}<!-- END GENERATED: {0} -->\n"
     stale = block.format("gguf-keys", "| `jepa.enc.embed_dim` | u32 |\n")

@@ -1,4 +1,4 @@
-"""jepa.convert.gguf_header: the bounded GGUF header reader `jepa-server check` / `info` and
+"""jepa.gguf.header: the bounded GGUF header reader `jepa-server check` / `info` and
 jepa-quantize read files with. It agrees with gguf-py on valid files, names what is wrong with a bad
 one in the engine's words, refuses a header over its budget, and raises nothing but ModelFileError /
 ResourceLimitError on any mutation of a valid file."""
@@ -15,9 +15,9 @@ import gguf
 import pytest
 
 import jepa
-from jepa.convert import gguf_header
-from jepa.convert.gguf_header import Limits, read_header
 from jepa.errors import ModelFileError, ResourceLimitError
+from jepa.gguf import header as gguf_header
+from jepa.gguf.header import Limits, read_header
 
 
 def _gguf_py(path: str) -> tuple[dict[str, object], list[tuple[str, int, tuple[int, ...], int]], int]:

@@ -1,4 +1,4 @@
-"""The GGUF schema's declaration (jepa.convert.gguf_keys / gguf_tensors) agrees with the C++ loader,
+"""The GGUF schema's declaration (jepa.gguf.keys / tensors) agrees with the C++ loader,
 the authority on what a file may hold: (a) the key strings the loader reads are the declared ones
 (csrc/src/*.cpp read as text); (b) on tiny files of every family and kind, written by the writer,
 dropping a required key or tensor is refused with ModelFileError naming it, dropping an optional one
@@ -17,10 +17,13 @@ import numpy as np
 import pytest
 
 import jepa
-from jepa.convert import gguf_keys, gguf_tensors
-from jepa.convert.gguf_writer import write_gguf
-from jepa.convert.random_weights import random_tensors
-from jepa.convert.schema import CONVERTER_FAMILIES, HF_VIT_RECIPE, IMAGENET_RECIPE, Encoder, Meta
+from jepa.convert import CONVERTER_FAMILIES
+from jepa.convert.recipes import HF_VIT_RECIPE, IMAGENET_RECIPE
+from jepa.gguf import keys as gguf_keys
+from jepa.gguf import tensors as gguf_tensors
+from jepa.gguf.schema import Encoder, Meta
+from jepa.gguf.writer import write_gguf
+from jepa.testing.random_weights import random_tensors
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "csrc" / "src"
@@ -96,15 +99,15 @@ FILES: dict[str, Callable[[Path], str]] = {
                      img_size=8),
     "ijepa": _encoder_only("ijepa", HF_VIT_RECIPE, cls_token=False),
     "levjepa": _encoder_only("levjepa", IMAGENET_RECIPE, n_registers=2, qkv_fused=True, layer_scale=True),
-    "vjepa2": _writer("jepa.convert.vjepa2:write_random", embed_dim=24, n_layer=1, n_head=2, img_size=16,
-                      patch_size=8, n_frames=2, predictor={"embed_dim": 24, "n_layer": 1, "n_head": 2},
-                      head={"n_classes": 3}),
-    "ac": _writer("jepa.convert.random_world:write_random_ac", embed_dim=24, n_layer=1, n_head=2, enc_dim=24,
+    "vjepa2": _writer("jepa.testing.random_vjepa2:write_random_vjepa2", embed_dim=24, n_layer=1, n_head=2,
+                      img_size=16, patch_size=8, n_frames=2,
+                      predictor={"embed_dim": 24, "n_layer": 1, "n_head": 2}, head={"n_classes": 3}),
+    "ac": _writer("jepa.testing.random_world:write_random_ac", embed_dim=24, n_layer=1, n_head=2, enc_dim=24,
                   enc_heads=2, img_size=16, patch_size=8, n_frames=4),
-    "lewm": _writer("jepa.convert.random_world:write_random_lewm", enc_dim=16, enc_layers=1, enc_heads=2,
+    "lewm": _writer("jepa.testing.random_world:write_random_lewm", enc_dim=16, enc_layers=1, enc_heads=2,
                     patch_size=4, img_size=8, embed_dim=16, n_layer=1, n_head=2, head_dim=8, ffn_dim=32,
                     proj_hidden=32),
-    "bert": _writer("jepa.convert.random_text:write_random_bert", embed_dim=16, n_layer=1, n_head=2,
+    "bert": _writer("jepa.testing.random_text:write_random_bert", embed_dim=16, n_layer=1, n_head=2,
                     ffn_dim=32, n_positions=10, max_seq_len=8),
 }
 

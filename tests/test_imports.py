@@ -1,6 +1,7 @@
 """The core imports light: `import jepa` needs numpy and the extension only. Extras are imported
 where they belong (torch never at module level; aiohttp only in the server; gguf/safetensors only
-in the converter and the demo writer; Pillow/PyAV/tqdm only in the media pipeline and the CLI)."""
+in the converter, the GGUF writer and the demo writer; Pillow/PyAV/tqdm only in the media pipeline
+and the CLI)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ HEAVY = {"torch", "transformers", "safetensors", "gguf", "PIL", "av", "tqdm", "a
 # Module-level imports each part of the tree may make beyond the stdlib, numpy and jepa itself.
 ALLOWED: dict[str, set[str]] = {
     "python/jepa/convert": {"gguf", "safetensors"},
+    "python/jepa/gguf": {"gguf"},
     "python/jepa/demo.py": {"gguf"},
     "python/jepa/media": {"PIL", "av", "tqdm"},
     "python/jepa/pipeline.py": set(),

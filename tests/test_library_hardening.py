@@ -18,7 +18,7 @@ import pytest
 
 import jepa
 from jepa import _engine
-from jepa.convert.random_world import write_random_ac, write_random_lewm
+from jepa.testing.random_world import write_random_ac, write_random_lewm
 
 from conftest import model_and_context
 

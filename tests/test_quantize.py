@@ -18,10 +18,10 @@ import pytest
 import jepa
 from jepa import world
 from jepa.cli.quantize import main
-from jepa.convert import gguf_tensors
 from jepa.convert.quantize import FILE_TYPES, TYPES, plan, quantize
-from jepa.convert.vjepa2 import write_random
 from jepa.demo import write_demo_model
+from jepa.gguf import tensors as gguf_tensors
+from jepa.testing.random_vjepa2 import write_random_vjepa2
 
 from conftest import AC_BUNDLE, LEWM_BUNDLE, TINY_VJEPA2, TINY_VJEPA2_PARTS, golden
 
@@ -51,7 +51,7 @@ def demo32(tmp_path_factory: pytest.TempPathFactory) -> str:
 def test_half_from_f32_equals_the_converters_half_byte_for_byte(tmp_path: Path, half: str) -> None:
     for name, write in (
         ("demo", lambda p, ft: write_demo_model(p, **WIDE, ftype=ft)),
-        ("vjepa2", lambda p, ft: write_random(p, **TINY_VJEPA2, **TINY_VJEPA2_PARTS, ftype=ft)),
+        ("vjepa2", lambda p, ft: write_random_vjepa2(p, **TINY_VJEPA2, **TINY_VJEPA2_PARTS, ftype=ft)),
     ):
         f32, want = write(tmp_path / f"{name}32.gguf", "f32"), write(tmp_path / f"{name}{half}.gguf", half)
         out = tmp_path / f"{name}-q{half}.gguf"

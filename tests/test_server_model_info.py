@@ -65,7 +65,7 @@ def test_every_published_field_is_an_engine_field() -> None:
 
 
 def test_a_text_model_publishes_its_poolings_and_no_pixel_recipe(tmp_path: Path) -> None:
-    from jepa.convert.random_text import write_random_bert
+    from jepa.testing.random_text import write_random_bert
 
     model = jepa.Model(write_random_bert(tmp_path / "t.gguf", pooling="cls"))
     out = model_json(model)

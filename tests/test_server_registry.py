@@ -568,7 +568,7 @@ def test_any_models_toml_is_served_or_refused_with_a_catalog_error(
 def test_a_text_model_is_smoke_tested_with_its_own_tokenizer(tmp_path: Path) -> None:
     """A text model's smoke test tokenizes and encodes a short text: a model whose tokenizer.json
     is broken fails its load with the reason, not its first request; a sound one serves text."""
-    from jepa.convert.random_text import write_random_bert
+    from jepa.testing.random_text import write_random_bert
 
     d = tmp_path / "text"
     d.mkdir()

@@ -35,8 +35,8 @@ from jepa_server.registry import Registry
 @pytest.fixture(scope="module")
 def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two tiny ViTs and a tiny BERT: the three kinds of engine a request can be handed."""
-    from jepa.convert.random_text import write_random_bert
     from jepa.demo import write_demo_model
+    from jepa.testing.random_text import write_random_bert
 
     d = tmp_path_factory.mktemp("hardening")
     write_demo_model(d / "alpha.gguf", embed_dim=64, n_layer=2, n_head=2, img_size=32, seed=1)

@@ -25,7 +25,7 @@ from test_server_support import (
 
 import jepa
 from jepa.client import Client
-from jepa.convert.random_text import write_random_bert
+from jepa.testing.random_text import write_random_bert
 from jepa.text import embed_text
 
 pytestmark = pytest.mark.every_path

@@ -16,7 +16,7 @@ from jepa_server.scheduler import CostModel
 
 
 def test_a_text_costs_its_real_tokens(tmp_path: Path) -> None:
-    from jepa.convert.random_text import write_random_bert
+    from jepa.testing.random_text import write_random_bert
 
     path = write_random_bert(tmp_path / "bert.gguf")
     model = jepa.Model(path)

@@ -11,7 +11,7 @@ import numpy as np
 from test_server_support import decode_embeddings, in_process, metric, run
 
 import jepa
-from jepa.convert.random_text import write_random_bert
+from jepa.testing.random_text import write_random_bert
 from jepa.text import embed_text
 from jepa_server.keys import RUNTIME
 from jepa_server.replicas import activation_bytes, budget_from_bytes, native_tokens

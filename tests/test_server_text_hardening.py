@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_server_support import assert_envelope, http, in_process, run, server_process
 
-from jepa.convert.random_text import tiny_tokenizer_json, tiny_vocab_size, with_split_regex, write_random_bert
+from jepa.testing.random_text import tiny_tokenizer_json, tiny_vocab_size, with_split_regex, write_random_bert
 
 pytestmark = pytest.mark.every_path
 

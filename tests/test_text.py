@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import jepa
-from jepa.convert.random_text import tiny_tokenizer_json, write_random_bert
+from jepa.testing.random_text import tiny_tokenizer_json, write_random_bert
 from jepa.text import TEXT_POOLS, Tokens, embed_text, encode_tokens, token_batches, tokens_from_ids
 
 pytestmark = pytest.mark.every_path

@@ -14,7 +14,7 @@ from gguf_doc import check_file_against_doc
 
 import jepa
 from jepa.convert import convert
-from jepa.convert.random_text import tiny_tokenizer_json, tiny_vocab_size, write_st_layout
+from jepa.testing.random_text import tiny_tokenizer_json, tiny_vocab_size, write_st_layout
 from jepa.text import TextPool, Tokens
 
 pytestmark = [pytest.mark.transformers, pytest.mark.torch, pytest.mark.every_path]

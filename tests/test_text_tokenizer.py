@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import jepa
-from jepa.convert.random_text import (
+from jepa.testing.random_text import (
     WORDS,
     tiny_tokenizer_json,
     tiny_vocab_size,

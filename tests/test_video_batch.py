@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jepa
-from jepa.convert.vjepa2 import write_random
+from jepa.testing.random_vjepa2 import write_random_vjepa2
 
 from conftest import TINY_VJEPA2, TINY_VJEPA2_PARTS
 
@@ -113,8 +113,8 @@ def test_graph_cap_splits_the_batch_with_the_same_bits(model: jepa.Model) -> Non
 def test_long_clip_uses_flash_and_fits_a_cap(tmp_path: Path) -> None:
     # 64 frames at 256 px: 32 x 16 x 16 = 8192 tokens (V-JEPA 2's longest native clip). The plain
     # path's score matrix alone is 8192^2 x 2 heads x 4 B = 512 MiB; flash attention needs none.
-    path = write_random(tmp_path / "long.gguf", embed_dim=32, n_layer=1, n_head=2, ffn_dim=32, img_size=256,
-                        n_frames=64, seed=1)
+    path = write_random_vjepa2(tmp_path / "long.gguf", embed_dim=32, n_layer=1, n_head=2, ffn_dim=32,
+                               img_size=256, n_frames=64, seed=1)
     m = jepa.Model(path)
     x = np.random.default_rng(0).standard_normal((1, 3, 64, 256, 256)).astype(np.float32)
     cap = 256 << 20

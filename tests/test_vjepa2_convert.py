@@ -16,7 +16,7 @@ from test_vjepa2_parity import BASE, assert_close, build_vjepa2, clip
 import jepa
 from jepa.convert import convert
 from jepa.convert.cli import main as cli_main
-from jepa.convert.schema import may_be_half
+from jepa.gguf.tensors import may_be_half
 
 from conftest import AC_BUNDLE
 

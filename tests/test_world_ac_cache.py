@@ -15,8 +15,8 @@ import pytest
 
 import jepa
 from jepa import planning, world
-from jepa.convert.random_world import write_random_ac
 from jepa.planning.rollout import ac_predicted_frames, ac_states
+from jepa.testing.random_world import write_random_ac
 
 from conftest import AC_BUNDLE, bits, model_and_context
 from numpy_reference import assert_agrees, cem_golden, cem_options

@@ -5,7 +5,7 @@ every round), at K candidates x H steps.
 
 The predictor has the released widths (1024 wide, 16 heads, MLP 4096, on 1408-wide ViT-g latents, 256
 patch tokens a frame; tools/bench_world.py's AC_FULL) and --ac-layers of its 24 blocks (default 2: a
-step's time is close to linear in the depth); random weights (jepa.convert.random_world). Per cell:
+step's time is close to linear in the depth); random weights (jepa.testing.random_world). Per cell:
 the median ms of each variant and their ratio, the frame blocks each computes per candidate (cached H,
 recomputed H (H + 1) / 2), whether the outputs are bit-identical (they must be: the run stops
 otherwise), the cache's bytes per candidate (2 x layers x (H - 1) x 258 x 1024 x 4) and, with
@@ -108,7 +108,7 @@ def measure(ctx: Any, path: str, threads: int, k: int, h: int, rounds: int, memo
 def run(threads: int, ks: list[int], hs: list[int], layers: int, rounds: int, smoke: bool, memory: bool,
         seed: int) -> dict[str, Any]:
     import jepa
-    from jepa.convert.random_world import write_random_ac
+    from jepa.testing.random_world import write_random_ac
 
     cfg = dict(AC_SMOKE if smoke else AC_FULL)
     if not smoke:
@@ -126,7 +126,7 @@ def run(threads: int, ks: list[int], hs: list[int], layers: int, rounds: int, sm
         "machine": cpu_info(threads, None),
         "versions": versions(None),
         "config": {**cfg, "tokens_per_frame": (cfg["img_size"] // cfg["patch_size"]) ** 2, "K": ks, "H": hs,
-                   "rounds": rounds, "weights": f"random (jepa.convert.random_world), seed {seed}, f32"},
+                   "rounds": rounds, "weights": f"random (jepa.testing.random_world), seed {seed}, f32"},
         "cells": cells,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }

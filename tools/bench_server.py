@@ -31,7 +31,7 @@ engine's own gain, which bounds the server's). A round in which other processes 
 QUIET of the cores in either cell of a pair is not quiet; the ratios over the quiet rounds alone
 are reported too. Decode + preprocess is timed inside each in-process run and per photo.
 
-The planner cell: a LeWM file at its published size (jepa.convert.random_world.write_random_lewm,
+The planner cell: a LeWM file at its published size (jepa.testing.random_world.write_random_lewm,
 numpy only) served with --workers N --threads cores/N; /rollout requests with a "plan" (CEM:
 PLAN below) from one client, then from N concurrent clients. Plans/s, candidate rollouts/s
 (samples x CEM steps per plan), client latency, and the server's resident memory (VmRSS sampled
@@ -613,7 +613,7 @@ def planner_cell(
     import aiohttp
 
     import jepa
-    from jepa.convert.random_world import write_random_lewm
+    from jepa.testing.random_world import write_random_lewm
 
     shape = LEWM_SMOKE if smoke else LEWM_FULL
     plan = SMOKE_PLAN if smoke else PLAN

@@ -79,7 +79,7 @@ def smoke_model(root: Path) -> Path:
     import torch
     from transformers import BertConfig, BertModel
 
-    from jepa.convert.random_text import tiny_tokenizer_json, tiny_vocab_size, write_st_layout
+    from jepa.testing.random_text import tiny_tokenizer_json, tiny_vocab_size, write_st_layout
 
     tok = tiny_tokenizer_json()
     torch.manual_seed(0)

@@ -228,7 +228,7 @@ def _randn(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def randomize(model: Any, rng: np.random.Generator) -> None:
-    """jepa.convert.random_weights' rule on a torch module: norm gains 1 + 0.2 N, Linear / Conv1d
+    """jepa.testing.random_weights' rule on a torch module: norm gains 1 + 0.2 N, Linear / Conv1d
     weights N / sqrt(fan_in), biases and other parameters 0.2 N; BatchNorm running mean 0.2 N,
     running var exp(0.3 N). Every adaLN-zero Linear is random too (zero gates would hide the blocks)."""
     torch = importlib.import_module("torch")
@@ -642,7 +642,7 @@ def upstream_detail(up: Upstream, threads: int) -> dict[str, Any]:
 def run(threads: int, rounds: int, *, quick: bool, smoke: bool, ac_layers: int | None, seed: int = 0,
         with_upstream: bool = True, only: str | None = None,
         ac_rounds: tuple[int, int] | None = None) -> dict[str, Any]:
-    from jepa.convert.random_world import write_random_ac, write_random_lewm
+    from jepa.testing.random_world import write_random_ac, write_random_lewm
 
     if smoke:
         ac_cfg, lewm_cfg, plan_cfg, k_lewm = dict(AC_SMOKE), dict(LEWM_SMOKE), SMOKE_LEWM_PLAN, 16
@@ -712,9 +712,9 @@ def run(threads: int, rounds: int, *, quick: bool, smoke: bool, ac_layers: int |
                    "warmup": f"the agreement call on K = {AC_CHECK_K} (every variant)"},
             "lewm": {**lewm_cfg, "K_step": k_lewm, "plan": plan_cfg, "history_frames": 1, "rounds": rounds,
                      "warmup_rounds": 1, "action_block": LEWM_ACTION_BLOCK},
-            "weights": (f"random (jepa.convert.random_weights' rule on the upstream modules, seed {seed}), "
+            "weights": (f"random (jepa.testing.random_weights' rule on the upstream modules, seed {seed}), "
                         "converted by jepa-convert" if up
-                        else f"random (jepa.convert.random_world), seed {seed}"),
+                        else f"random (jepa.testing.random_world), seed {seed}"),
         },
         "upstream": summary,
         "upstream_detail": None if up is None else upstream_detail(up, threads),

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Render the generated blocks of docs/*.md from tests/results/*.json, and docs/gguf.md's schema tables
-from the declaration in python/jepa/convert (gguf_keys.py, gguf_tensors.py).
+from the declaration in python/jepa/gguf (keys.py, tensors.py).
 
 A doc marks a generated block with
 
@@ -882,7 +882,7 @@ def _declared() -> dict[str, Callable[[], str]]:
     (docs/serving.md)."""
     sys.path[:0] = [str(ROOT / "python"), str(ROOT / "server")]
     try:
-        from jepa.convert import schema_doc
+        from jepa.gguf import schema_doc
         from jepa_server.budget_table import budgets_table
         from jepa_server.refusals import refusals_table
         from jepa_server.settings import settings_table

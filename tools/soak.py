@@ -516,8 +516,8 @@ MODELS = {"image": "vit", "quant": "vit-q8", "text": "minilm"}
 def write_models(root: Path) -> tuple[Path, Path]:
     """The served directory and the pristine copies the replacer writes from."""
     from jepa.convert.quantize import quantize
-    from jepa.convert.random_text import write_random_bert
     from jepa.demo import write_demo_model
+    from jepa.testing.random_text import write_random_bert
 
     pristine, served = root / "pristine", root / "models"
     pristine.mkdir(parents=True)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from .convert.gguf_tensors import Expected
+    from .gguf.tensors import Expected
 
 DEMO_NAME = "jepa-demo (random weights, not a trained model)"
 DEMO_DESCRIPTION = (
@@ -32,7 +32,7 @@ def _demo_tensors(
 ) -> Iterator[tuple[str, np.ndarray]]:
     """The schema's tensor table in its order, scaled like a freshly initialised ViT, with norms perturbed
     so a wrong norm would show."""
-    from .convert.gguf_tensors import Role
+    from .gguf.tensors import Role
 
     for name, e in table.items():
         if e.role == Role.GAIN:
@@ -42,7 +42,7 @@ def _demo_tensors(
         yield name, v.astype(np.float32)
 
 
-# Sizes as keyword arguments, like the random writers' (jepa/convert/random_world.py says why).
+# Sizes as keyword arguments, like the random writers' (jepa/testing/random_world.py says why).
 def write_demo_model(
     path: str | os.PathLike[str],
     *,
@@ -56,8 +56,9 @@ def write_demo_model(
 ) -> str:
     """Write the demo model to `path` (atomically) and return the path as a string."""
     # gguf is an extra (jepa[convert]): imported here so `import jepa.demo` stays light.
-    from .convert.gguf_writer import write_gguf
-    from .convert.schema import HF_VIT_RECIPE, Meta, hf_vit_encoder
+    from .convert.recipes import HF_VIT_RECIPE, hf_vit_encoder
+    from .gguf.schema import Meta
+    from .gguf.writer import write_gguf
 
     enc = hf_vit_encoder(embed_dim, n_layer, n_head, patch_size, img_size)
     meta = Meta(family="hfvit", name=DEMO_NAME, description=DEMO_DESCRIPTION, license="MIT")

@@ -3,7 +3,7 @@
 It reads the settings exactly as `jepa-server` does (flags > JEPA_* > --config TOML > defaults) and
 checks, without loading a model: every -m file and every GGUF file of --models-dir is a readable
 regular file whose GGUF header is a jepa file of schema v1 of a family this build serves, with a
-preprocessing recipe whose output its own encoder takes (gguf_keys.recipe_conflict), the
+preprocessing recipe whose output its own encoder takes (jepa.gguf.keys.recipe_conflict), the
 models directory is readable and its models.toml (if any) names no file twice and no name twice,
 the files root (if set) is a readable directory, and the port is free. With --warm [MODEL] it also
 loads one model (the default one, or MODEL: an id the server would serve, or a path), runs the
@@ -47,11 +47,11 @@ def _model_file(path: str) -> list[Finding]:
 
 
 def _header(path: str) -> Finding:
-    """The GGUF header, read by jepa.convert.gguf_header (bounded: only the keys named here are
+    """The GGUF header, read by jepa.gguf.header (bounded: only the keys named here are
     kept, every string is checked as the engine checks it, no tensor data is read)."""
-    from jepa.convert.gguf_header import read_header
-    from jepa.convert.gguf_keys import FAMILIES, RECIPE_KEYS, recipe_conflict
     from jepa.errors import JepaError
+    from jepa.gguf.header import read_header
+    from jepa.gguf.keys import FAMILIES, RECIPE_KEYS, recipe_conflict
 
     try:
         h = read_header(path, {"general.architecture", "jepa.schema_version", "jepa.family", *RECIPE_KEYS})

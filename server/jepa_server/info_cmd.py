@@ -22,7 +22,7 @@ from .catalog import Catalog, CatalogError, ModelEntry, dtype_name, model_paths
 from .settings import Settings, SettingsError, resolve_settings, subcommand_args
 
 _CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
-# What a model's row shows, read from its header alone (jepa.convert.gguf_header: bounded).
+# What a model's row shows, read from its header alone (jepa.gguf.header: bounded).
 _INFO_KEYS = ("general.architecture", "general.name", "general.file_type", "jepa.family", "jepa.modality")
 
 
@@ -36,10 +36,9 @@ def _cpu() -> dict[str, Any]:
                 flags = set(line.split(":", 1)[1].split())
     except OSError:
         pass
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
+    import jepa
+
+    cores = jepa.default_threads()  # the CPUs this process may use: affinity, then the cgroup's quota
     out: dict[str, Any] = {"device": "cpu", "name": name or "unknown CPU", "cores": cores,
                            "isa": [f for f in _CPU_FLAGS if f in flags]}
     out.update(_memory("cpu"))
@@ -48,12 +47,11 @@ def _cpu() -> dict[str, Any]:
 
 def _memory(device: str) -> dict[str, Any]:
     """(free, total) as the engine's backend reports them; {} where it cannot."""
-    try:
-        import jepa
+    import jepa
 
-        kind, index = (0, 0) if device == "cpu" else (1, int(device.partition(":")[2] or 0))
-        free, total = jepa._engine.device_memory(kind, index)
-    except Exception as exc:  # a device this build or machine does not have: say why
+    try:
+        free, total = jepa.device_memory(device)
+    except JepaError as exc:  # a device this build or machine does not have: say why
         return {"error": str(exc)}
     return {"free_mib": round(free / 2**20), "total_mib": round(total / 2**20)}
 
@@ -63,7 +61,7 @@ def devices(s: Settings) -> list[dict[str, Any]]:
 
     table = [_cpu()]
     wanted = [d for d in s.device_list if d != "cpu"]
-    if jepa._engine.has_cuda():
+    if jepa.has_cuda():
         for i in range(16):  # every device the build sees (device_memory refuses one past the last)
             row = {"device": f"cuda:{i}", **_memory(f"cuda:{i}")}
             if "error" in row:
@@ -84,7 +82,7 @@ def _header(entry: ModelEntry) -> dict[str, Any]:
                            "aliases": list(entry.aliases)}
     try:
         row["size_mib"] = round(os.path.getsize(entry.path) / 2**20, 1)
-        from jepa.convert.gguf_header import read_header
+        from jepa.gguf.header import read_header
 
         h = read_header(entry.path, _INFO_KEYS)
         if h.get("general.architecture") != "jepa":

@@ -79,9 +79,9 @@ SMOKE_TEXT = "jepa smoke test"
 
 def recipe_refusal(model: jepa.Model) -> str | None:
     """Why an image or video model's own preprocessing recipe makes inputs its encoder refuses
-    (jepa.convert.gguf_keys.recipe_conflict, the rule the converter and `jepa-server check` apply
+    (jepa.gguf.keys.recipe_conflict, the rule the converter and `jepa-server check` apply
     to the file's keys), or None."""
-    from jepa.convert.gguf_keys import recipe_conflict
+    from jepa.gguf.keys import recipe_conflict
 
     info = model.info
     return recipe_conflict({"jepa.enc.img_size": info.img_size, "jepa.enc.patch_size": info.patch_size,

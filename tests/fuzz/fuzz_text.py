@@ -24,7 +24,7 @@ from harness import instrument, run
 
 import jepa
 import jepa.text
-from jepa.convert.random_text import write_random_bert
+from jepa.testing.random_text import write_random_bert
 from jepa_server import inputs, text
 from jepa_server.errors import ApiError
 

@@ -21,7 +21,7 @@ from harness import instrument, run
 
 import jepa
 import jepa.text
-from jepa.convert.random_text import tiny_tokenizer_json, tiny_vocab_size
+from jepa.testing.random_text import tiny_tokenizer_json, tiny_vocab_size
 
 BASE = json.loads(tiny_tokenizer_json())
 VOCAB = tiny_vocab_size()

@@ -24,13 +24,13 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from jepa.convert.gguf_keys import KEYS
-from jepa.convert.random_text import write_random_bert
-from jepa.convert.random_weights import write_random_file
-from jepa.convert.random_world import write_random_ac, write_random_lewm
-from jepa.convert.schema import Encoder, Meta, Preprocess
-from jepa.convert.vjepa2 import write_random as write_random_vjepa2
 from jepa.demo import write_demo_model
+from jepa.gguf.keys import KEYS
+from jepa.gguf.schema import Encoder, Meta, Preprocess
+from jepa.testing.random_text import write_random_bert
+from jepa.testing.random_vjepa2 import write_random_vjepa2
+from jepa.testing.random_weights import write_random_file
+from jepa.testing.random_world import write_random_ac, write_random_lewm
 
 HERE = Path(__file__).resolve().parent
 PRE = Preprocess(mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), resize_short=8, crop=8)

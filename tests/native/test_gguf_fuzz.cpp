@@ -76,7 +76,7 @@ std::vector<TensorDef> demo_tensors(bool f16 = false) {
     return t;
 }
 
-// The metadata python/jepa/convert/gguf_writer.py writes for the demo model.
+// The metadata python/jepa/gguf/writer.py writes for the demo model.
 void demo_keys(gguf_context * g, bool f16) {
     gguf_set_val_str(g, "general.architecture", "jepa");
     gguf_set_val_str(g, "general.name", "jepa-demo (random weights, not a trained model)");

@@ -8,8 +8,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .schema import CONVERTER_FAMILIES
+from ..gguf.keys import FAMILIES as FILE_FAMILIES
 
+# What --family names: the file families, and vjepa2_ac (a vjepa2 file with an ac predictor).
+CONVERTER_FAMILIES = (*FILE_FAMILIES, "vjepa2_ac")
 FAMILIES = ("auto", *CONVERTER_FAMILIES)  # what --family takes
 
 

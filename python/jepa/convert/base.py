@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .gguf_keys import recipe_conflict
-from .gguf_writer import PartSpec, write_gguf
-from .schema import Encoder, Meta, Preprocess
+from ..gguf.keys import recipe_conflict
+from ..gguf.schema import Encoder, Meta, Preprocess
+from ..gguf.writer import PartSpec, write_gguf
 from .source import TensorSource
 
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from ..gguf.schema import Encoder, Preprocess
+from ..gguf.text_schema import TextEncoder
+from ..gguf.writer import write_text_gguf
 from .base import Config, Converter, load_json, read_json, register
-from .gguf_writer import write_text_gguf
-from .schema import Encoder, Preprocess
 from .source import TensorSource, safetensors_files
-from .text_schema import TextEncoder
 
 _ACTS = {"gelu": "gelu_erf", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh"}
 # model_type -> (layout, the prefix task models put before the backbone)

@@ -7,8 +7,8 @@ import logging
 import sys
 from pathlib import Path
 
+from ..gguf.schema import FTYPES
 from . import FAMILIES, convert
-from .schema import FTYPES
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..gguf.schema import Encoder, Preprocess
 from .base import Config, Converter, beside, read_json, register
 from .preprocess import load_recipe
-from .schema import HF_VIT_RECIPE, Encoder, Preprocess
+from .recipes import HF_VIT_RECIPE
 from .source import TensorSource, safetensors_files
 
 _ACTS = {"gelu": "gelu_erf", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh"}

@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from . import gguf_tensors
+from ..gguf import tensors as gguf_tensors
+from ..gguf.schema import Encoder, Preprocess, pred_keys
+from ..gguf.tensors import Expected
+from ..gguf.writer import PartSpec
 from .base import Config, Converter, beside, read_json, register
-from .gguf_tensors import Expected
-from .gguf_writer import PartSpec
 from .hf_vit import _BLOCK as HF_VIT_BLOCK
 from .hf_vit import hf_encoder
-from .schema import Encoder, Preprocess, pred_keys
 from .source import TensorSource
 from .vjepa2_meta import ArraySource, _torch_load
 

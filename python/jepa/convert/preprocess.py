@@ -1,6 +1,6 @@
 """The preprocessing recipe from a checkpoint's preprocessor_config.json (transformers' image
 processors), else the family's published recipe at the model's own size; either way one the model's
-encoder takes (gguf_keys.recipe_conflict), or the conversion is refused naming the file."""
+encoder takes (jepa.gguf.keys.recipe_conflict), or the conversion is refused naming the file."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..gguf.keys import recipe_conflict
+from ..gguf.schema import Encoder, Preprocess
 from .base import Config, read_json
-from .gguf_keys import recipe_conflict
-from .schema import Encoder, Preprocess
 
 log = logging.getLogger("jepa.convert")
 

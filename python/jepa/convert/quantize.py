@@ -2,7 +2,7 @@
 
 The bytes come from ggml's own quantization through the engine (jepa._engine.quantize, the C API's
 jepa_quantize), never from a second implementation. Only the matrices the schema lets be 16-bit
-(gguf_tensors.may_be_half: attention, FFN, projection and head matrices) change type; norms, biases,
+(jepa.gguf.tensors.may_be_half: attention, FFN, projection and head matrices) change type; norms, biases,
 tokens, position tables and the patch embedding stay as they are, as the loader requires. Every
 metadata key and label is carried over in order, with general.file_type set to the new type. The
 input is read through a memory map and written one tensor at a time, so the peak memory is about one
@@ -25,9 +25,9 @@ import numpy as np
 
 from .. import _engine
 from ..errors import InvalidInputError, JepaError, ModelFileError, ResourceLimitError, UnsupportedError
-from .gguf_header import read_header
-from .gguf_tensors import may_be_half
-from .gguf_writer import ARCH, bf16_bits_to_f32
+from ..gguf.header import read_header
+from ..gguf.tensors import may_be_half
+from ..gguf.writer import ARCH, bf16_bits_to_f32
 
 TYPES = ("f16", "bf16", "q8_0", "q6_k", "q5_k", "q5_0", "q4_k", "q4_0")
 # A k-quant packs 256 values per block; a row it cannot take falls back to the 32-value type of about

@@ -19,9 +19,10 @@ from typing import TypedDict
 import numpy as np
 from safetensors import SafetensorError, safe_open
 
+from ..gguf.schema import Encoder, Preprocess
 from .base import Config, Converter, beside, read_json, register, resolve_n_head
 from .preprocess import load_recipe
-from .schema import IMAGENET_RECIPE, Encoder, Preprocess
+from .recipes import IMAGENET_RECIPE
 from .source import TensorSource, safetensors_files
 
 PREFIXES = ("backbone.",)

@@ -18,12 +18,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from . import gguf_tensors
+from ..gguf import tensors as gguf_tensors
+from ..gguf.schema import ROPE_THETA, Encoder, Preprocess, pred_keys
+from ..gguf.tensors import Expected
+from ..gguf.writer import PartSpec
 from .base import Converter, register
-from .gguf_tensors import Expected
-from .gguf_writer import PartSpec
-from .random_weights import write_random_file
-from .schema import ROPE_THETA, Encoder, Meta, Preprocess, pred_keys
 from .source import TensorSource
 
 # Meta's and HF's encoders: LayerNorm eps 1e-6, exact GELU, RoPE with the "tiled" layout, theta 1e4.
@@ -172,64 +171,3 @@ class VJEPA2(Converter):
 
     def parts(self) -> list[PartSpec]:
         return [p for p in (self.layout.predictor(), self.layout.head()) if p is not None]
-
-
-# Sizes as keyword arguments, like the other random writers' (random_world.py says why).
-def write_random(
-    path: str | Path,
-    *,
-    embed_dim: int = 64,
-    n_layer: int = 2,
-    n_head: int = 2,
-    ffn_dim: int | None = None,
-    patch_size: int = 16,
-    tubelet_size: int = 2,
-    img_size: int = 32,
-    n_frames: int = 4,
-    predictor: dict[str, int] | None = None,
-    head: dict[str, int] | None = None,
-    seed: int = 0,
-    ftype: str = "f32",
-) -> str:
-    """A random-weight V-JEPA 2 GGUF at any size, straight from numpy (no torch): for tests, benchmarks
-    and demos. predictor: {embed_dim, n_layer, n_head, n_mask_tokens}; head: {n_classes, n_pool_layers}.
-    Norm gains and biases are random too, so a wrong norm cannot hide."""
-    f = ffn_dim or 4 * embed_dim
-    enc = Encoder(
-        embed_dim=embed_dim,
-        n_layer=n_layer,
-        n_head=n_head,
-        ffn_dim=f,
-        patch_size=patch_size,
-        img_size=img_size,
-        cls_token=False,
-        pos_type="rope3d",
-        tubelet_size=tubelet_size,
-        n_frames=n_frames,
-    )
-    pred = head_spec = None
-    if predictor is not None:
-        dp = predictor.get("embed_dim", embed_dim)
-        pred = PredictorSpec(
-            embed_dim=dp,
-            n_layer=predictor.get("n_layer", 1),
-            n_head=predictor.get("n_head", 1),
-            ffn_dim=4 * dp,
-            n_mask_tokens=predictor.get("n_mask_tokens", 2),
-            out_dim=embed_dim,
-            grid_size=img_size // patch_size,
-            n_frames=n_frames,
-            ln_eps=1e-6,
-        )
-    if head is not None:
-        n_classes = head.get("n_classes", 4)
-        head_spec = HeadSpec(
-            embed_dim=embed_dim,
-            n_pool_layers=head.get("n_pool_layers", 1),
-            ffn_dim=4 * embed_dim,
-            labels=tuple(f"class {i}" for i in range(n_classes)),
-        )
-
-    parts: list[PartSpec] = [p for p in (pred, head_spec) if p is not None]
-    meta = Meta(family="vjepa2", name=f"random-vjepa2-{embed_dim}x{n_layer}", modality="video")
-    return write_random_file(path, meta, enc, vjepa2_recipe(img_size), parts, seed, ftype)

@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from . import gguf_tensors
+from ..gguf import tensors as gguf_tensors
+from ..gguf.schema import Encoder, Meta, Preprocess, pred_keys
+from ..gguf.tensors import Expected
+from ..gguf.writer import PartSpec
 from .base import Converter, readme_license, register
-from .gguf_tensors import Expected
-from .gguf_writer import PartSpec
-from .schema import Encoder, Meta, Preprocess, pred_keys
 from .source import TensorSource
 from .timm_vit import timm_block
 from .vjepa2 import RopePredictor

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..gguf.schema import Encoder, Preprocess
 from .base import Config, beside, read_json
 from .preprocess import load_recipe
-from .schema import Encoder, Preprocess
 from .source import TensorSource, safetensors_files
 from .vjepa2 import HeadSpec, PredictorSpec, vjepa2_recipe
 

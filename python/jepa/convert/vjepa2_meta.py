@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ..gguf.schema import Encoder, Preprocess
 from .base import Config, beside, read_json, resolve_n_head
-from .schema import Encoder, Preprocess
 from .source import TensorSource
 from .timm_vit import timm_block, timm_sizes
 from .vjepa2 import HeadSpec, PredictorSpec, vjepa2_recipe

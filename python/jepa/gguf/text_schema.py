@@ -1,13 +1,13 @@
 """What a text converter hands to the GGUF writer (family bert): the encoder's widths, its tables'
-sizes, the pooling and the tokenizer, and the tensor table those imply (gguf_tensors.TEXT)."""
+sizes, the pooling and the tokenizer, and the tensor table those imply (tensors.TEXT)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from .gguf_keys import POOLINGS
-from .gguf_tensors import TEXT, Expected
+from .keys import POOLINGS
+from .tensors import TEXT, Expected
 
 TEXT_ACTS = ("gelu_erf", "gelu_tanh")
 LAYOUTS = ("BertModel", "XLMRobertaModel")

@@ -1,7 +1,7 @@
 """Thin helpers over the `gguf` package: write one jepa GGUF file (schema v1) atomically.
 
-Every key is checked against gguf_keys.KEYS and every tensor against the table the hparams imply
-(gguf_tensors) before anything is written, so a converter bug fails here with the key's or the
+Every key is checked against keys.KEYS and every tensor against the table the hparams imply
+(tensors.py) before anything is written, so a converter bug fails here with the key's or the
 tensor's name rather than in the engine's loader, and the writer never writes a file it refuses."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any, Protocol
 import gguf
 import numpy as np
 
-from .gguf_keys import GType, keys_for, scopes_of, validate
-from .gguf_tensors import Expected
+from .keys import GType, keys_for, scopes_of, validate
 from .schema import FTYPES, HALF_FTYPES, SCHEMA_VERSION, Encoder, Meta, Preprocess
+from .tensors import Expected
 from .text_schema import TextEncoder
 
 ARCH = "jepa"

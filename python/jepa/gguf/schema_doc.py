@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .gguf_keys import KEYS, Key
-from .gguf_tensors import PARTS, Layers, Part, T
+from .keys import KEYS, Key
+from .tensors import PARTS, Layers, Part, T
 
 # What a tensor's `when` flags mean, for a reader of the file.
 WHEN = {

@@ -3,23 +3,25 @@ tools/bench_world.py, which times the world models at their released dimensions.
 
 `write_random_ac` writes a V-JEPA 2-AC file (jepa.family vjepa2, jepa.pred.kind ac) and
 `write_random_lewm` a LeWM file (jepa.family lewm). The metadata comes from the converters' own
-specs (`ACSpec` in vjepa2_ac.py, `LeWMSpec` in lewm.py), the tensors from the schema's declaration
-(gguf_tensors), and the file goes through the same gguf_writer, so a random file is laid out exactly
-like a converted one. Norm gains and biases are random too, so a wrong norm cannot hide."""
+specs (`ACSpec` in convert/vjepa2_ac.py, `LeWMSpec` in convert/lewm.py), the tensors from the
+schema's declaration (jepa.gguf.tensors), and the file goes through the same writer (jepa.gguf.writer),
+so a random file is laid out exactly like a converted one. Norm gains and biases are random too, so
+a wrong norm cannot hide."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .lewm import IMAGENET_MEAN as LEWM_MEAN
-from .lewm import IMAGENET_STD as LEWM_STD
-from .lewm import LeWMSpec
+from ..convert.lewm import IMAGENET_MEAN as LEWM_MEAN
+from ..convert.lewm import IMAGENET_STD as LEWM_STD
+from ..convert.lewm import LeWMSpec
+from ..convert.recipes import hf_vit_encoder
+from ..convert.vjepa2_ac import FILE_FAMILY as AC_FAMILY
+from ..convert.vjepa2_ac import IMAGENET_MEAN as AC_MEAN
+from ..convert.vjepa2_ac import IMAGENET_STD as AC_STD
+from ..convert.vjepa2_ac import ACSpec
+from ..gguf.schema import Encoder, Meta, Preprocess
 from .random_weights import write_random_file
-from .schema import Encoder, Meta, Preprocess, hf_vit_encoder
-from .vjepa2_ac import FILE_FAMILY as AC_FAMILY
-from .vjepa2_ac import IMAGENET_MEAN as AC_MEAN
-from .vjepa2_ac import IMAGENET_STD as AC_STD
-from .vjepa2_ac import ACSpec
 
 
 def _squash(mean: tuple[float, float, float], std: tuple[float, float, float], size: int) -> Preprocess:
@@ -28,7 +30,7 @@ def _squash(mean: tuple[float, float, float], std: tuple[float, float, float], s
                       resize_mode="squash")
 
 
-# Deliberately repeated: the random writers (write_random_ac, write_random_lewm, vjepa2.write_random,
+# Deliberately repeated: the random writers (write_random_ac, write_random_lewm, write_random_vjepa2,
 # demo.write_demo_model) each take their sizes as plain keyword arguments with that model's defaults,
 # because tests and tools/bench_world.py call them by name; their bodies share write_random_file.
 def write_random_ac(

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .gguf_tensors import Expected, Role
-from .gguf_writer import PartSpec, write_gguf
-from .schema import Encoder, Meta, Preprocess
+from ..gguf.schema import Encoder, Meta, Preprocess
+from ..gguf.tensors import Expected, Role
+from ..gguf.writer import PartSpec, write_gguf
 
 
 def random_tensors(table: Mapping[str, Expected], seed: int) -> Iterator[tuple[str, np.ndarray]]:

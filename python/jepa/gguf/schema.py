@@ -1,23 +1,19 @@
 """What a converter hands to the GGUF writer: the model's metadata, encoder hparams and preprocessing
 recipe, and the tensor table those imply. The schema itself (every key, every tensor) is declared once
-in gguf_keys.py and gguf_tensors.py, and docs/gguf.md is rendered from it."""
+in keys.py and tensors.py, and docs/gguf.md is rendered from it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from .gguf_keys import FAMILIES, KEYS
-from .gguf_tensors import ENCODER, Expected, may_be_half
-
-__all__ = ["CONVERTER_FAMILIES", "FAMILIES", "may_be_half"]
+from .keys import FAMILIES, KEYS
+from .tensors import ENCODER, Expected
 
 SCHEMA_VERSION = 1
 # ggml file-type ids written to general.file_type (llama.cpp's LLAMA_FTYPE_*: MOSTLY_F16 1, MOSTLY_BF16 32).
 FTYPES: dict[str, int] = {"f32": 0, "f16": 1, "bf16": 32}
 HALF_FTYPES = ("f16", "bf16")  # the ftypes that store the may_be_half matrices in 16 bits
-# What --family names: the file families, and vjepa2_ac (a vjepa2 file with an ac predictor).
-CONVERTER_FAMILIES = (*FAMILIES, "vjepa2_ac")
 ROPE_THETA = 10000.0  # V-JEPA 2's RoPE base
 
 
@@ -99,7 +95,7 @@ class Encoder:
         return {"jepa.enc.rope_freq_layout": "tiled", "jepa.enc.rope_theta": float(self.rope_theta)}
 
     def table(self) -> dict[str, Expected]:
-        """Every tensor this encoder may hold (gguf_tensors.ENCODER)."""
+        """Every tensor this encoder may hold (tensors.ENCODER)."""
         d = self.embed_dim
         return ENCODER.table({
             "D": d, "F": self.ffn_dim, "R": self.n_registers, "n_layer": self.n_layer,
@@ -140,27 +136,7 @@ class Preprocess:
             raise ValueError(f"unsupported resize_mode={self.resize_mode}")
 
 
-# The families' published recipes at 224 px, used when a checkpoint ships no preprocessor_config.json,
-# at the model's own size (preprocess.sized).
-HF_VIT_RECIPE = Preprocess(mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), resize_short=224, crop=224)
-IMAGENET_RECIPE = Preprocess(
-    mean=(0.485, 0.456, 0.406),
-    std=(0.229, 0.224, 0.225),
-    resize_short=256,
-    crop=224,
-    resample="bicubic",
-    resize_mode="shortest_edge",
-)
-
-
 def pred_keys(spec: object, names: str) -> dict[str, Any]:
     """jepa.pred.<name> for each space-separated name, valued by the spec's attribute of that name, in
     the given order (the order each kind's files have always had)."""
     return {f"jepa.pred.{n}": getattr(spec, n) for n in names.split()}
-
-
-def hf_vit_encoder(embed_dim: int, n_layer: int, n_head: int, patch_size: int, img_size: int) -> Encoder:
-    """An encoder as transformers' ViTModel builds it by default (MLP 4x, LayerNorm eps 1e-12, exact GELU,
-    a CLS token with a position slot): the demo model's, and LeWM's (stable_pretraining's vit_hf)."""
-    return Encoder(embed_dim=embed_dim, n_layer=n_layer, n_head=n_head, ffn_dim=4 * embed_dim,
-                   patch_size=patch_size, img_size=img_size, ln_eps=1e-12, act="gelu_erf", cls_token=True)

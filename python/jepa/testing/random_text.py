@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from .gguf_writer import write_text_gguf
-from .schema import Meta
-from .text_schema import TextEncoder
+from ..gguf.schema import Meta
+from ..gguf.text_schema import TextEncoder
+from ..gguf.writer import write_text_gguf
 
 SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # Enough whole words and pieces that ordinary English splits into real tokens, not [UNK].
