@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
 
-from . import _engine
+from . import _engine, world_kinds
 from ._engine import HeadKind, ModelInfo, PredictorKind, TextPool
 from .errors import InvalidInputError, UnsupportedError
 
@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 CONTEXT_DEFAULTS = _engine.context_default_params()
 PREDICT_DEFAULTS = _engine.predict_default_params()
 WORLD_ROLLOUT_DEFAULTS = _engine.world_rollout_default_params()
-# World-model kinds by the name files and answers use.
-WORLD_KINDS = {PredictorKind.AC: "ac", PredictorKind.LEWM: "lewm"}
 
 _DEVICES = {"cpu": 0, "cuda": 1}
 
@@ -95,8 +93,8 @@ class Model:
 
     @property
     def world_model(self) -> str:
-        """The world-model predictor the file holds: "lewm", "ac", or "" for none."""
-        return WORLD_KINDS.get(self.info.pred_kind, "")
+        """The world-model kind the file's predictor is, by name (jepa.world_kinds), or "" for none."""
+        return world_kinds.name_of(self.info.pred_kind)
 
     @property
     def n_prefix(self) -> int:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 import numpy as np
 
 from .errors import InvalidInputError
+from .world_kinds import kind_pool
 
 if TYPE_CHECKING:
     from .model import Model
@@ -30,8 +31,8 @@ def default_pool(model: Model) -> str:
         from .text import POOL_NAMES
 
         return POOL_NAMES[model.info.text_pool]
-    if model.world_model == "lewm":
-        return "lewm"
+    if (own := kind_pool(model)) is not None:  # the world kind's own embedding (LeWM's)
+        return own
     return "cls" if model.has_cls else "mean"
 
 
@@ -44,7 +45,7 @@ def pool_modes(model: Model) -> tuple[str, ...]:
         return tuple(TEXT_POOLS)
     return tuple(
         m for m in POOL_MODES
-        if (m != "cls" or model.has_cls) and (m != "lewm" or model.world_model == "lewm")
+        if (m != "cls" or model.has_cls) and (m != "lewm" or kind_pool(model) == m)
     )
 
 
@@ -56,7 +57,7 @@ def check_pool(model: Model, mode: str | None) -> str:
         raise InvalidInputError(f"unknown pool {mode!r}: use one of {', '.join(POOL_MODES)}", param="pool")
     if mode == "cls" and not model.has_cls:
         raise InvalidInputError(f"pool 'cls': the model ({model.info.family}) has no CLS token", param="pool")
-    if mode == "lewm" and model.world_model != "lewm":
+    if mode == "lewm" and kind_pool(model) != mode:
         raise InvalidInputError(
             f"pool 'lewm': the model ({model.info.family}) is not a LeWM world model", param="pool"
         )

@@ -1,6 +1,7 @@
 """World models on the engine: V-JEPA 2-AC and LeWM rollouts and CEM plans, one surface for both.
 
-Two levels, each kind-generic (the model's predictor kind picks the rules):
+Two levels, each kind-generic (the model's predictor kind picks the rules: its record in
+jepa.world_kinds):
 - frames in: `rollout`, `plan` (jepa.rollout, jepa.plan; the server's /rollout calls these);
 - latents in: `latents` (frames -> the predictor's latents), `rollout_latents`, `plan_latents`, for
   a caller that encodes once and plans many times.
@@ -27,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import planning
-from .errors import InvalidInputError, JepaError, UnsupportedError
+from . import world_kinds
+from .errors import InvalidInputError, JepaError
 from .planning.rollout import ACFramesFn
+from .world_kinds import Steps, WorldKind
 
 if TYPE_CHECKING:
     from .media.budget import Budget
@@ -46,13 +48,8 @@ def _f32(x: Any, name: str, ndim: int) -> np.ndarray:
     return a
 
 
-def _kind(ctx: Context, what: str) -> str:
-    kind = ctx.model.world_model
-    if not kind:
-        raise UnsupportedError(
-            f"{what}: {ctx.model!r} is not a world model (no LeWM or V-JEPA 2-AC predictor)"
-        )
-    return kind
+def _kind(ctx: Context, what: str) -> WorldKind:
+    return world_kinds.lookup(ctx.model, what)
 
 
 Stop = Callable[[], bool]
@@ -71,19 +68,13 @@ def predictor(ctx: Context, stop: Stop | None = None) -> Callable[..., np.ndarra
     """The context's predictor as jepa.planning's `predict` callable (AC: (latents, actions,
     states); LeWM: (embeddings, actions)), so the planners' step logic runs on the engine. `stop` is
     asked before every step."""
-    if _kind(ctx, "predictor") == "ac":
+    _kind(ctx, "predictor")
 
-        def ac(z: np.ndarray, a: np.ndarray, s: np.ndarray) -> np.ndarray:
-            _check_stop(stop)
-            return ctx.world_predict(z, a, s)
-
-        return ac
-
-    def lewm(e: np.ndarray, a: np.ndarray) -> np.ndarray:
+    def predict(latents: np.ndarray, actions: np.ndarray, states: np.ndarray | None = None) -> np.ndarray:
         _check_stop(stop)
-        return ctx.world_predict(e, a)
+        return ctx.world_predict(latents, actions, states)
 
-    return lewm
+    return predict
 
 
 def cached_frames(ctx: Context, stop: Stop | None = None) -> ACFramesFn:
@@ -101,15 +92,9 @@ def cached_frames(ctx: Context, stop: Stop | None = None) -> ACFramesFn:
     return frames
 
 
-def _ac_rollout(ctx: Context, z: np.ndarray, state: np.ndarray, actions: np.ndarray, goal: np.ndarray | None,
-                return_latents: bool, stop: Stop | None, cache: bool) -> dict[str, np.ndarray]:
-    """planning.ac_rollout on the engine: cached, or upstream's loop over world_predict."""
-    eps = ctx.model.info.pred_norm_reps_eps
-    if cache:
-        return planning.ac_rollout(None, z, state, actions, goal, return_latents=return_latents, norm_eps=eps,
-                                   frames=cached_frames(ctx, stop))
-    return planning.ac_rollout(predictor(ctx, stop), z, state, actions, goal, return_latents=return_latents,
-                               norm_eps=eps)
+def _steps(ctx: Context, stop: Stop | None, cache: bool) -> Steps:
+    """The predictor a kind's rollout or plan drives; with `cache`, the engine's cached rollout too."""
+    return Steps(predictor(ctx, stop), cached_frames(ctx, stop) if cache else None)
 
 
 # ---- frames -> latents ---------------------------------------------------------------------------
@@ -169,16 +154,18 @@ def check_actions(model: Model, actions: Any) -> np.ndarray:
 def check_state(model: Model, state: Any) -> np.ndarray | None:
     """The robot state of the current (last) frame: V-JEPA 2-AC requires [dim] (or [T, dim], whose
     last row is taken) -> float32 [dim]; LeWM takes none (its actions carry everything) -> None."""
-    if model.world_model != "ac":
+    kind = world_kinds.lookup(model, "state")
+    if not kind.takes_state:
         if state is not None:
             raise InvalidInputError(
-                "state: a LeWM model takes no robot state (its actions carry everything)", param="state"
+                f"state: a {kind.title} model takes no robot state (its actions carry everything)",
+                param="state",
             )
         return None
     dim = model.info.pred_state_dim
     if state is None:
         raise InvalidInputError(
-            f"state is required for a V-JEPA 2-AC model: the robot's pose [{dim}]", param="state"
+            f"state is required for a {kind.title} model: the robot's pose [{dim}]", param="state"
         )
     s = np.asarray(state)
     if s.dtype.kind not in "iuf" or s.ndim not in (1, 2) or s.shape[-1] != dim or s.size == 0:
@@ -194,11 +181,7 @@ def latents(ctx: Context, frames: Any, what: str = "frames") -> np.ndarray:
     non-affine LayerNorm: the AC world model's `encode`), LeWM [N, D] (the CLS through the
     projector: LeWM's `JEPA.encode`)."""
     kind = _kind(ctx, "latents")
-    x = prepare_frames(ctx.model, frames, what)
-    if kind == "ac":
-        clip = np.repeat(x[:, :, None], ctx.model.info.tubelet_size, axis=2)
-        return ctx.world_latents(ctx.encode(np.ascontiguousarray(clip)))
-    return ctx.world_latents(ctx.encode(x))[:, 0]
+    return kind.latents(ctx, prepare_frames(ctx.model, frames, what))
 
 
 def _last(ctx: Context, frames: Any, what: str) -> np.ndarray:
@@ -235,22 +218,9 @@ def rollout_latents(
     kind = _kind(ctx, "rollout")
     acts = check_actions(ctx.model, actions)
     s = check_state(ctx.model, state)
-    info = ctx.model.info
-    if kind == "ac":
-        assert s is not None  # check_state requires it for AC
-        z = _f32(context, "context", 2)
-        g = None if goal is None else _f32(goal, "goal", 2)
-        out: dict[str, Any] = dict(_ac_rollout(ctx, z, s, acts, g, return_latents, stop, cache))
-        out["best"] = int(np.argmin(out["energies"][:, -1]))
-        return out
-    hist = _f32(context, "context", 2)
-    tgt = hist[-1] if goal is None else _f32(goal, "goal", 1)
-    window = info.pred_n_frames
-    costs = planning.lewm_cost(predictor(ctx, stop), hist, tgt, acts, window=window)
-    res: dict[str, Any] = {"costs": costs, "best": int(np.argmin(costs))}
-    if return_latents:
-        res["latents"] = planning.lewm_rollout(predictor(ctx, stop), hist, acts, window=window)
-    return res
+    z = _f32(context, "context", 2)
+    g = None if goal is None else _f32(goal, "goal", kind.goal_ndim)
+    return kind.rollout(ctx, _steps(ctx, stop, cache), z, acts, g, s, return_latents)
 
 
 def plan_latents(
@@ -274,18 +244,9 @@ def plan_latents(
     declared and checked; `noise` replays recorded draws."""
     kind = _kind(ctx, "plan")
     s = check_state(ctx.model, state)
-    info = ctx.model.info
-    if kind == "ac":
-        assert s is not None  # check_state requires it for AC
-        z, g = _f32(context, "context", 2), _f32(goal, "goal", 2)
-
-        def energy(trajs: np.ndarray) -> np.ndarray:
-            return _ac_rollout(ctx, z, s, trajs, g, False, stop, cache)["energies"][:, -1]
-
-        return planning.ac_cem(energy, **options)
-    hist, g = _f32(context, "context", 2), _f32(goal, "goal", 1)
-    cost = planning.lewm_cost_fn(predictor(ctx, stop), hist, g, window=info.pred_n_frames)
-    return planning.lewm_cem(cost, action_dim=info.pred_action_dim, **options)
+    z, g = _f32(context, "context", 2), _f32(goal, "goal", kind.goal_ndim)
+    objective = kind.objective(ctx, _steps(ctx, stop, cache), z, g, s)
+    return kind.planner(objective, **kind.planner_args(ctx.model.info), **options)
 
 
 # ---- frames in -----------------------------------------------------------------------------------
@@ -307,7 +268,7 @@ def rollout(
     kind = _kind(context, "rollout")
     check_actions(context.model, actions)  # refused before any frame is encoded
     check_state(context.model, state)
-    z = _last(context, frames, "frames") if kind == "ac" else latents(context, frames, "frames")
+    z = latents(context, frames, "frames") if kind.history else _last(context, frames, "frames")
     g = None if goal is None else _last(context, goal, "goal")
     return rollout_latents(context, z, actions, g, state, return_latents, stop, cache)
 
@@ -328,6 +289,6 @@ def plan(
     if goal is None:
         raise InvalidInputError("goal: a plan needs a goal frame to plan towards", param="goal")
     check_state(context.model, state)
-    z = _last(context, frames, "frames") if kind == "ac" else latents(context, frames, "frames")
+    z = latents(context, frames, "frames") if kind.history else _last(context, frames, "frames")
     return plan_latents(context, z, _last(context, goal, "goal"), state, stop=stop, cache=cache,
                         **planner_options)
