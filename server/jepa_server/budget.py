@@ -4,14 +4,13 @@ cost is paid, and each refusal names the limit (docs/serving.md "Budgets")."""
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import jepa
 import jepa.media
-import jepa.planning
+from jepa.world_kinds import WORLD_KINDS
 
 from .errors import ApiError, bad_request
 from .inputs import Item
@@ -78,12 +77,7 @@ def world_bytes(model: jepa.Model, k: int, h: int, return_latents: bool) -> int:
     info = model.info
     floats = k * h + k * (h + 1) * int(info.pred_state_dim or 0)  # energies / costs, states
     if return_latents:
-        if model.world_model == "ac":
-            crop = int(info.preprocess.crop) or int(info.img_size)
-            per_frame = (model.n_tokens(max(1, int(info.tubelet_size)), crop, crop) - model.n_prefix)
-            floats += k * h * per_frame * int(info.embed_dim)
-        else:
-            floats += k * (h + 1) * max(int(info.wm_embed_dim), int(info.embed_dim))
+        floats += WORLD_KINDS[model.world_model].latent_floats(model, k, h)
     return _HEAD_BYTES + _float_bytes(floats, "float")
 
 
@@ -98,23 +92,13 @@ def check_response(estimate: int, s: Settings) -> None:
         )
 
 
-def _planner_default(kind: str, name: str) -> int:
-    """A planner option's default, read from the planner's own signature (the one place it lives)."""
-    planner = jepa.planning.ac_cem if kind == "ac" else jepa.planning.lewm_cem
-    return int(inspect.signature(planner).parameters[name].default)
-
-
 def rollout_work(kind: str, actions_shape: tuple[int, ...] | None, plan: dict[str, Any] | None) -> int:
     """Candidate-steps a /rollout runs: K × H for a rollout; samples × horizon × CEM iterations for a
     plan (`plan` holds the planner's own option names)."""
     if plan is None:
         assert actions_shape is not None
         return int(actions_shape[0]) * int(actions_shape[1])
-    names = ("samples", "horizon", "cem_steps") if kind == "ac" else ("num_samples", "horizon", "n_steps")
-    work = 1
-    for name in names:
-        work *= int(plan[name]) if name in plan else _planner_default(kind, name)
-    return work
+    return WORLD_KINDS[kind].plan_work(plan)
 
 
 def check_rollout_work(work: int, s: Settings, param: str) -> None:

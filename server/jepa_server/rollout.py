@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 import jepa
+from jepa.world_kinds import WORLD_KINDS, WorldKind
 
 from .errors import bad_request
 from .inputs import (
@@ -50,12 +51,8 @@ _PLAN_INTS: dict[str, tuple[int, int | None]] = {
     "seed": (0, None),
 }
 _PLAN_NUMBERS = ("maxnorm", "gripper_clamp")  # both more than 0
-# The planners' own names of the plan fields, per world model; a field missing here is refused.
-PLAN_NAMES = {
-    "ac": {k: k for k in (*_PLAN_INTS, *_PLAN_NUMBERS)},
-    "lewm": {"samples": "num_samples", "topk": "topk", "cem_steps": "n_steps", "horizon": "horizon",
-             "seed": "seed"},
-}
+# The planners' own names of these fields are each world kind's `plan_fields` (jepa.world_kinds); a
+# field missing there is refused.
 _ACTION_SHAPES = "[K][H][dim] (K candidate sequences) or [H][dim]"
 MAX_CANDIDATES = 1024  # K of `actions`
 MAX_STEPS = 64  # H of `actions`
@@ -79,16 +76,16 @@ def parse_world_job(
     if body.get("state") is not None:
         state = numeric_array(body["state"], "state", (1, 2), "[dim] or [T][dim]")
     return_latents = opt_bool(body, "return_latents", False)
-    kind = model.world_model
-    if not kind:
+    kind = WORLD_KINDS.get(model.world_model)
+    if kind is None:
         raise bad_request(
             f"model {model_id!r} is not a world model: /rollout needs an action-conditioned "
-            "predictor (V-JEPA 2-AC, LeWM)",
+            f"predictor ({', '.join(k.title for k in WORLD_KINDS.values())})",
             code="not_a_world_model",
         )
     if actions is not None:
         actions = _check_actions(model, actions)
-    _check_state(model, state)
+    _check_state(model, kind, state)
     options = None if plan is None else _planner_options(kind, plan)
     return WorldJob(ctx_item, goal, actions, state, options, return_latents)
 
@@ -125,17 +122,17 @@ def _check_actions(model: jepa.Model, actions: np.ndarray) -> np.ndarray:
     return a
 
 
-def _check_state(model: jepa.Model, state: np.ndarray | None) -> None:
+def _check_state(model: jepa.Model, kind: WorldKind, state: np.ndarray | None) -> None:
     try:
         jepa.world.check_state(model, state)  # required for AC, refused for LeWM, its width
     except jepa.InvalidInputError as e:
         # A missing or unwanted state is a wrong value; a state of the wrong width a wrong shape.
-        code = "invalid_value" if state is None or model.world_model != "ac" else "invalid_shape"
+        code = "invalid_value" if state is None or not kind.takes_state else "invalid_shape"
         raise bad_request(e.message, param="state", code=code) from None
 
 
-def _planner_options(kind: str, plan: dict[str, Any]) -> dict[str, Any]:
-    names = PLAN_NAMES[kind]
+def _planner_options(kind: WorldKind, plan: dict[str, Any]) -> dict[str, Any]:
+    names = kind.plan_fields
     for key in plan:
         if key not in names:
             raise bad_request(
@@ -162,7 +159,7 @@ def _plan(value: Any) -> dict[str, Any] | None:
 
 
 # The engine's argument names (JepaError.param) that are a request field under another name. The
-# planner's options are named back through PLAN_NAMES.
+# planner's options are named back through the kind's `plan_fields`.
 _ARG_FIELDS = {"frames": "context", "history": "context", "context": "context", "actions": "actions",
                "goal": "goal", "state": "state"}
 
@@ -171,7 +168,8 @@ def request_field(arg: str | None, kind: str) -> str | None:
     """The request field an engine refusal of argument `arg` is about (None: no one field)."""
     if arg is None:
         return None
-    for field, name in PLAN_NAMES.get(kind, {}).items():
+    record = WORLD_KINDS.get(kind)
+    for field, name in (record.plan_fields if record is not None else {}).items():
         if name == arg:
             return f"plan.{field}"
     return _ARG_FIELDS.get(arg)
