@@ -51,7 +51,7 @@ def test_info_and_tokenizer(tiny: jepa.Model) -> None:
         0,
         66,
     )
-    assert i.text_pool == jepa.text.TextPool.MEAN and i.text_normalize
+    assert i.pooling == jepa.Pooling.MEAN and i.text_normalize
     assert tiny.is_text
     t = tiny.tokenizer.encode(["hello world"])[0]
     assert t.ids[0] == 2 and t.ids[-1] == 3 and not t.truncated  # [CLS] ... [SEP]
@@ -76,18 +76,18 @@ def test_a_text_is_the_same_bits_alone_and_in_any_batch(ctx: jepa.Context) -> No
     assert np.array_equal(bits(again), bits(together[[3, 0, 6, 2, 5, 1, 4]]))
     # Every token's state too (pool none), and across thread counts.
     seqs = ctx.model.tokenizer.encode(SENTENCES)
-    all_tok = ctx.encode_text(seqs, pool=jepa.text.TextPool.NONE)
-    one = np.concatenate([ctx.encode_text([s], pool=jepa.text.TextPool.NONE) for s in seqs])
+    all_tok = ctx.encode_text(seqs, pool=jepa.Pooling.NONE)
+    one = np.concatenate([ctx.encode_text([s], pool=jepa.Pooling.NONE) for s in seqs])
     assert np.array_equal(bits(all_tok), bits(one))
     c4 = ctx.model.context(threads=3, max_batch=2)  # 3 threads, graphs of 2 texts
-    assert np.array_equal(bits(c4.encode_text(seqs, pool=jepa.text.TextPool.NONE)), bits(all_tok))
+    assert np.array_equal(bits(c4.encode_text(seqs, pool=jepa.Pooling.NONE)), bits(all_tok))
 
 
 @pytest.mark.parametrize("pool", list(TEXT_POOLS))
 @pytest.mark.parametrize("normalize", [False, True])
 def test_pooling_against_numpy(ctx: jepa.Context, pool: str, normalize: bool) -> None:
     seqs = ctx.model.tokenizer.encode(SENTENCES)
-    tokens = ctx.encode_text(seqs, pool=jepa.text.TextPool.NONE)
+    tokens = ctx.encode_text(seqs, pool=jepa.Pooling.NONE)
     got = encode_tokens(ctx, seqs, pool=pool, normalize=normalize)
     start = 0
     for i, s in enumerate(seqs):
@@ -217,6 +217,6 @@ def test_ggml_attention_path(tiny: jepa.Model) -> None:
     """flash_attn=False: ggml's matmul + softmax + matmul on each sequence's rows, the path a GPU
     takes (custom ops do not run there), against the engine's per-sequence kernel."""
     seqs = tiny.tokenizer.encode(SENTENCES)
-    kernel = tiny.context(threads=2).encode_text(seqs, pool=jepa.text.TextPool.NONE)
-    plain = tiny.context(threads=2, flash_attn=False).encode_text(seqs, pool=jepa.text.TextPool.NONE)
+    kernel = tiny.context(threads=2).encode_text(seqs, pool=jepa.Pooling.NONE)
+    plain = tiny.context(threads=2, flash_attn=False).encode_text(seqs, pool=jepa.Pooling.NONE)
     np.testing.assert_allclose(plain, kernel, rtol=0, atol=1e-5)

@@ -13,9 +13,10 @@ import pytest
 from gguf_doc import check_file_against_doc
 
 import jepa
+from jepa import Pooling
 from jepa.convert import convert
 from jepa.testing.random_text import tiny_tokenizer_json, tiny_vocab_size, write_st_layout
-from jepa.text import TextPool, Tokens
+from jepa.text import Tokens
 
 pytestmark = [pytest.mark.transformers, pytest.mark.torch, pytest.mark.every_path]
 
@@ -87,7 +88,7 @@ def test_every_token_matches_transformers(kind: str, tmp_path: Path) -> None:
     for n in (1, 2, 5, 17, 40, 64, info.max_tokens):  # up to the longest the position table takes
         ids = rng.integers(2, info.vocab_size, n).astype(np.int32)  # never XLM-R's pad id 1
         seqs.append(Tokens(ids, rng.integers(0, n_types, n).astype(np.int32)))
-    got = ctx.encode_text(seqs, pool=TextPool.NONE)
+    got = ctx.encode_text(seqs, pool=Pooling.NONE)
     start = 0
     for s in seqs:
         want = _hf_states(model, s.ids, s.type_ids)
@@ -95,7 +96,7 @@ def test_every_token_matches_transformers(kind: str, tmp_path: Path) -> None:
             got[start : start + len(s)], want, rtol=0, atol=3e-5, err_msg=f"{kind} n={len(s)}"
         )
         start += len(s)
-    alone = np.concatenate([ctx.encode_text([s], pool=TextPool.NONE) for s in seqs])
+    alone = np.concatenate([ctx.encode_text([s], pool=Pooling.NONE) for s in seqs])
     assert np.array_equal(alone.view(np.uint32), got.view(np.uint32))
 
 

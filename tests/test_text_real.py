@@ -58,7 +58,7 @@ def files(minilm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
 def test_the_file_says_what_sentence_transformers_does(files: dict[str, jepa.Model], st_model: Any) -> None:
     info = files["f32"].info
     assert (info.family, info.modality, info.embed_dim, info.n_layer) == ("bert", "text", 384, 6)
-    assert info.text_pool == jepa.text.TextPool.MEAN and info.text_normalize
+    assert info.pooling == jepa.Pooling.MEAN and info.text_normalize
     assert info.max_seq_len == st_model.max_seq_length == 256
     assert info.vocab_size == 30522
 

@@ -144,13 +144,18 @@ typedef enum jepa_head_kind {
     JEPA_HEAD_ATTENTIVE_POOL = 1  /* attentive pooling + linear classifier: jepa_classify            */
 } jepa_head_kind;
 
-/* How a text model turns a sequence's tokens into one vector (jepa.text.pooling). */
-typedef enum jepa_text_pool {
-    JEPA_TEXT_POOL_NONE = 0, /* every token's vector, no pooling                                  */
-    JEPA_TEXT_POOL_CLS  = 1, /* the first token's                                                 */
-    JEPA_TEXT_POOL_MEAN = 2, /* the mean over the sequence's tokens                               */
-    JEPA_TEXT_POOL_LAST = 3  /* the last token's                                                  */
-} jepa_text_pool;
+/* How an item's tokens become one vector, for every modality (as llama.cpp's llama_pooling_type).
+ * A text model's file names its own (jepa.text.pooling: cls, mean, last_token) and
+ * jepa_encode_text pools with it; an image or video model's tokens are pooled by the caller
+ * (jepa.pooling) from what jepa_encode returns. The values are the ones text files are read into. */
+typedef enum jepa_pooling_type {
+    JEPA_POOLING_NONE = 0, /* every token's vector, no pooling                                    */
+    JEPA_POOLING_CLS  = 1, /* the first token's (the CLS token)                                    */
+    JEPA_POOLING_MEAN = 2, /* the mean over the tokens (images and video: over the patch tokens)   */
+    JEPA_POOLING_LAST = 3, /* the last token's (text)                                              */
+    JEPA_POOLING_LEWM = 4  /* a LeWM file's embedding: the CLS through its projector
+                              (jepa_world_latents)                                                 */
+} jepa_pooling_type;
 
 /* What a model is. Strings point into the model and live as long as it. */
 typedef struct jepa_model_info {
@@ -219,7 +224,7 @@ typedef struct jepa_model_info {
     int   pos_offset;           /* position id of a sequence's first token             */
     int   max_tokens;           /* the longest sequence the engine takes (n_positions - pos_offset) */
     int   max_seq_len;          /* the tokenizer's truncation length (jepa.text.max_seq_len) */
-    jepa_text_pool text_pool;   /* the file's pooling (jepa.text.pooling)              */
+    jepa_pooling_type pooling;  /* the file's pooling (jepa.text.pooling)              */
     int   text_normalize;       /* 1: the file's vectors are L2-normalised after pooling */
 } jepa_model_info;
 
@@ -317,12 +322,13 @@ JEPA_API jepa_status jepa_predict(jepa_context * ctx, const float * tokens, int 
 /* Encode n_seq token sequences of a text model, laid end to end with no padding: ids and type_ids
  * (NULL: all 0) are int32 [n_tok], n_tok = the sum of seq_len [n_seq]. The dense layers run on all
  * tokens at once and the attention per sequence, so on the CPU a sequence's result is bit for bit the
- * same whatever else is in the call. pool JEPA_TEXT_POOL_NONE: out [n_tok, embed_dim], every token's
- * final hidden state; else out [n_seq, embed_dim], pooled, then L2-normalised when normalize != 0.
+ * same whatever else is in the call. pool JEPA_POOLING_NONE: out [n_tok, embed_dim], every token's
+ * final hidden state; CLS, MEAN or LAST: out [n_seq, embed_dim], pooled, then L2-normalised when
+ * normalize != 0 (JEPA_POOLING_LEWM is not a text pooling: refused, naming "pool").
  * Ids out of range, an empty sequence or one longer than max_tokens are refused (JEPA_ERR_INVALID_ARG
  * naming "ids", "type_ids" or "seq_len"); JEPA_ERR_UNSUPPORTED for a model that is not a text model. */
 JEPA_API jepa_status jepa_encode_text(jepa_context * ctx, const int32_t * ids, const int32_t * type_ids,
-                                      const int32_t * seq_len, int n_seq, jepa_text_pool pool, int normalize,
+                                      const int32_t * seq_len, int n_seq, jepa_pooling_type pool, int normalize,
                                       float * out, size_t out_len);
 
 /* ---- world models (docs/world-models.md) ---------------------------------------------------- */

@@ -231,7 +231,7 @@ struct PyContext {
                       "encode_text: seq_len sums to " + std::to_string(total) + " tokens, ids holds " +
                           std::to_string(ids.shape(0)));
         }
-        const int64_t rows = pool == JEPA_TEXT_POOL_NONE ? total : n_seq;
+        const int64_t rows = pool == JEPA_POOLING_NONE ? total : n_seq;
         reserve("encode_text", {rows, embed_dim});
         py::array_t<float> out({rows, embed_dim});
         const int32_t * ip = ids.data();
@@ -239,7 +239,7 @@ struct PyContext {
         float * dst = out.mutable_data();
         const size_t len = size_t(out.size());
         run_nogil([&] {
-            return jepa_encode_text(handle.get(), ip, tp, lens, n_seq, jepa_text_pool(pool), normalize ? 1 : 0, dst, len);
+            return jepa_encode_text(handle.get(), ip, tp, lens, n_seq, jepa_pooling_type(pool), normalize ? 1 : 0, dst, len);
         });
         return out;
     }
@@ -302,7 +302,7 @@ void register_context(py::module_ & m) {
              py::arg("mask_index") = pd.mask_index, py::arg("grid_h") = pd.grid_h, py::arg("grid_w") = pd.grid_w)
         .def("world_latents", &PyContext::world_latents, py::arg("tokens"))
         .def("encode_text", &PyContext::encode_text, py::arg("ids"), py::arg("seq_len"), py::arg("type_ids") = py::none(),
-             py::arg("pool") = int(JEPA_TEXT_POOL_NONE), py::arg("normalize") = false)
+             py::arg("pool") = int(JEPA_POOLING_NONE), py::arg("normalize") = false)
         .def("world_predict", &PyContext::world_predict, py::arg("latents"), py::arg("actions"),
              py::arg("states") = py::none(), py::arg("taps") = false)
         .def("world_rollout", &PyContext::world_rollout, py::arg("context"), py::arg("actions"), py::arg("states"),

@@ -99,9 +99,9 @@ void register_enums(py::module_ & m) {
     bind_enum<jepa_pos_type>(m, "PosType", "The encoder's positions (jepa.enc.pos_type).",
                              {{"NONE", JEPA_POS_NONE}, {"LEARNED", JEPA_POS_LEARNED}, {"SINCOS2D", JEPA_POS_SINCOS2D},
                               {"SINCOS3D", JEPA_POS_SINCOS3D}, {"ROPE3D", JEPA_POS_ROPE3D}});
-    bind_enum<jepa_text_pool>(m, "TextPool", "How a text model pools a sequence (jepa.text.pooling).",
-                              {{"NONE", JEPA_TEXT_POOL_NONE}, {"CLS", JEPA_TEXT_POOL_CLS}, {"MEAN", JEPA_TEXT_POOL_MEAN},
-                               {"LAST", JEPA_TEXT_POOL_LAST}});
+    bind_enum<jepa_pooling_type>(m, "Pooling", "How an item's tokens become one vector (jepa_pooling_type).",
+                                 {{"NONE", JEPA_POOLING_NONE}, {"CLS", JEPA_POOLING_CLS}, {"MEAN", JEPA_POOLING_MEAN},
+                                  {"LAST", JEPA_POOLING_LAST}, {"LEWM", JEPA_POOLING_LEWM}});
     bind_enum<jepa_resize_mode>(m, "ResizeMode", "How a frame is resized (jepa.pre.resize_mode).",
                                 {{"SHORTEST_EDGE", JEPA_RESIZE_SHORTEST_EDGE}, {"SQUASH", JEPA_RESIZE_SQUASH}});
     bind_enum<jepa_resample>(m, "Resample", "The resize filter (jepa.pre.resample).",
@@ -175,7 +175,7 @@ void register_info(py::module_ & m) {
         .def_readonly("pos_offset", &I::pos_offset)
         .def_readonly("max_tokens", &I::max_tokens)
         .def_readonly("max_seq_len", &I::max_seq_len)
-        .def_readonly("text_pool", &I::text_pool)
+        .def_readonly("pooling", &I::pooling)
         .def_property_readonly("text_normalize", [](const ModelInfo & i) { return i.text_normalize != 0; })
         .def("__repr__", [](const ModelInfo & i) {
             return "ModelInfo(family=" + i.family_s + ", embed_dim=" + std::to_string(i.embed_dim) +

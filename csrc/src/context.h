@@ -53,7 +53,7 @@ public:
     // Text models (context_text.cpp): n_seq sequences laid end to end (ids, type_ids [n_tok], type_ids
     // may be NULL) -> out [n_tok, D] (pool NONE) or [n_seq, D], pooled and optionally normalised.
     void encode_text(const int32_t * ids, const int32_t * type_ids, const int32_t * seq_len, int n_seq,
-                     jepa_text_pool pool, bool normalize, float * out, size_t out_len);
+                     jepa_pooling_type pool, bool normalize, float * out, size_t out_len);
 
 private:
     // A ggml context for graph metadata, reset before each build.

@@ -24,10 +24,10 @@ void check_ids(const int32_t * ids, int64_t n, int64_t limit, const char * param
 
 // One sequence's rows [n, D] -> its vector, as sentence-transformers pools (sums in double, then
 // rounded once: the result does not depend on anything but these rows).
-void pool_rows(const float * rows, int64_t n, int64_t D, jepa_text_pool pool, bool normalize, float * out) {
-    if (pool == JEPA_TEXT_POOL_CLS) {
+void pool_rows(const float * rows, int64_t n, int64_t D, jepa_pooling_type pool, bool normalize, float * out) {
+    if (pool == JEPA_POOLING_CLS) {
         std::memcpy(out, rows, sizeof(float) * size_t(D));
-    } else if (pool == JEPA_TEXT_POOL_LAST) {
+    } else if (pool == JEPA_POOLING_LAST) {
         std::memcpy(out, rows + (n - 1) * D, sizeof(float) * size_t(D));
     } else {
         for (int64_t d = 0; d < D; ++d) {
@@ -69,7 +69,7 @@ void Context::encode_text_chunk(const int32_t * ids, const int32_t * type_ids, c
 }
 
 void Context::encode_text(const int32_t * ids, const int32_t * type_ids, const int32_t * seq_len, int n_seq,
-                          jepa_text_pool pool, bool normalize, float * out, size_t out_len) {
+                          jepa_pooling_type pool, bool normalize, float * out, size_t out_len) {
     const Model & m = model_;
     if (!m.hp.is_text()) {
         fail(JEPA_ERR_UNSUPPORTED, "encode_text: this is an %s model, not a text model (jepa.modality %s)",
@@ -77,8 +77,9 @@ void Context::encode_text(const int32_t * ids, const int32_t * type_ids, const i
     }
     if (!ids || !seq_len || !out) fail(JEPA_ERR_INVALID_ARG, "encode_text: ids, seq_len and out must not be NULL");
     if (n_seq < 1) fail_arg(JEPA_ERR_INVALID_ARG, "seq_len", "encode_text: n_seq must be >= 1, got %d", n_seq);
-    if (pool < JEPA_TEXT_POOL_NONE || pool > JEPA_TEXT_POOL_LAST) {
-        fail_arg(JEPA_ERR_INVALID_ARG, "pool", "encode_text: unknown pooling %d", int(pool));
+    if (pool < JEPA_POOLING_NONE || pool > JEPA_POOLING_LAST) {  // LEWM is an image model's
+        fail_arg(JEPA_ERR_INVALID_ARG, "pool", "encode_text: pooling %d is not a text pooling (NONE, CLS, MEAN, LAST)",
+                 int(pool));
     }
     const TextHparams & t = m.hp.text;
     std::vector<int64_t> offsets(size_t(n_seq) + 1, 0);
@@ -93,7 +94,7 @@ void Context::encode_text(const int32_t * ids, const int32_t * type_ids, const i
         max_len = std::max(max_len, int(seq_len[s]));
     }
     const int64_t n_tok = offsets.back(), D = m.hp.enc.embed_dim;
-    const int64_t rows = pool == JEPA_TEXT_POOL_NONE ? n_tok : n_seq;
+    const int64_t rows = pool == JEPA_POOLING_NONE ? n_tok : n_seq;
     check_output(mul_sat({rows, D}), params_.max_output_bytes, "encode_text");
     if (out_len / size_t(D) < size_t(rows)) {
         fail(JEPA_ERR_INVALID_ARG, "encode_text: out holds %zu floats, needs %lld", out_len, (long long) (rows * D));
@@ -113,12 +114,12 @@ void Context::encode_text(const int32_t * ids, const int32_t * type_ids, const i
         const int s1 = std::min(n_seq, s0 + chunk);
         const int64_t t0 = offsets[size_t(s0)];
         float * tokens = out + size_t(t0 * D);
-        if (pool != JEPA_TEXT_POOL_NONE) {
+        if (pool != JEPA_POOLING_NONE) {
             text_tokens_.resize(size_t((offsets[size_t(s1)] - t0) * D));
             tokens = text_tokens_.data();
         }
         encode_text_chunk(ids, type_ids, offsets.data(), s0, s1, tokens);
-        if (pool == JEPA_TEXT_POOL_NONE) continue;
+        if (pool == JEPA_POOLING_NONE) continue;
         for (int s = s0; s < s1; ++s) {
             pool_rows(tokens + (offsets[size_t(s)] - t0) * D, seq_len[s], D, pool, normalize, out + size_t(s) * size_t(D));
         }

@@ -91,7 +91,8 @@ void parse_text(const GgufMeta & m, EncoderHparams & e, TextHparams & t) {
     t.max_seq_len = int(m.get_int("jepa.text.max_seq_len", 1, 1 << 20));
     // Required: the wrong pooling gives plausible, useless vectors, so it is never assumed.
     if (!m.has("jepa.text.pooling")) fail(JEPA_ERR_BAD_FILE, "missing metadata key jepa.text.pooling");
-    t.pool = jepa_text_pool(1 + m.get_enum("jepa.text.pooling", {"cls", "mean", "last_token"}, 1));
+    // The key's names in the order of jepa_pooling_type from CLS on (the values the file is read into).
+    t.pool = jepa_pooling_type(JEPA_POOLING_CLS + m.get_enum("jepa.text.pooling", {"cls", "mean", "last_token"}, 1));
     t.normalize = m.get_bool("jepa.text.normalize", false);
     t.tokenizer = m.get_str("jepa.text.tokenizer");
     if (t.tokenizer.empty() || t.tokenizer.front() != '{') {

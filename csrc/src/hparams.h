@@ -106,7 +106,7 @@ struct TextHparams {
     int n_token_types = 0;    // rows of text.type_embed
     int pos_offset = 0;       // position id of a sequence's first token (XLM-R: padding_idx + 1)
     int max_seq_len = 0;      // tokens per sequence after truncation (special tokens included)
-    jepa_text_pool pool = JEPA_TEXT_POOL_MEAN;
+    jepa_pooling_type pool = JEPA_POOLING_MEAN;
     bool normalize = false;
     std::string tokenizer;    // tokenizer.json, verbatim
 

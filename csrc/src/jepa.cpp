@@ -149,7 +149,7 @@ jepa_status jepa_model_get_info(const jepa_model * model, jepa_model_info * out)
             i.pos_offset = t.pos_offset;
             i.max_tokens = t.max_tokens();
             i.max_seq_len = t.max_seq_len;
-            i.text_pool = t.pool;
+            i.pooling = t.pool;
             i.text_normalize = t.normalize ? 1 : 0;
         }
         *out = i;
@@ -350,7 +350,7 @@ jepa_status jepa_world_rollout(jepa_context * ctx, const jepa_world_rollout_inpu
 }
 
 jepa_status jepa_encode_text(jepa_context * ctx, const int32_t * ids, const int32_t * type_ids, const int32_t * seq_len,
-                             int n_seq, jepa_text_pool pool, int normalize, float * out, size_t out_len) {
+                             int n_seq, jepa_pooling_type pool, int normalize, float * out, size_t out_len) {
     if (!ctx) return invalid("jepa_encode_text: ctx must not be NULL");
     JEPA_GUARD({
         as_ctx(ctx)->encode_text(ids, type_ids, seq_len, n_seq, pool, normalize != 0, out, out_len);

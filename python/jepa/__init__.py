@@ -34,6 +34,7 @@ except ImportError as exc:  # pragma: no cover - only without a build
 from ._engine import (
     HeadKind,
     ModelInfo,
+    Pooling,
     PosType,
     PredictorKind,
     Preprocess,
@@ -77,6 +78,7 @@ __all__ = [
     "Model",
     "ModelFileError",
     "ModelInfo",
+    "Pooling",
     "PosType",
     "PredictorKind",
     "Preprocess",

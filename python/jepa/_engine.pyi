@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Context', 'ContextParams', 'HeadKind', 'MAX_BATCH_LIMIT', 'Model', 'ModelInfo', 'PosType', 'PredictParams', 'PredictorKind', 'Preprocess', 'Resample', 'ResizeMode', 'TextPool', 'WorldRolloutParams', 'context_default_params', 'cpu_kernels', 'device_memory', 'ggml_version', 'has_cuda', 'predict_default_params', 'quantize', 'type_id', 'type_row_bytes', 'version', 'world_rollout_default_params']
+__all__: list[str] = ['Context', 'ContextParams', 'HeadKind', 'MAX_BATCH_LIMIT', 'Model', 'ModelInfo', 'Pooling', 'PosType', 'PredictParams', 'PredictorKind', 'Preprocess', 'Resample', 'ResizeMode', 'WorldRolloutParams', 'context_default_params', 'cpu_kernels', 'device_memory', 'ggml_version', 'has_cuda', 'predict_default_params', 'quantize', 'type_id', 'type_row_bytes', 'version', 'world_rollout_default_params']
 class PredictorKind:
     """
     The predictor a file holds (jepa.pred.kind).
@@ -180,9 +180,9 @@ class PosType:
     @property
     def value(self) -> int:
         ...
-class TextPool:
+class Pooling:
     """
-    How a text model pools a sequence (jepa.text.pooling).
+    How an item's tokens become one vector (jepa_pooling_type).
     
     Members:
     
@@ -193,14 +193,17 @@ class TextPool:
       MEAN
     
       LAST
+    
+      LEWM
     """
-    CLS: typing.ClassVar[TextPool]
-    LAST: typing.ClassVar[TextPool]
-    MEAN: typing.ClassVar[TextPool]
-    NONE: typing.ClassVar[TextPool]
-    __members__: typing.ClassVar[dict[str, TextPool]]
+    CLS: typing.ClassVar[Pooling]
+    LAST: typing.ClassVar[Pooling]
+    LEWM: typing.ClassVar[Pooling]
+    MEAN: typing.ClassVar[Pooling]
+    NONE: typing.ClassVar[Pooling]
+    __members__: typing.ClassVar[dict[str, Pooling]]
     @typing.overload
-    def __eq__(self, other: TextPool) -> bool:
+    def __eq__(self, other: Pooling) -> bool:
         ...
     @typing.overload
     def __eq__(self, other: typing.SupportsInt | typing.SupportsIndex) -> bool:
@@ -219,7 +222,7 @@ class TextPool:
     def __int__(self) -> int:
         ...
     @typing.overload
-    def __ne__(self, other: TextPool) -> bool:
+    def __ne__(self, other: Pooling) -> bool:
         ...
     @typing.overload
     def __ne__(self, other: typing.SupportsInt | typing.SupportsIndex) -> bool:
@@ -461,6 +464,9 @@ class ModelInfo:
     def patch_size(self) -> int:
         ...
     @property
+    def pooling(self) -> Pooling:
+        ...
+    @property
     def pos_offset(self) -> int:
         ...
     @property
@@ -501,9 +507,6 @@ class ModelInfo:
         ...
     @property
     def text_normalize(self) -> bool:
-        ...
-    @property
-    def text_pool(self) -> TextPool:
         ...
     @property
     def tubelet_size(self) -> int:

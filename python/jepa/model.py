@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal, overload
 import numpy as np
 
 from . import _engine, world_kinds
-from ._engine import HeadKind, ModelInfo, PredictorKind, TextPool
+from ._engine import HeadKind, ModelInfo, Pooling, PredictorKind
 from .errors import InvalidInputError, UnsupportedError
 
 if TYPE_CHECKING:
@@ -273,16 +273,16 @@ class Context:
     # ---- world models: one pair of calls for every predictor kind (jepa_world_*) ---------------
 
     def encode_text(
-        self, seqs: Sequence[Tokens], pool: TextPool | None = None, normalize: bool | None = None
+        self, seqs: Sequence[Tokens], pool: Pooling | None = None, normalize: bool | None = None
     ) -> np.ndarray:
         """Tokenized texts (jepa.text.Tokens) -> float32 [n, D], pooled as the file says unless `pool`
-        overrides it, then L2-normalised when the file (or `normalize`) says; pool TextPool.NONE gives
+        overrides it, then L2-normalised when the file (or `normalize`) says; pool Pooling.NONE gives
         every token's vector, [sum of lengths, D]. One engine call, the texts laid end to end without
         padding; a text's result does not depend on the others (bit for bit on the CPU)."""
         if not seqs:
             raise InvalidInputError("encode_text needs at least one text", param="input")
         info = self.model.info
-        mode = info.text_pool if pool is None else pool
+        mode = info.pooling if pool is None else pool
         norm = info.text_normalize if normalize is None else bool(normalize)
         ids = np.concatenate([s.ids for s in seqs]).astype(np.int32, copy=False)
         types = np.concatenate([s.type_ids for s in seqs]).astype(np.int32, copy=False)

@@ -30,7 +30,7 @@ def default_pool(model: Model) -> str:
     if model.info.modality == "text":
         from .text import POOL_NAMES
 
-        return POOL_NAMES[model.info.text_pool]
+        return POOL_NAMES[model.info.pooling]
     if (own := kind_pool(model)) is not None:  # the world kind's own embedding (LeWM's)
         return own
     return "cls" if model.has_cls else "mean"

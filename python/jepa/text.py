@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._engine import TextPool
+from ._engine import Pooling
 from .errors import InvalidInputError, ModelFileError, UnsupportedError
 
 if TYPE_CHECKING:
     from .model import Context, Model
 
-TEXT_POOLS = {"cls": TextPool.CLS, "mean": TextPool.MEAN, "last_token": TextPool.LAST}
+TEXT_POOLS = {"cls": Pooling.CLS, "mean": Pooling.MEAN, "last_token": Pooling.LAST}
 POOL_NAMES = {v: k for k, v in TEXT_POOLS.items()}
 # Characters one text may have before it is refused (tokenizing costs memory in proportion to it); a
 # text longer than max_seq_len tokens but under this is truncated and counted.
@@ -332,11 +332,11 @@ def token_batches(lengths: Sequence[int], budget: int, max_items: int) -> list[l
     return batches
 
 
-def resolve_pool(model: Model, pool: str | None, normalize: bool | None) -> tuple[TextPool, bool]:
+def resolve_pool(model: Model, pool: str | None, normalize: bool | None) -> tuple[Pooling, bool]:
     """The pooling and normalisation to use: the file's unless overridden."""
     info = model.info
     if pool is None:
-        mode = info.text_pool
+        mode = info.pooling
     elif pool in TEXT_POOLS:
         mode = TEXT_POOLS[pool]
     else:

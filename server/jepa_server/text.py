@@ -485,7 +485,7 @@ def info_fields(engine: Engine) -> dict[str, Any]:
         "text": {
             "vocab_size": info.vocab_size,
             "max_seq_len": info.max_seq_len,
-            "pooling": jepa.text.POOL_NAMES[info.text_pool],
+            "pooling": jepa.text.POOL_NAMES[info.pooling],
             "normalize": bool(info.text_normalize),
             "texts": st.texts,
             "tokens": st.tokens,

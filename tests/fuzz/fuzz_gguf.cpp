@@ -124,7 +124,7 @@ void exercise_text(jepa_model * m, const jepa_model_info & info) {
     }
     const int32_t lens[2] = {1, n1};
     std::vector<float> out(n_tok * size_t(info.embed_dim));
-    for (jepa_text_pool pool : {JEPA_TEXT_POOL_NONE, JEPA_TEXT_POOL_CLS, JEPA_TEXT_POOL_MEAN, JEPA_TEXT_POOL_LAST}) {
+    for (jepa_pooling_type pool : {JEPA_POOLING_NONE, JEPA_POOLING_CLS, JEPA_POOLING_MEAN, JEPA_POOLING_LAST}) {
         if (jepa_encode_text(ctx, ids.data(), types.data(), lens, 2, pool, 1, out.data(), out.size()) != JEPA_OK) {
             refused("jepa_encode_text");
         }

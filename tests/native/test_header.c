@@ -51,6 +51,10 @@ int main(void) {
     CHECK(jepa_error_status() == JEPA_OK);
     CHECK(strcmp(jepa_error_text(), "") == 0);
 
+    /* One pooling enum for every modality; text files are read into these values. */
+    CHECK(JEPA_POOLING_NONE == 0 && JEPA_POOLING_CLS == 1 && JEPA_POOLING_MEAN == 2);
+    CHECK(JEPA_POOLING_LAST == 3 && JEPA_POOLING_LEWM == 4);
+
     CHECK(jepa_model_load("/nonexistent/model.gguf", NULL) == NULL);
     CHECK(jepa_error_status() == JEPA_ERR_BAD_FILE);
     CHECK(strstr(jepa_error_text(), "/nonexistent/model.gguf") != NULL);
