@@ -10,10 +10,13 @@ import json
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+import jepa
 
 from conftest import ROOT
 
@@ -82,7 +85,8 @@ def test_bad_arguments_are_refused_before_any_replica_starts(args: dict[str, Any
         ReplicaSpec.from_args(args)
 
 
-def test_a_replica_uses_the_cpus_ray_gave_it() -> None:
+def test_a_replica_uses_the_cpus_ray_gave_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jepa, "default_threads", lambda: 64)  # a big machine (test_auto_threads: a small one)
     assert replica_settings({"model": "m.gguf"}, 4.0, [], {}).graph_threads == 4
     assert replica_settings({"model": "m.gguf"}, 0.5, [], {}).graph_threads == 1  # a fraction: one thread
     assert replica_settings({"model": "m.gguf", "workers": 2}, 4.0, [], {}).graph_threads == 2
@@ -90,6 +94,16 @@ def test_a_replica_uses_the_cpus_ray_gave_it() -> None:
     assert replica_settings({"model": "m.gguf"}, 1.0, [], {}).decode_threads == 1
     assert replica_settings({"model": "m.gguf"}, 2.0, [3], {}).device == "cuda:0"  # Ray's device is 0
     assert replica_settings({"model": "m.gguf"}, 2.0, [], {}).device == "cpu"
+
+
+def test_a_replicas_threads_are_capped_by_the_cpus_its_process_may_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ray's CPUs are a reservation, not a limit: 4 CPUs in a container whose cgroup allows 1 run 1 thread.
+    (tmp_path / "cpu.max").write_text("100000 100000\n")
+    monkeypatch.setenv("JEPA_CGROUP_ROOT", str(tmp_path))
+    assert replica_settings({"model": "m.gguf"}, 4.0, [], {}).graph_threads == 1
+    assert replica_settings({"model": "m.gguf", "threads": 3}, 4.0, [], {}).graph_threads == 3  # given wins
 
 
 def test_a_replicas_environment_fills_what_the_arguments_leave_out() -> None:

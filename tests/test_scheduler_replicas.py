@@ -273,12 +273,15 @@ def test_build_replicas_unbounded_cpu_budget_weights_and_a_device_named_twice(
 
 def test_device_memory_reports_the_cpu_and_refuses_what_is_not_there() -> None:
     from jepa import _engine
-    from jepa_server.replicas import device_memory
 
-    free, total = device_memory("cpu")
+    free, total = jepa.device_memory("cpu")
     assert 0 < free <= total
-    with pytest.raises(jepa.InvalidInputError, match="unknown device kind 7"):
+    with pytest.raises(jepa.InvalidInputError, match="unknown device 'tpu'"):
+        jepa.device_memory("tpu")
+    # The engine's own checks (jepa_device_memory), under parse_device's, name the device.
+    with pytest.raises(jepa.InvalidInputError, match="unknown device kind 7") as exc:
         _engine.device_memory(7)
-    if not _engine.has_cuda():
+    assert exc.value.param == "device"
+    if not jepa.has_cuda():
         with pytest.raises(jepa.UnsupportedError, match="no CUDA backend"):
-            _engine.device_memory(1, 0)  # the binding's own check, under jepa.Model's
+            _engine.device_memory(1, 0)

@@ -83,6 +83,10 @@ JEPA_API const char * jepa_version(void);
 JEPA_API const char * jepa_ggml_version(void);
 /* 1 when built with the CUDA backend. */
 JEPA_API int jepa_has_cuda(void);
+/* The CPU threads this process may use, what n_threads <= 0 means: the CPUs of its affinity mask,
+ * capped by its cgroup's CPU quota (cgroup v2 cpu.max, else v1 cpu.cfs_quota_us / cpu.cfs_period_us,
+ * the tightest from its own cgroup up; quota / period rounded up), at least 1. Read on every call. */
+JEPA_API int jepa_default_threads(void);
 /* The CPU kernels this process runs, as a CPU model's info.matmul names them after "jepa: "
  * ("f32/f16: avx2-fma; bf16: avx2-fma", "ggml", ...): detected once, capped by JEPA_GEMM
  * (ggml, portable, avx2, avx512, avx512bf16). f32 models give the same bits on every path but ggml. */
@@ -107,6 +111,10 @@ typedef struct jepa_model_params {
 } jepa_model_params;
 
 JEPA_API jepa_model_params jepa_model_default_params(void);
+
+/* Free and total bytes of a device as its backend reports them now. JEPA_ERR_INVALID_ARG naming
+ * "device" for a CUDA device that does not exist, JEPA_ERR_UNSUPPORTED for CUDA in a build without it. */
+JEPA_API jepa_status jepa_device_memory(jepa_device device, int index, size_t * free_bytes, size_t * total_bytes);
 
 /* Load a GGUF file. NULL on error (see jepa_error_text). */
 JEPA_API jepa_model * jepa_model_load(const char * path, const jepa_model_params * params);
@@ -253,7 +261,7 @@ typedef struct jepa_context jepa_context;
 #define JEPA_MAX_BATCH_LIMIT 4096
 
 typedef struct jepa_context_params {
-    int     n_threads;        /* CPU threads per graph; <= 0: all cores                      */
+    int     n_threads;        /* CPU threads per graph; <= 0: jepa_default_threads()         */
     int     max_batch;        /* items per graph, 1..JEPA_MAX_BATCH_LIMIT; bigger calls split */
     int     flash_attn;       /* -1 auto (flash everywhere), 0 off (ggml's matmul + softmax +
                                  matmul, the score matrix in the graph), 1 on. On a CPU with

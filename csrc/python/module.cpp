@@ -30,6 +30,8 @@ PYBIND11_MODULE(_engine, m) {
     m.def("version", &jepa_version);
     m.def("ggml_version", &jepa_ggml_version);
     m.def("has_cuda", [] { return jepa_has_cuda() != 0; });
+    m.def("default_threads", &jepa_default_threads,
+          "The CPU threads this process may use (affinity, capped by the cgroup's CPU quota): what 0 threads means.");
     m.def("cpu_kernels", &jepa_cpu_kernels);
     m.attr("MAX_BATCH_LIMIT") = JEPA_MAX_BATCH_LIMIT;
     jepa_py::register_model(m);

@@ -4,6 +4,7 @@
 
 #include "error.h"
 #include "head.h"
+#include "host.h"
 #include "input_checks.h"
 #include "predictor.h"
 #include "rope.h"
@@ -12,16 +13,11 @@
 #include "ggml-cpu.h"
 
 #include <algorithm>
-#include <thread>
 
 namespace jepa {
 
 namespace {
 constexpr size_t kGraphNodes = 16384;
-int default_threads() {
-    const unsigned n = std::thread::hardware_concurrency();
-    return n == 0 ? 1 : int(n);
-}
 }  // namespace
 
 Context::Context(const Model & model, const jepa_context_params & params) : model_(model), params_(params) {

@@ -5,6 +5,7 @@
 
 #include "context.h"
 #include "error.h"
+#include "host.h"
 #include "input_checks.h"
 #include "model.h"
 #include "vit.h"
@@ -65,6 +66,16 @@ int jepa_has_cuda(void) {
 #else
     return 0;
 #endif
+}
+
+int jepa_default_threads(void) { return jepa::default_threads(); }
+
+jepa_status jepa_device_memory(jepa_device device, int index, size_t * free_bytes, size_t * total_bytes) {
+    if (!free_bytes || !total_bytes) return invalid("jepa_device_memory: free_bytes and total_bytes must not be NULL");
+    JEPA_GUARD({
+        jepa::device_memory(device, index, *free_bytes, *total_bytes);
+        return JEPA_OK;
+    })
 }
 
 jepa_model_params jepa_model_default_params(void) {

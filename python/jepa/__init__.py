@@ -41,9 +41,11 @@ from ._engine import (
     Resample,
     ResizeMode,
     cpu_kernels,
+    default_threads,
+    has_cuda,
 )
 from .classify import Classification, classify, classify_prepared
-from .model import Context, Model
+from .model import Context, Model, device_memory, parse_device
 from .pipeline import embed, encode_prepared
 from .planning import ac_next_state
 from .pooling import POOL_MODES, check_pool, default_pool, pool, pool_modes
@@ -93,8 +95,12 @@ __all__ = [
     "classify_prepared",
     "cpu_kernels",
     "default_pool",
+    "default_threads",
+    "device_memory",
     "embed",
     "encode_prepared",
+    "has_cuda",
+    "parse_device",
     "plan",
     "pool",
     "pool_modes",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Context', 'ContextParams', 'HeadKind', 'MAX_BATCH_LIMIT', 'Model', 'ModelInfo', 'Pooling', 'PosType', 'PredictParams', 'PredictorKind', 'Preprocess', 'Resample', 'ResizeMode', 'WorldRolloutParams', 'context_default_params', 'cpu_kernels', 'device_memory', 'ggml_version', 'has_cuda', 'predict_default_params', 'quantize', 'type_id', 'type_row_bytes', 'version', 'world_rollout_default_params']
+__all__: list[str] = ['Context', 'ContextParams', 'HeadKind', 'MAX_BATCH_LIMIT', 'Model', 'ModelInfo', 'Pooling', 'PosType', 'PredictParams', 'PredictorKind', 'Preprocess', 'Resample', 'ResizeMode', 'WorldRolloutParams', 'context_default_params', 'cpu_kernels', 'default_threads', 'device_memory', 'ggml_version', 'has_cuda', 'predict_default_params', 'quantize', 'type_id', 'type_row_bytes', 'version', 'world_rollout_default_params']
 class PredictorKind:
     """
     The predictor a file holds (jepa.pred.kind).
@@ -606,6 +606,10 @@ def context_default_params() -> ContextParams:
     ...
 def cpu_kernels() -> str:
     ...
+def default_threads() -> int:
+    """
+    The CPU threads this process may use (affinity, capped by the cgroup's CPU quota): what 0 threads means.
+    """
 def device_memory(kind: typing.SupportsInt | typing.SupportsIndex, index: typing.SupportsInt | typing.SupportsIndex = 0) -> tuple[int, int]:
     """
     (free, total) bytes of a device (kind 0 CPU, 1 CUDA) as its backend reports them now.

@@ -27,8 +27,9 @@ WORLD_ROLLOUT_DEFAULTS = _engine.world_rollout_default_params()
 _DEVICES = {"cpu": 0, "cuda": 1}
 
 
-def _parse_device(device: str) -> tuple[int, int]:
-    """'cpu', 'cuda' or 'cuda:N' -> (kind, index)."""
+def parse_device(device: str) -> tuple[int, int]:
+    """'cpu', 'cuda' or 'cuda:N' -> (kind, index), the engine's jepa_device and device ordinal.
+    InvalidInputError for a name that is none of these, UnsupportedError for CUDA in a CPU build."""
     if not isinstance(device, str):
         raise InvalidInputError(f"device must be a string like 'cpu' or 'cuda:0', got {device!r}")
     kind, _, index = device.partition(":")
@@ -39,6 +40,14 @@ def _parse_device(device: str) -> tuple[int, int]:
     if kind == "cuda" and not _engine.has_cuda():
         raise UnsupportedError("this build of jepa has no CUDA backend (rebuild with -DJEPA_CUDA=ON)")
     return _DEVICES[kind], int(index or 0)
+
+
+def device_memory(device: str) -> tuple[int, int]:
+    """(free, total) bytes of a device ('cpu', 'cuda:N') as its backend reports them now
+    (jepa_device_memory); a CUDA device that does not exist is refused naming "device"."""
+    kind, index = parse_device(device)
+    free, total = _engine.device_memory(kind, index)
+    return int(free), int(total)
 
 
 def default_device() -> str:
@@ -58,7 +67,7 @@ class Model:
         in place while it is served needs that)."""
         if device is None:
             device = default_device()
-        kind, index = _parse_device(device)
+        kind, index = parse_device(device)
         self.path = os.fspath(path)
         self.device = device
         self._native = _engine.Model(self.path, kind, index, mmap)

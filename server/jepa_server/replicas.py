@@ -15,8 +15,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import jepa
-from jepa import _engine
-from jepa.model import _parse_device
 
 from .scheduler import CostModel
 from .workers import WorkerPool
@@ -36,13 +34,6 @@ class Replica:
     workers: WorkerPool
     budget: float = math.inf  # cost units one batch may hold (scheduler.input_cost's units)
     weight: float | None = None  # overrides the measured speed in the ranking (every replica or none)
-
-
-def device_memory(device: str) -> tuple[int, int]:
-    """(free, total) bytes of a device, as its backend reports them now."""
-    kind, index = _parse_device(device)
-    free, total = _engine.device_memory(kind, index)
-    return int(free), int(total)
 
 
 def activation_bytes(model: jepa.Model, tokens: int) -> float:
@@ -88,7 +79,7 @@ def build_replicas(
     *,
     weights: Mapping[str, float] | None = None,
     load: Callable[[str, str], jepa.Model] = jepa.Model,
-    memory: Callable[[str], tuple[int, int]] = device_memory,
+    memory: Callable[[str], tuple[int, int]] = jepa.device_memory,
     warm: bool = True,
 ) -> list[Replica]:
     """The model at `path` on each of `devices` ("cpu", "cuda:N"), each with `workers` started

@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union, cast, get_args, get_origin, get_type_hints
 
+import jepa
+
 # The server's own bound on --max-batch, not the engine's (jepa._engine.MAX_BATCH_LIMIT is far
 # higher): jepa_batch_size keeps one histogram bucket per size up to it, and every item of a graph
 # waits for the whole graph, so past a few items a larger batch buys little throughput and costs
@@ -46,13 +48,6 @@ def _opt(
     """A field with its command-line flags and help; `env` lets JEPA_<NAME> set it."""
     meta = {"flags": flags, "help": help, "env": env, "metavar": metavar}
     return field(default=default, repr=not secret, metadata=meta)
-
-
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not on Linux
-        return os.cpu_count() or 1
 
 
 class SettingsError(ValueError):
@@ -154,7 +149,11 @@ class Settings:
     # -- compute
     workers: int = _opt("--workers", default=1, help="Worker threads; each owns one engine context.")
     threads: int = _opt(
-        "-t", "--threads", default=0, help="CPU threads per graph; 0: cores divided by workers."
+        "-t",
+        "--threads",
+        default=0,
+        help="CPU threads per graph; 0: the CPUs this process may use (jepa.default_threads: its affinity, "
+        "capped by its cgroup's CPU quota) divided by workers.",
     )
     max_batch: int = _opt(
         "--max-batch",
@@ -168,7 +167,9 @@ class Settings:
         help="How long a partial batch waits for more items, only while nothing else waits; 0 never waits.",
     )
     prep_threads: int = _opt(
-        "--prep-threads", default=0, help="Threads decoding and preprocessing inputs; 0: min(4, cores)."
+        "--prep-threads",
+        default=0,
+        help="Threads decoding and preprocessing inputs; 0: min(4, the CPUs this process may use).",
     )
     # -- limits: the request budget (docs/serving.md "Budgets"); each is checked before its cost is paid
     max_items: int = _opt(
@@ -372,11 +373,11 @@ class Settings:
 
     @property
     def graph_threads(self) -> int:
-        return self.threads or max(1, _cpu_count() // self.workers)
+        return self.threads or max(1, jepa.default_threads() // self.workers)
 
     @property
     def decode_threads(self) -> int:
-        return self.prep_threads or min(4, _cpu_count())
+        return self.prep_threads or min(4, jepa.default_threads())
 
     @property
     def device(self) -> str:

@@ -55,6 +55,20 @@ int main(void) {
     CHECK(JEPA_POOLING_NONE == 0 && JEPA_POOLING_CLS == 1 && JEPA_POOLING_MEAN == 2);
     CHECK(JEPA_POOLING_LAST == 3 && JEPA_POOLING_LEWM == 4);
 
+    /* The auto thread count, and the CPU's memory as its backend reports it. */
+    CHECK(jepa_default_threads() >= 1);
+    {
+        size_t free_bytes = 0, total_bytes = 0;
+        CHECK(jepa_device_memory(JEPA_DEVICE_CPU, 0, &free_bytes, &total_bytes) == JEPA_OK);
+        CHECK(total_bytes > 0 && free_bytes <= total_bytes);
+        CHECK(jepa_device_memory(JEPA_DEVICE_CPU, 0, NULL, &total_bytes) == JEPA_ERR_INVALID_ARG);
+        CHECK(jepa_device_memory((jepa_device) 7, 0, &free_bytes, &total_bytes) == JEPA_ERR_INVALID_ARG);
+        CHECK(strcmp(jepa_error_param(), "device") == 0);
+        if (!jepa_has_cuda()) {
+            CHECK(jepa_device_memory(JEPA_DEVICE_CUDA, 0, &free_bytes, &total_bytes) == JEPA_ERR_UNSUPPORTED);
+        }
+    }
+
     CHECK(jepa_model_load("/nonexistent/model.gguf", NULL) == NULL);
     CHECK(jepa_error_status() == JEPA_ERR_BAD_FILE);
     CHECK(strstr(jepa_error_text(), "/nonexistent/model.gguf") != NULL);

@@ -141,7 +141,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     batch = CONTEXT_DEFAULTS.max_batch
     p.add_argument("--batch", type=_positive, default=batch, help=f"items per encode (default {batch})")
-    p.add_argument("-t", "--threads", type=_positive, help="compute threads (default: all cores)")
+    p.add_argument("-t", "--threads", type=_positive, help="compute threads (default: the CPUs it may use)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--keep-going", action="store_true", help="report bad inputs and embed the rest")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import jepa
+
 from ..settings import Settings, SettingsError, env_name
 
 # Ray's, not the server's: how many replicas and what each one holds.
@@ -112,12 +114,15 @@ def replica_settings(
     variables of the replica's environment (a Kubernetes Secret's JEPA_API_KEY stays out of the serve
     config). Then, given what Ray assigned the replica: unless told otherwise, its graphs use the CPUs
     it was given (the node's core count would oversubscribe a shared node), and a replica given a
-    GPU runs on it (Ray makes the assigned device the process's CUDA device 0)."""
+    GPU runs on it (Ray makes the assigned device the process's CUDA device 0). Ray's CPUs are a
+    reservation, not a limit: the threads are capped by what the process may use (jepa.default_threads:
+    its affinity, then its cgroup's quota), so a replica given more than its container allows does not
+    oversubscribe it."""
     env = os.environ if env is None else env
     values = {**from_env(env), **spec_settings}
     if "threads" not in values:
         workers = int(values.get("workers", 1))
-        values["threads"] = max(1, math.floor(cpus / max(1, workers)))
+        values["threads"] = max(1, math.floor(min(cpus, jepa.default_threads()) / max(1, workers)))
     if "prep_threads" not in values:
         values["prep_threads"] = max(1, min(4, math.ceil(cpus)))
     if gpus and values.get("gpu") is None:
