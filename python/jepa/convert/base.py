@@ -16,7 +16,7 @@ import numpy as np
 from ..gguf.keys import recipe_conflict
 from ..gguf.schema import Encoder, Meta, Preprocess
 from ..gguf.writer import PartSpec, write_gguf
-from .source import TensorSource
+from .source import TensorSource, load_json
 
 
 @dataclass(frozen=True)
@@ -239,23 +239,6 @@ class Config(Mapping[str, Any]):
         if not isinstance(v, dict):
             raise self.error(key, f"must be an object, got {_show(v)}")
         return Config(self.path, v, f"{self.where}{key}.")
-
-
-def load_json(path: Path) -> Any:
-    """A checkpoint's JSON file, or a ValueError naming it (not UTF-8, not JSON, unreadable)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
-                         f"{e.start})") from None
-    except OSError as e:
-        raise ValueError(f"{path}: cannot read: {e.strerror or e}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
-    except RecursionError:
-        raise ValueError(f"{path}: not valid JSON (nested too deep)") from None
 
 
 def read_json(path: Path) -> Config | None:

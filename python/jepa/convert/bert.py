@@ -21,8 +21,8 @@ import numpy as np
 from ..gguf.schema import Encoder, Preprocess
 from ..gguf.text_schema import TextEncoder
 from ..gguf.writer import write_text_gguf
-from .base import Config, Converter, load_json, read_json, register
-from .source import TensorSource, safetensors_files
+from .base import Config, Converter, read_json, register
+from .source import TensorSource, load_json, safetensors_files
 
 _ACTS = {"gelu": "gelu_erf", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh"}
 # model_type -> (layout, the prefix task models put before the backbone)

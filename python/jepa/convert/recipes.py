@@ -1,5 +1,6 @@
 """The families' published defaults, for checkpoints that do not carry them: the preprocessing
-recipes and the encoder transformers' ViTModel builds when its config says nothing more."""
+recipes (V-JEPA 2's at any crop) and the encoder transformers' ViTModel builds when its config says
+nothing more."""
 
 from __future__ import annotations
 
@@ -23,3 +24,15 @@ def hf_vit_encoder(embed_dim: int, n_layer: int, n_head: int, patch_size: int, i
     a CLS token with a position slot): the demo model's, and LeWM's (stable_pretraining's vit_hf)."""
     return Encoder(embed_dim=embed_dim, n_layer=n_layer, n_head=n_head, ffn_dim=4 * embed_dim,
                    patch_size=patch_size, img_size=img_size, ln_eps=1e-12, act="gelu_erf", cls_token=True)
+
+
+def vjepa2_recipe(crop: int) -> Preprocess:
+    """The upstream video processor: short side int(crop * 256 / 224), centre crop, bilinear, ImageNet."""
+    return Preprocess(
+        mean=(0.485, 0.456, 0.406),
+        std=(0.229, 0.224, 0.225),
+        resize_short=int(crop * 256 / 224),
+        crop=crop,
+        resample="bilinear",
+        resize_mode="shortest_edge",
+    )

@@ -1,5 +1,6 @@
-"""Reading a checkpoint's tensors: safetensors through its numpy API (no torch), with bookkeeping so
-a converter can prove it used every source tensor exactly once."""
+"""Reading a checkpoint's files: its JSON files (load_json), and its tensors, safetensors through its
+numpy API (no torch), with bookkeeping so a converter can prove it used every source tensor exactly
+once."""
 
 from __future__ import annotations
 
@@ -34,8 +35,6 @@ def safetensors_files(src: Path) -> list[Path]:
 
 def _shards(index: Path) -> list[str]:
     """The shard files model.safetensors.index.json's weight_map names (bare names in its folder)."""
-    from .base import load_json
-
     doc = load_json(index)
     weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
@@ -47,6 +46,23 @@ def _shards(index: Path) -> list[str]:
                              f"in its folder, got {json.dumps(shard)[:60]}")
         shards.add(shard)
     return sorted(shards)
+
+
+def load_json(path: Path) -> Any:
+    """A checkpoint's JSON file, or a ValueError naming it (not UTF-8, not JSON, unreadable)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
+                         f"{e.start})") from None
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not valid JSON (nested too deep)") from None
 
 
 def _regular(path: Path) -> Path:

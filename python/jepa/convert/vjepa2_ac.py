@@ -30,8 +30,8 @@ from ..gguf.writer import PartSpec
 from .base import Converter, readme_license, register
 from .source import TensorSource
 from .timm_vit import timm_block
-from .vjepa2 import RopePredictor
 from .vjepa2_meta import SUFFIXES, ArraySource, MetaLayout, UnreadableCheckpoint, _clean, _torch_load
+from .vjepa2_parts import RopePredictor
 
 FILE_FAMILY = "vjepa2"  # the converter family is vjepa2_ac; the file is a V-JEPA 2 with an AC predictor
 HEAD_DIM = 64  # every released V-JEPA 2 / 2-AC

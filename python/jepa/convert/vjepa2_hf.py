@@ -17,8 +17,9 @@ import numpy as np
 from ..gguf.schema import Encoder, Preprocess
 from .base import Config, beside, read_json
 from .preprocess import load_recipe
+from .recipes import vjepa2_recipe
 from .source import TensorSource, safetensors_files
-from .vjepa2 import HeadSpec, PredictorSpec, vjepa2_recipe
+from .vjepa2_parts import HeadSpec, PredictorSpec
 
 _ACTS = {"gelu": "gelu_erf"}
 # Engine block tensor -> source module, for encoder / predictor layers and the pooler's self-attention.

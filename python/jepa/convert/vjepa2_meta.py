@@ -24,9 +24,10 @@ import numpy as np
 
 from ..gguf.schema import Encoder, Preprocess
 from .base import Config, beside, read_json, resolve_n_head
+from .recipes import vjepa2_recipe
 from .source import TensorSource
 from .timm_vit import timm_block, timm_sizes
-from .vjepa2 import HeadSpec, PredictorSpec, vjepa2_recipe
+from .vjepa2_parts import HeadSpec, PredictorSpec
 
 SUFFIXES = (".pt", ".pth", ".tar", ".ckpt")
 ENCODER_KEYS = ("target_encoder", "encoder", "ema_encoder")

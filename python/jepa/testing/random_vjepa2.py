@@ -1,11 +1,13 @@
 """A random-weight V-JEPA 2 file (jepa.family vjepa2): the video encoder, and optionally the masked
-predictor and the attentive-pool head, their metadata from the converter's own specs (vjepa2.py)."""
+predictor and the attentive-pool head, their metadata from the converter's own specs
+(convert/vjepa2_parts.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..convert.vjepa2 import HeadSpec, PredictorSpec, vjepa2_recipe
+from ..convert.recipes import vjepa2_recipe
+from ..convert.vjepa2_parts import HeadSpec, PredictorSpec
 from ..gguf.schema import Encoder, Meta
 from ..gguf.writer import PartSpec
 from .random_weights import write_random_file
