@@ -86,6 +86,7 @@ def _no_args(info: ModelInfo) -> dict[str, Any]:
 
 
 # ---- V-JEPA 2-AC ---------------------------------------------------------------------------------
+# AC and LEWM below name every field alike on purpose: they are two rows of one record type.
 
 
 def _ac_latents(ctx: Context, x: np.ndarray) -> np.ndarray:
