@@ -17,7 +17,8 @@ import jepa
 from jepa.convert import convert
 from jepa.convert.cli import main as convert_main
 from jepa.convert.recipes import HF_VIT_RECIPE
-from jepa.gguf.schema import FTYPES, Encoder, Meta
+from jepa.gguf.keys import FILE_TYPES
+from jepa.gguf.schema import Encoder, Meta
 from jepa.gguf.tensors import may_be_half
 from jepa.gguf.writer import bf16_bits_to_f32, f32_to_bf16_bits, write_gguf
 
@@ -111,7 +112,7 @@ def test_the_file_holds_those_bits(tmp_path: Path) -> None:
     path = write_gguf(tmp_path / "b.gguf", Meta(family="hfvit", name="t"), ENC, HF_VIT_RECIPE,
                       tensors.items(), ftype="bf16")
     r = gguf.GGUFReader(path)
-    assert int(r.fields["general.file_type"].contents()) == FTYPES["bf16"] == 32
+    assert int(r.fields["general.file_type"].contents()) == FILE_TYPES["bf16"] == 32
     seen = 0
     for t in r.tensors:
         src = tensors[t.name]
@@ -141,7 +142,7 @@ def test_converted_vit_loads_and_pools_close_to_f32(tmp_path: Path, hf_model: An
     out = {}
     for ft, p in files.items():
         m = jepa.Model(p)
-        assert int(m.info.file_type) == FTYPES[ft]
+        assert int(m.info.file_type) == FILE_TYPES[ft]
         out[ft] = (m.context(threads=1).encode(x), m)
     (t32, m32), (t16, m16) = out["f32"], out["bf16"]
     assert not np.array_equal(t32, t16)  # the matrices really are rounded

@@ -18,9 +18,10 @@ import pytest
 import jepa
 from jepa import world
 from jepa.cli.quantize import main
-from jepa.convert.quantize import FILE_TYPES, TYPES, plan, quantize
+from jepa.convert.quantize import TYPES, plan, quantize
 from jepa.demo import write_demo_model
 from jepa.gguf import tensors as gguf_tensors
+from jepa.gguf.keys import FILE_TYPES
 from jepa.testing.random_vjepa2 import write_random_vjepa2
 
 from conftest import AC_BUNDLE, LEWM_BUNDLE, TINY_VJEPA2, TINY_VJEPA2_PARTS, golden

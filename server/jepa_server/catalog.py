@@ -30,9 +30,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jepa.gguf.keys import FILE_TYPE_NAMES
+
 MODELS_TOML = "models.toml"
-# general.file_type values (gguf-py's LlamaFileType): 32 is bf16 (30 is the bf16 *tensor* type).
-_DTYPES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 7: "q8_0", 8: "q5_0", 9: "q5_1", 15: "q4_k", 32: "bf16"}
 _ENTRY_KEYS = {"file", "aliases", "keep_alive_s"}
 # A models.toml is a few hundred bytes; a bigger one is a mistake (or an attack on the reader).
 MAX_MODELS_TOML_BYTES = 1 << 20
@@ -47,7 +47,8 @@ class CatalogError(ValueError):
 
 
 def dtype_name(file_type: int) -> str:
-    return _DTYPES.get(file_type, f"type{file_type}")
+    """general.file_type's name (jepa.gguf.keys.FILE_TYPES), or `type<n>` for a number it lacks."""
+    return FILE_TYPE_NAMES.get(file_type, f"type{file_type}")
 
 
 def model_paths(settings: Any) -> tuple[str, ...]:

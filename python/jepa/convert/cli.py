@@ -27,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument("--demo", action="store_true", help="write the tiny random-weight demo model instead")
     p.add_argument("--out", type=Path, required=True, help="GGUF file to write")
     p.add_argument("--family", choices=FAMILIES, default="auto", help="source family (default: detect)")
-    p.add_argument("--ftype", choices=tuple(FTYPES), default="f32",
+    p.add_argument("--ftype", choices=FTYPES, default="f32",
                    help="f16 / bf16 store the attention, FFN and projection matrices in 16 bits (IEEE "
                    "half or bfloat16, rounded to nearest even); norms, biases, tokens and the patch "
                    "embedding stay f32")

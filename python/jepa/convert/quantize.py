@@ -26,6 +26,7 @@ import numpy as np
 from .. import _engine
 from ..errors import InvalidInputError, JepaError, ModelFileError, ResourceLimitError, UnsupportedError
 from ..gguf.header import read_header
+from ..gguf.keys import FILE_TYPES
 from ..gguf.tensors import may_be_half
 from ..gguf.writer import ARCH, bf16_bits_to_f32
 
@@ -33,8 +34,6 @@ TYPES = ("f16", "bf16", "q8_0", "q6_k", "q5_k", "q5_0", "q4_k", "q4_0")
 # A k-quant packs 256 values per block; a row it cannot take falls back to the 32-value type of about
 # the same bits (llama.cpp's rule), said per tensor in the plan.
 FALLBACK = {"q4_k": "q4_0", "q5_k": "q5_0", "q6_k": "q8_0"}
-# general.file_type (llama.cpp's LlamaFileType): what the file says it mostly holds.
-FILE_TYPES = {"f16": 1, "bf16": 32, "q8_0": 7, "q6_k": 18, "q5_k": 17, "q5_0": 8, "q4_k": 15, "q4_0": 2}
 # The sources a matrix can be read from as float32 (exactly: both half types widen without rounding).
 _READABLE = {
     gguf.GGMLQuantizationType.F32: "f32",
@@ -272,6 +271,7 @@ def quantize(
         for field in r.fields.values():
             if field.name.startswith("GGUF.") or field.name == "general.architecture":
                 continue  # the writer writes its own header and the architecture
+            # general.file_type: what the file now mostly holds, by the one table of its names.
             value = FILE_TYPES[type] if field.name == "general.file_type" else field.contents()
             _copy_field(w, field, value)
         steps = {s.name: s for s in p.steps}

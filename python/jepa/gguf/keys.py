@@ -48,6 +48,15 @@ TEXT_FAMILIES = ("bert",)  # modality text: token ids in, no jepa.pre.* / patch 
 POOLINGS = ("cls", "mean", "last_token")
 ACTS = ("gelu_erf", "gelu_tanh", "silu")
 PRED_KINDS = {"masked": Scope.MASKED, "ac": Scope.AC, "lewm": Scope.LEWM}
+# general.file_type: what a file's weight matrices mostly hold, numbered as llama.cpp's LLAMA_FTYPE_*
+# (gguf-py's LlamaFileType) number them. The one table of these names: the writer, jepa-quantize,
+# the server's catalog and docs/gguf.md read it. A k-quant has llama.cpp's number for the name its
+# tools give it (q4_k is Q4_K_M, 15; q5_k is Q5_K_M, 17); bf16 is 32 (30 is bf16's *tensor* type).
+FILE_TYPES: dict[str, int] = {
+    "f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 7, "q5_0": 8, "q5_1": 9,
+    "q4_k": 15, "q5_k": 17, "q6_k": 18, "bf16": 32,
+}
+FILE_TYPE_NAMES = {n: name for name, n in FILE_TYPES.items()}
 
 
 @dataclass(frozen=True)
@@ -154,7 +163,8 @@ KEYS: tuple[Key, ...] = (
         "general.file_type",
         U32,
         ALL,
-        "0 f32, 1 f16, 32 bf16 (llama.cpp's LLAMA_FTYPE_*): what the 2-D matrices hold",
+        "what the 2-D matrices mostly hold (llama.cpp's LLAMA_FTYPE_*): "
+        + ", ".join(f"{n} {name}" for name, n in FILE_TYPES.items()),
         default=0,
         range=Range(0, 1024),
     ),

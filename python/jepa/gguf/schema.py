@@ -11,9 +11,8 @@ from .keys import FAMILIES, KEYS
 from .tensors import ENCODER, Expected
 
 SCHEMA_VERSION = 1
-# ggml file-type ids written to general.file_type (llama.cpp's LLAMA_FTYPE_*: MOSTLY_F16 1, MOSTLY_BF16 32).
-FTYPES: dict[str, int] = {"f32": 0, "f16": 1, "bf16": 32}
 HALF_FTYPES = ("f16", "bf16")  # the ftypes that store the may_be_half matrices in 16 bits
+FTYPES = ("f32", *HALF_FTYPES)  # what the writer writes (general.file_type: keys.FILE_TYPES)
 ROPE_THETA = 10000.0  # V-JEPA 2's RoPE base
 
 

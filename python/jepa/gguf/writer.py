@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import gguf
 import numpy as np
 
-from .keys import GType, keys_for, scopes_of, validate
+from .keys import FILE_TYPES, GType, keys_for, scopes_of, validate
 from .schema import FTYPES, HALF_FTYPES, SCHEMA_VERSION, Encoder, Meta, Preprocess
 from .tensors import Expected
 from .text_schema import TextEncoder
@@ -59,7 +59,7 @@ def file_keys(
                      ("general.description", meta.description)):
         if val:
             out[key] = val
-    out |= {"general.file_type": FTYPES[ftype], "jepa.schema_version": SCHEMA_VERSION,
+    out |= {"general.file_type": FILE_TYPES[ftype], "jepa.schema_version": SCHEMA_VERSION,
             "jepa.family": meta.family, "jepa.modality": meta.modality}
     out |= enc.keys() | pre.keys() | enc.rope_keys()
     for part in parts:
@@ -193,7 +193,7 @@ def write_text_gguf(
                      ("general.description", meta.description)):
         if val:
             values[key] = val
-    values |= {"general.file_type": FTYPES[ftype], "jepa.schema_version": SCHEMA_VERSION,
+    values |= {"general.file_type": FILE_TYPES[ftype], "jepa.schema_version": SCHEMA_VERSION,
                "jepa.family": meta.family, "jepa.modality": meta.modality}
     values |= enc.keys()
     validate(values)
