@@ -65,7 +65,7 @@ def test_texts_and_files_in_order(
 @pytest.mark.parametrize(
     ("args", "files", "rc", "words"),
     [
-        (["--text", ""], {}, 1, "text[0]: text 0 is empty"),
+        (["--text", ""], {}, 1, "text[0] is an empty string"),
         (["x.png"], {"x.png": b"\x89PNG"}, 1, "reads .txt or .jsonl"),
         (["bad.jsonl"], {"bad.jsonl": b"{not json\n"}, 1, "bad.jsonl:1: not JSON"),
         (["bad.jsonl"], {"bad.jsonl": b'{"txt": 1}\n'}, 1, 'an object with a "text" string'),

@@ -113,7 +113,7 @@ class RecordingContext:
         self.max_batch = max_batch
         self.model = SimpleNamespace(
             has_cls=has_cls, n_prefix=int(has_cls), embed_dim=2, world_model="",
-            info=SimpleNamespace(family="stand-in"),
+            info=SimpleNamespace(family="stand-in", modality="image"),
         )
         self.calls: list[tuple[int, ...]] = []
 

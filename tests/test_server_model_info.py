@@ -71,4 +71,4 @@ def test_a_text_model_publishes_its_poolings_and_no_pixel_recipe(tmp_path: Path)
     out = model_json(model)
     assert set(out) == DOCUMENTED - {"preprocess"}
     assert out["pool"] == {"default": "cls", "modes": ["cls", "mean", "last_token"]}
-    assert list(jepa.text.TEXT_POOLS) == out["pool"]["modes"]
+    assert list(jepa.pooling.TEXT_POOL_MODES) == out["pool"]["modes"]

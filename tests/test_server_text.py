@@ -152,7 +152,7 @@ def test_truncation_is_counted_in_info(server: ServerProcess) -> None:
     ({"input": [image_item(1)]}, 400, "wrong_modality", "text model"),
     ({"input": ["ok", 3]}, 400, "invalid_item", "input[1]"),
     ({"input": "bad \ud800"}, 400, "invalid_item", "surrogate"),
-    ({"input": ["a"], "pool": "max"}, 400, "invalid_value", "pool"),
+    ({"input": ["a"], "pool": "max"}, 400, "invalid_input", "unknown pool"),
 ])
 def test_refusals(server: ServerProcess, body: dict[str, object], status: int, code: str, words: str) -> None:
     err = assert_envelope(http(server.url + "/v1/embeddings", "POST", body), status)

@@ -140,7 +140,7 @@ def test_a_million_characters_stay_within_a_memory_bound(tmp_path: Path) -> None
 
 
 def test_the_tokenizer_gate_holds_characters_server_wide() -> None:
-    from jepa_server.text import TokenizerGate
+    from jepa_server.tokenizing import TokenizerGate
 
     class Prep:
         def __init__(self) -> None:

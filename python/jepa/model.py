@@ -17,7 +17,8 @@ from ._engine import HeadKind, ModelInfo, Pooling, PredictorKind
 from .errors import InvalidInputError, UnsupportedError
 
 if TYPE_CHECKING:
-    from .text import TextTokenizer, Tokens
+    from .text import Tokens
+    from .tokenizer import TextTokenizer
 
 # The engine's defaults (jepa_context_default_params / jepa_predict_default_params): one source.
 CONTEXT_DEFAULTS = _engine.context_default_params()
@@ -125,9 +126,11 @@ class Model:
     def tokenizer(self) -> TextTokenizer:
         """The file's own tokenizer (a text model's; UnsupportedError for the others), built once."""
         if self._tokenizer is None:
-            from .text import TextTokenizer  # HF tokenizers loads on first use
+            from .tokenizer import TextTokenizer, require_text  # HF tokenizers loads on first use
 
-            self._tokenizer = TextTokenizer(self)
+            require_text(self.info.modality)
+            info = self.info
+            self._tokenizer = TextTokenizer(self._native.tokenizer(), info.max_seq_len, info.vocab_size)
         return self._tokenizer
 
     def n_tokens(self, frames: int = 1, height: int | None = None, width: int | None = None) -> int:

@@ -1,4 +1,7 @@
-"""Pooling encoder tokens to one vector per item."""
+"""Pooling: one concept for every model, as llama.cpp's llama_pooling_type. The engine's enum
+(jepa_pooling_type, jepa.Pooling), its one spelling table (POOLINGS), the modes each kind of model
+takes, the one check (check_pool), and pooling an encoder's tokens to one vector per item. A text
+model's pooling runs inside the engine (jepa.text); an image or video model's here."""
 
 from __future__ import annotations
 
@@ -6,13 +9,28 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 
+from ._engine import Pooling
 from .errors import InvalidInputError
 from .world_kinds import kind_pool
 
 if TYPE_CHECKING:
     from .model import Model
 
-POOL_MODES = ("mean", "cls", "none", "lewm")
+# The one spelling of every pooling (the engine's jepa_pooling_type), as requests, files, /health and
+# /info write it.
+POOLINGS: dict[str, Pooling] = {
+    "mean": Pooling.MEAN,
+    "cls": Pooling.CLS,
+    "none": Pooling.NONE,
+    "lewm": Pooling.LEWM,
+    "last_token": Pooling.LAST,
+}
+POOL_NAMES = {v: k for k, v in POOLINGS.items()}
+POOL_MODES = tuple(POOLINGS)
+# The modes a model of each kind may take, in the order /health lists them: image and video models
+# pool patch tokens (a LeWM file also through its projector), text models pool their tokens.
+MEDIA_POOL_MODES = ("mean", "cls", "none", "lewm")
+TEXT_POOL_MODES = ("cls", "mean", "last_token")
 
 
 class ContextLike(Protocol):
@@ -28,8 +46,6 @@ def default_pool(model: Model) -> str:
     """A text model's own pooling (its file says it); LeWM's embedding for a LeWM file, else CLS when
     the model has one, else the mean of the patch tokens."""
     if model.info.modality == "text":
-        from .text import POOL_NAMES
-
         return POOL_NAMES[model.info.pooling]
     if (own := kind_pool(model)) is not None:  # the world kind's own embedding (LeWM's)
         return own
@@ -37,31 +53,42 @@ def default_pool(model: Model) -> str:
 
 
 def pool_modes(model: Model) -> tuple[str, ...]:
-    """The pool modes this model takes, in POOL_MODES' order (a text model: its tokens' poolings):
-    what /health and /info advertise, each one check_pool accepts."""
-    if model.info.modality == "text":
-        from .text import TEXT_POOLS
-
-        return tuple(TEXT_POOLS)
-    return tuple(
-        m for m in POOL_MODES
-        if (m != "cls" or model.has_cls) and (m != "lewm" or kind_pool(model) == m)
-    )
+    """The pool modes this model takes, in the order /health and /info advertise them: each one
+    check_pool accepts."""
+    return tuple(m for m in _modes_of(model) if _refusal(model, m) is None)
 
 
 def check_pool(model: Model, mode: str | None) -> str:
     """The pool mode to use for `model` (the default when None), refused before any compute is
-    spent: the one place a pool mode is validated (jepa.embed, the server's request parser)."""
-    mode = mode or default_pool(model)
-    if mode not in POOL_MODES:
-        raise InvalidInputError(f"unknown pool {mode!r}: use one of {', '.join(POOL_MODES)}", param="pool")
-    if mode == "cls" and not model.has_cls:
-        raise InvalidInputError(f"pool 'cls': the model ({model.info.family}) has no CLS token", param="pool")
-    if mode == "lewm" and kind_pool(model) != mode:
-        raise InvalidInputError(
-            f"pool 'lewm': the model ({model.info.family}) is not a LeWM world model", param="pool"
-        )
+    spent: the one place a pool mode is validated (jepa.embed, jepa.text, jepa-embed, the server)."""
+    if mode is None:
+        return default_pool(model)
+    reason = _refusal(model, mode)
+    if reason is not None:
+        raise InvalidInputError(reason, param="pool")
     return mode
+
+
+def _modes_of(model: Model) -> tuple[str, ...]:
+    return TEXT_POOL_MODES if model.info.modality == "text" else MEDIA_POOL_MODES
+
+
+def _refusal(model: Model, mode: str) -> str | None:
+    """Why `model` cannot pool by `mode`, or None."""
+    modes = _modes_of(model)
+    if mode not in POOLINGS:
+        return f"unknown pool {mode!r}: use one of {', '.join(pool_modes(model))}"
+    if mode not in modes:
+        modality = model.info.modality
+        article = "an" if modality[:1] in "aeiou" else "a"
+        return f"pool {mode!r}: {article} {modality} model pools by {', '.join(pool_modes(model))}"
+    if modes is TEXT_POOL_MODES:  # the engine pools a text's tokens: every text mode applies
+        return None
+    if mode == "cls" and not model.has_cls:
+        return f"pool 'cls': the model ({model.info.family}) has no CLS token"
+    if mode == "lewm" and kind_pool(model) != mode:
+        return f"pool 'lewm': the model ({model.info.family}) is not a LeWM world model"
+    return None
 
 
 def pool(tokens: np.ndarray, mode: str | None, source: Model | ContextLike) -> np.ndarray:

@@ -13,7 +13,7 @@ import jepa.media
 from jepa.world_kinds import WORLD_KINDS
 
 from .errors import ApiError, bad_request
-from .inputs import Item
+from .inputs import Item, TextInputs
 from .settings import FLOAT_JSON_BYTES, Settings
 
 # A refusal of the media budget names the flag that sets the limit.
@@ -55,13 +55,17 @@ def _float_bytes(n: int, fmt: str) -> int:
     return math.ceil(n * 16 / 3) + 4 if fmt == "base64" else n * FLOAT_JSON_BYTES
 
 
-def embedding_bytes(model: jepa.Model, items: Sequence[Item], pool: str, fmt: str, dims: int | None) -> int:
-    """The largest answer /v1/embeddings or /embed can give these items, before any is decoded."""
-    size = model.info.img_size
-    crop = int(model.info.preprocess.crop) or int(size)
+def embedding_bytes(
+    model: jepa.Model, inputs: Sequence[Item] | TextInputs, pool: str, fmt: str, dims: int | None
+) -> int:
+    """The largest answer /v1/embeddings or /embed can give these inputs, before any is decoded or
+    tokenized (a text is one pooled vector)."""
     width = dims or int(model.embed_dim)
+    if isinstance(inputs, TextInputs):
+        return _HEAD_BYTES + len(inputs) * (_ENTRY_BYTES + _float_bytes(width, fmt))
+    crop = int(model.info.preprocess.crop) or int(model.info.img_size)
     total = _HEAD_BYTES
-    for item in items:
+    for item in inputs:
         rows = model.n_tokens(_frames(model, item), crop, crop) if pool == "none" else 1
         total += _ENTRY_BYTES + _float_bytes(rows * width, fmt)
     return total

@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import functools
 import json
 import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import numpy as np
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
 import jepa
 
-from . import text as texts
+from . import answers
 from .admission import Admission
+from .answers import json_response, strict_dumps
 from .budget import (
     check_response,
     check_rollout_work,
@@ -31,25 +29,24 @@ from .errors import ApiError, bad_request, from_jepa
 from .inputs import (
     Item,
     Limits,
+    TextInputs,
     check_keys,
     opt_bool,
     opt_int,
     opt_number,
     opt_str,
     parse_body,
+    parse_inputs,
     parse_items,
 )
 from .keys import ADMISSION, METRICS, RUNTIME, SETTINGS
 from .metrics import CONTENT_TYPE
-from .model_info import model_json, pool_json
-from .pipeline import Classified, Embedded, WorldResult
+from .model_info import model_json, pool_json, text_json
+from .pipeline import Embedded
 from .rollout import parse_world_job
 from .runtime import Engine
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-# Every JSON answer is JSON: NaN and infinity have no spelling in it, so writing one is an error here
-# (a bug, answered 500) rather than a body a client's parser refuses.
-strict_dumps = functools.partial(json.dumps, allow_nan=False)
 # A request's `keep_alive`: how long its model stays resident once idle (seconds; at most a day).
 MAX_KEEP_ALIVE_S = 86_400.0
 # The fields every model-using endpoint takes beside its own: which model, and its keep-alive.
@@ -58,7 +55,8 @@ MODEL_FIELDS = {"model", "keep_alive"}
 
 def _limits(request: web.Request) -> Limits:
     s = request.app[SETTINGS]
-    return Limits(s.max_items, s.max_frames, s.max_input_bytes)
+    return Limits(s.max_items, s.max_frames, s.max_input_bytes, s.max_request_chars, s.max_request_tokens,
+                  s.accept_token_ids)
 
 
 def _admission(request: web.Request) -> Admission:
@@ -162,41 +160,6 @@ def _pool(model: jepa.Model, body: dict[str, Any]) -> str:
         raise from_jepa(exc, "pool") from None
 
 
-def truncate(v: np.ndarray, dims: int | None, normalize: bool) -> np.ndarray:
-    """Keep the first `dims` values (of each row), then scale to unit length when asked."""
-    if dims is not None:
-        v = v[..., :dims]
-        normalize = True  # a truncated embedding is only meaningful re-normalised
-    if normalize:
-        norm = np.linalg.norm(v, axis=-1, keepdims=True)
-        v = v / np.maximum(norm, np.float32(1e-12))
-    return np.ascontiguousarray(v, dtype=np.float32)
-
-
-def _encode(v: np.ndarray, fmt: str) -> Any:
-    if fmt == "base64":
-        # little-endian float32: the same bits as the float form
-        return base64.b64encode(v.astype("<f4", copy=False).tobytes()).decode("ascii")
-    return v.tolist()  # float32 -> Python float is exact, and JSON round-trips it
-
-
-async def _json(payload: Any, timing: Embedded | Classified | WorldResult | None = None) -> web.Response:
-    # Large answers (token grids) serialise off the event loop.
-    try:
-        text = await asyncio.to_thread(json.dumps, payload, separators=(",", ":"), allow_nan=False)
-    except ValueError:  # NaN or infinity: JSON has no spelling for it
-        raise ApiError(
-            422,
-            "the model's answer for these inputs holds a non-finite number (an overflow inside the model)",
-            code="non_finite_output",
-        ) from None
-    resp = web.Response(text=text, content_type="application/json")
-    if timing is not None:
-        resp.headers["x-queue-time"] = f"{timing.queue_s * 1000:.3f}"
-        resp.headers["x-inference-time"] = f"{timing.inference_s * 1000:.3f}"
-    return resp
-
-
 # -- embeddings -----------------------------------------------------------------------------------
 
 
@@ -208,24 +171,11 @@ async def embeddings(request: web.Request) -> web.StreamResponse:
 
 
 async def _embeddings(request: web.Request, engine: Engine, body: dict[str, Any]) -> web.StreamResponse:
-    if engine.model.is_text:
-        return await texts.embeddings(request, engine, body)
     fmt = opt_str(body, "encoding_format", ("float", "base64")) or "float"
     dims = _dimensions(engine, body)
-    pool = _pool(engine.model, body)
-    resolve = engine.pipeline.files.resolve
-    items = texts.media_items(engine, body.get("input"), resolve, _limits(request), "input")
-    check_response(embedding_bytes(engine.model, items, pool, fmt, dims), request.app[SETTINGS])
-    result = await _embed(request, engine, items, pool)
-    data = []
-    for i, v in enumerate(result.vectors):
-        v = truncate(v, dims, normalize=False)
-        entry = {"object": "embedding", "index": i, "embedding": _encode(v, fmt), "dim": int(v.shape[-1])}
-        if v.ndim == 2:
-            entry["shape"] = list(v.shape)
-        data.append(entry)
-    usage = {"prompt_tokens": result.tokens, "total_tokens": result.tokens}
-    return await _json({"object": "list", "data": data, "model": engine.model_id, "usage": usage}, result)
+    inputs, pool = _embedding_inputs(request, engine, body, "input", fmt, dims)
+    result = await _embed(request, engine, inputs, pool)
+    return await json_response(answers.embeddings(result, fmt, dims, engine.model_id), result)
 
 
 async def embed_tei(request: web.Request) -> web.StreamResponse:
@@ -236,21 +186,31 @@ async def embed_tei(request: web.Request) -> web.StreamResponse:
 
 
 async def _embed_tei(request: web.Request, engine: Engine, body: dict[str, Any]) -> web.StreamResponse:
-    if engine.model.is_text:
-        return await texts.embed_tei(request, engine, body)
     dims = _dimensions(engine, body)
     normalize = opt_bool(body, "normalize", False)
+    inputs, pool = _embedding_inputs(request, engine, body, "inputs", "float", dims)
+    result = await _embed(request, engine, inputs, pool)
+    return await json_response(answers.embed_tei(result, dims, normalize), result)
+
+
+def _embedding_inputs(
+    request: web.Request, engine: Engine, body: dict[str, Any], key: str, fmt: str, dims: int | None
+) -> tuple[list[Item] | TextInputs, str]:
+    """The request's inputs for this model and its pool mode, with the answer's size bounded: all
+    of it before anything is decoded or tokenized."""
     pool = _pool(engine.model, body)
-    resolve = engine.pipeline.files.resolve
-    items = texts.media_items(engine, body.get("inputs"), resolve, _limits(request), "inputs")
-    check_response(embedding_bytes(engine.model, items, pool, "float", dims), request.app[SETTINGS])
-    result = await _embed(request, engine, items, pool)
-    return await _json([truncate(v, dims, normalize).tolist() for v in result.vectors], result)
+    inputs = parse_inputs(engine.model, body.get(key), engine.pipeline.files.resolve, _limits(request), key)
+    check_response(embedding_bytes(engine.model, inputs, pool, fmt, dims), request.app[SETTINGS])
+    return inputs, pool
 
 
-async def _embed(request: web.Request, engine: Engine, items: list[Item], pool: str) -> Embedded:
+async def _embed(
+    request: web.Request, engine: Engine, inputs: list[Item] | TextInputs, pool: str
+) -> Embedded:
     async with _admission(request).slot():
-        return await engine.pipeline.embed(items, pool)
+        if isinstance(inputs, TextInputs):
+            return await engine.pipeline.embed_texts(inputs, pool, _limits(request))
+        return await engine.pipeline.embed(inputs, pool)
 
 
 # -- heads and world models ------------------------------------------------------------------------
@@ -258,9 +218,6 @@ async def _embed(request: web.Request, engine: Engine, items: list[Item], pool: 
 # any model), then check the model can do it. A classification runs as a batched op beside
 # encode_op; a rollout or a plan (its request parsed in rollout.py) runs whole on one worker
 # (Dispatcher.run_whole).
-
-_WORLD_KEYS = ("energies", "costs", "best", "states", "latents", "actions", "energy_per_iteration",
-               "cost_per_iteration")
 
 async def classify(request: web.Request) -> web.StreamResponse:
     """POST /classify: the top-k classes of each input, for a model with a classifier head."""
@@ -284,18 +241,7 @@ async def _classify(request: web.Request, engine: Engine, body: dict[str, Any]) 
                    request.app[SETTINGS])
     async with _admission(request).slot():
         result = await engine.pipeline.classify(items, top_k)
-    data = [classification(i, c) for i, c in enumerate(result.results)]
-    return await _json({"object": "list", "data": data, "model": engine.model_id}, result)
-
-
-def classification(index: int, c: jepa.Classification) -> dict[str, Any]:
-    """One input's answer in jepa.cpp's documented shape (its clients read it unchanged): the top-k
-    classes, best first, each with its label, softmax probability and logit."""
-    predictions = [
-        {"index": k, "label": label, "probability": p, "logit": float(c.logits[k])}
-        for k, label, p in zip(c.indices, c.labels, c.probabilities, strict=True)
-    ]
-    return {"object": "classification", "index": index, "predictions": predictions}
+    return await json_response(answers.classifications(result.results, engine.model_id), result)
 
 
 async def rollout(request: web.Request) -> web.StreamResponse:
@@ -318,15 +264,8 @@ async def _rollout(request: web.Request, engine: Engine, body: dict[str, Any]) -
         check_response(world_bytes(engine.model, shape[0], shape[1], job.return_latents), s)
     async with _admission(request).slot():
         result = await engine.pipeline.world(job)
-    head = {"object": "plan" if job.plan is not None else "rollout", "model": engine.model_id, "kind": kind}
-    return await _json({**head, **_world_answer(result.value)}, result)
-
-
-def _world_answer(value: dict[str, Any]) -> dict[str, Any]:
-    """jepa.rollout's / jepa.plan's dict as JSON: arrays as nested lists (float32 -> Python float is
-    exact, and JSON round-trips it), the trace-free keys only."""
-    out = {k: value[k] for k in _WORLD_KEYS if k in value}
-    return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in out.items()}
+    answer = answers.world(result.value, engine.model_id, kind, planned=job.plan is not None)
+    return await json_response(answer, result)
 
 
 # -- reading the server -----------------------------------------------------------------------------
@@ -472,7 +411,7 @@ async def info(request: web.Request) -> web.StreamResponse:
 
 def _model_entry(engine: Engine) -> dict[str, Any]:
     head = {"id": engine.model_id, "file": engine.file_name, "dtype": engine.dtype}
-    return {**head, **model_json(engine.model), **texts.info_fields(engine)}
+    return {**head, **model_json(engine.model), **text_json(engine.model, engine.pipeline.metrics.text)}
 
 
 async def metrics(request: web.Request) -> web.StreamResponse:

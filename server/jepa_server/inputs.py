@@ -8,6 +8,11 @@ An input item is one of
   {"video": {"b64": ...} | {"path": ...} | "path", "frames": N}   a video file, N frames sampled
   {"path": "..."} or a bare string                   a server-local file (only with local files on)
 The server fetches nothing: {"url": ...} is refused.
+
+A text model's input is a string or an array of strings (token-id arrays only with
+--accept-token-ids); what a text may hold is the library's rule (jepa.text.check_texts), mapped here
+by its `param`. Each model's inputs are parsed by its modality (parse_inputs): text sent to an image
+model, or an image to a text model, is a 400 `wrong_modality`.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+import jepa.text
 
 from .errors import ApiError, bad_request
 
@@ -44,9 +51,25 @@ class Item:
 
 @dataclass(frozen=True)
 class Limits:
+    """A request's bounds on its inputs (media and text), read from the settings."""
+
     max_items: int
     max_frames: int
     max_input_bytes: int | None = None  # a b64 item's decoded size (--max-input-mb)
+    max_chars: int = jepa.text.MAX_TEXT_CHARS  # a request's texts together (--max-request-chars)
+    max_tokens: int = 1 << 20  # a request's tokens together (--max-request-tokens)
+    accept_token_ids: bool = False  # token-id arrays as a text model's input (--accept-token-ids)
+
+
+@dataclass(frozen=True)
+class TextInputs:
+    """A text model's request inputs: strings, or sequences of token ids (OpenAI's array forms)."""
+
+    texts: list[str] | None = None
+    ids: list[list[int]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.texts if self.texts is not None else self.ids or [])
 
 
 # The deepest nesting a request needs is 4 (`actions` [K][H][dim] in the body); anything far deeper is
@@ -254,6 +277,140 @@ def decode_b64(value: Any, param: str, max_bytes: int | None = None) -> bytes:
     if not data:
         raise bad_request("'b64' is empty", param=param)
     return data
+
+
+# -- by modality ----------------------------------------------------------------------------------
+
+
+def parse_inputs(
+    model: jepa.Model, value: Any, resolve: Resolver, limits: Limits, name: str = "input"
+) -> list[Item] | TextInputs:
+    """A request's inputs for this model: TextInputs for a text model, Items for the others."""
+    if model.info.modality == "text":
+        return parse_texts(model, value, name, limits)
+    return parse_media(model, value, resolve, limits, name)
+
+
+def parse_texts(model: jepa.Model, value: Any, name: str, limits: Limits) -> TextInputs:
+    """`input` as OpenAI allows it for a text model: a string, an array of strings, an array of
+    token ids, or an array of arrays of token ids. Bounded by items and characters before anything
+    is tokenized; the ids themselves are checked by the library as they are read
+    (jepa.text.tokens_from_ids)."""
+    if value is None:
+        raise bad_request(f"'{name}' is required", param=name, code="missing_field")
+    if isinstance(value, str) or _is_id_list(value):
+        value = [value]
+    if not isinstance(value, list):
+        raise _not_text(model, value, name)
+    check_item_count(value, name, limits.max_items)
+    if all(isinstance(v, str) for v in value):
+        return TextInputs(texts=_checked_texts(value, name, limits))
+    if all(_is_id_list(v) for v in value):
+        if not limits.accept_token_ids:
+            raise token_ids_refused(name)
+        total = sum(len(v) for v in value)
+        if total > limits.max_tokens:
+            raise too_many_tokens(total, limits.max_tokens, name)
+        return TextInputs(ids=value)
+    bad = next(i for i, v in enumerate(value) if not isinstance(v, str))
+    raise _not_text(model, value[bad], f"{name}[{bad}]")
+
+
+def _checked_texts(texts: list[str], name: str, limits: Limits) -> list[str]:
+    total = sum(map(len, texts))
+    if total > limits.max_chars:
+        raise ApiError(
+            413,
+            f"the request's texts hold more than {limits.max_chars} characters "
+            f"(--max-request-chars); send fewer or shorter texts",
+            param=name,
+            code="input_too_large",
+        )
+    try:
+        jepa.text.check_texts(texts, limits.max_chars, name)
+    except jepa.InvalidInputError as exc:  # the library's rule: the text it names is the item
+        raise bad_request(exc.message, param=exc.param, code="invalid_item") from None
+    return texts
+
+
+def too_many_tokens(n: int, max_tokens: int, name: str, partial: bool = False) -> ApiError:
+    return ApiError(
+        413,
+        f"the request's texts tokenize to {'more than ' if partial else ''}{n} tokens; this server encodes "
+        f"at most {max_tokens} per request (--max-request-tokens)",
+        param=name,
+        code="input_too_large",
+    )
+
+
+def token_ids_refused(param: str) -> ApiError:
+    """Token-id arrays are another tokenizer's ids as often as this model's (LangChain sends tiktoken's
+    cl100k ids by default): read as this model's they give a vector of a text nobody wrote."""
+    return bad_request(
+        "this server takes a text model's input as strings, not token-id arrays (started without "
+        "--accept-token-ids): a client's ids come from its own tokenizer, not this model's. Send strings; "
+        "LangChain: OpenAIEmbeddings(..., check_embedding_ctx_length=False)",
+        param=param,
+        code="token_ids_refused",
+    )
+
+
+def _not_text(model: jepa.Model, v: Any, param: str) -> ApiError:
+    if isinstance(v, dict):
+        return wrong_modality(model, "an image or a video", param)
+    what = "an empty array" if v == [] else {int: "an integer", float: "a number", bool: "a boolean"}.get(
+        type(v), f"a {type(v).__name__}"
+    )
+    return bad_request(
+        f"'{param}' is {what}; an input of a text model is a non-empty string or a non-empty array of "
+        "token ids (all inputs of one kind)",
+        param=param,
+        code="invalid_item",
+    )
+
+
+def parse_media(model: jepa.Model, value: Any, resolve: Resolver, limits: Limits, name: str) -> list[Item]:
+    """parse_items for an image or video model, with text and token ids refused by modality: a
+    string is a local file path for these models, and one that reads as words is text."""
+    if _is_id_list(value):
+        raise wrong_modality(model, "token ids", name)
+    forms = value if isinstance(value, list) else [value]
+    for i, v in enumerate(forms):
+        param = name if not isinstance(value, list) else f"{name}[{i}]"
+        if _is_id_list(v):
+            raise wrong_modality(model, "token ids", param)
+        if isinstance(v, str) and _looks_like_text(v):
+            raise wrong_modality(model, "text (a string is a local file path here)", param)
+    return parse_items(value, resolve, limits, name)
+
+
+# The forms each modality takes: an image model encodes single images only (a clip is refused).
+_MEDIA_FORMS = {
+    "image": '{"b64": ...} or a local path',
+    "video": '{"b64": ...}, {"frames": [...]}, {"video": {...}} or a local path',
+}
+
+
+def wrong_modality(model: jepa.Model, got: str, param: str) -> ApiError:
+    modality = model.info.modality
+    forms = _MEDIA_FORMS.get(modality, _MEDIA_FORMS["video"])
+    takes = "strings" if modality == "text" else f"{modality}s ({forms})"
+    article = "an" if modality[:1] in "aeiou" else "a"
+    return ApiError(
+        400,
+        f"this is {article} {modality} model: it takes {takes}, not {got}",
+        param=param,
+        code="wrong_modality",
+    )
+
+
+def _is_id_list(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+
+
+def _looks_like_text(s: str) -> bool:
+    """Words, not a file name: whitespace and no path separator."""
+    return any(c.isspace() for c in s) and "/" not in s and "\\" not in s
 
 
 # -- scalar parameters --------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -103,17 +104,31 @@ class Metrics:
             registry=r,
         )
         self.models_resident = Gauge("jepa_models_resident", "Models loaded and serving.", registry=r)
+        # A text model's traffic (texts are counted in jepa_items): real tokens, and truncations.
+        self.text_tokens = Counter(
+            "jepa_text_tokens", "Real tokens of the texts encoded (special tokens included).", ["model"],
+            registry=r,
+        )
+        self.texts_truncated = Counter(
+            "jepa_texts_truncated", "Texts cut to the model's max_seq_len.", ["model"], registry=r
+        )
+        self._models: dict[str, ModelMetrics] = {}
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
     def for_model(self, model: str) -> ModelMetrics:
-        """The dispatcher's metrics of one model, its id bound to every sample."""
-        return ModelMetrics(self, model)
+        """One model's metrics, its id bound to every sample: the dispatcher's and the pipeline's
+        (one object per model while it is loaded)."""
+        bound = self._models.get(model)
+        if bound is None:
+            bound = self._models[model] = ModelMetrics(self, model)
+        return bound
 
     def forget(self, model: str) -> None:
-        """Drop an unloaded model's gauges (a counter's total stays: Prometheus counts across
-        loads); the next load of it starts them again."""
+        """Drop an unloaded model's gauges and /info counters (a counter's total stays: Prometheus
+        counts across loads); the next load of it starts them again."""
+        self._models.pop(model, None)
         for gauge in (self.queue_depth, self.workers, self.device_speed):
             for labels in list(_children(gauge)):
                 if labels and labels[0] == model:
@@ -140,8 +155,17 @@ class _Bound:
         return getattr(self._metric.labels(self._model), name)
 
 
+@dataclass
+class TextStats:
+    """What one model's text traffic has been since it loaded (/info): texts, real tokens, truncated."""
+
+    texts: int = 0
+    tokens: int = 0
+    truncated: int = 0
+
+
 class ModelMetrics:
-    """What one model's dispatcher records: the app's metrics, bound to the model's id."""
+    """What one model's dispatcher and pipeline record: the app's metrics, bound to the model's id."""
 
     def __init__(self, metrics: Metrics, model: str) -> None:
         self.model = model
@@ -157,3 +181,13 @@ class ModelMetrics:
         self.device_speed = _Bound(m.device_speed, model)
         self.retries = _Bound(m.retries, model)
         self.steals = _Bound(m.steals, model)
+        self.text_tokens = _Bound(m.text_tokens, model)
+        self.texts_truncated = _Bound(m.texts_truncated, model)
+        self.text = TextStats()
+
+    def count_texts(self, texts: int, tokens: int, truncated: int) -> None:
+        self.text.texts += texts
+        self.text.tokens += tokens
+        self.text.truncated += truncated
+        self.text_tokens.inc(tokens)
+        self.texts_truncated.inc(truncated)

@@ -10,6 +10,8 @@ from typing import Any
 
 import jepa
 
+from .metrics import TextStats
+
 # Published as they are (ints, floats, strings, bools).
 FIELDS = (
     "name", "family", "modality", "backend", "matmul", "n_matmul_packed", "file_type", "n_params",
@@ -52,3 +54,22 @@ def model_json(model: jepa.Model) -> dict[str, Any]:
         "resample": spelling(pre.resample),
     }
     return out
+
+
+def text_json(model: jepa.Model, stats: TextStats) -> dict[str, Any]:
+    """/info's text block of a text model (its tokenizer's bounds, its pooling, the counters since it
+    loaded); nothing for the others."""
+    info = model.info
+    if info.modality != "text":
+        return {}
+    return {
+        "text": {
+            "vocab_size": info.vocab_size,
+            "max_seq_len": info.max_seq_len,
+            "pooling": jepa.default_pool(model),
+            "normalize": bool(info.text_normalize),
+            "texts": stats.texts,
+            "tokens": stats.tokens,
+            "truncated": stats.truncated,
+        }
+    }

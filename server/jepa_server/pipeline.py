@@ -1,7 +1,14 @@
-"""From parsed items to results: preprocessing in a thread pool, then grouped work on the workers.
+"""From parsed inputs to results, for every task: preprocessing (decoding, tokenizing) on the model's
+preparation threads, then grouped work on the workers.
 
-It calls the same functions as jepa-embed (jepa.media.prepare, jepa.pipeline.encode_prepared), so a
-vector the server returns is the vector jepa-embed writes for the same input, bit for bit."""
+It calls the same functions as jepa-embed (jepa.media.prepare, jepa.pipeline.encode_prepared,
+jepa.text.encode_tokens), so a vector the server returns is the vector jepa-embed writes for the same
+input, bit for bit.
+
+A text goes to the dispatcher as one task whose payload is a fixed-shape int32 row (its length, ids
+and token types), so texts of every length share batches across requests; the worker-side op
+(text_op) unpacks the rows and runs jepa.text.encode_tokens, which orders the batch by length and cuts
+it at the token budget: the engine sees real tokens only, never padding."""
 
 from __future__ import annotations
 
@@ -18,13 +25,18 @@ import numpy as np
 import jepa
 import jepa.media
 import jepa.pipeline
+import jepa.text
 import jepa.world
+from jepa.text import Tokens
 
 from .dispatcher import Dispatcher, timing_of
 from .errors import ApiError, from_jepa
-from .inputs import Item
+from .inputs import Item, Limits, TextInputs
+from .metrics import ModelMetrics
 from .rollout import WorldJob, request_field
+from .scheduler import CostModel
 from .security import LocalFiles
+from .tokenizing import TokenizerGate, tokenize
 from .workers import BatchOp, Done
 
 log = logging.getLogger("jepa_server")
@@ -42,6 +54,29 @@ def classify_op(ctx: jepa.Context, inputs: list[np.ndarray], top_k: int) -> list
     return jepa.classify_prepared(ctx, inputs, top_k)
 
 
+def pack(t: Tokens, width: int) -> np.ndarray:
+    """A text as one fixed-shape row [1 + 2 width]: its length, ids and token types (zeros past the
+    length, never read by the engine)."""
+    row = np.zeros(1 + 2 * width, np.int32)
+    n = len(t)
+    row[0] = n
+    row[1 : 1 + n] = t.ids
+    row[1 + width : 1 + width + n] = t.type_ids
+    return row
+
+
+def unpack(row: np.ndarray) -> Tokens:
+    n, width = int(row[0]), (row.shape[0] - 1) // 2
+    return Tokens(row[1 : 1 + n].copy(), row[1 + width : 1 + width + n].copy())
+
+
+def text_op(ctx: jepa.Context, inputs: list[np.ndarray], arg: tuple[str, int]) -> list[np.ndarray]:
+    """The worker-side operation of a text group: length-ordered engine calls within the token budget."""
+    pool, budget = arg
+    vecs = jepa.text.encode_tokens(ctx, [unpack(r) for r in inputs], pool, None, budget)
+    return [v.copy() for v in vecs]
+
+
 @dataclass(frozen=True)
 class Classified:
     results: list[jepa.Classification]
@@ -52,9 +87,10 @@ class Classified:
 @dataclass(frozen=True)
 class Embedded:
     vectors: list[np.ndarray]  # [D] per item, or [N, D] with pool "none"
-    tokens: int  # patch tokens encoded, for `usage`
+    tokens: int  # tokens encoded, for `usage`: patch tokens, or a text's real tokens (special included)
     queue_s: float
     inference_s: float
+    truncated: int | None = None  # texts cut to max_seq_len (a text model's answers only)
 
 
 @dataclass(frozen=True)
@@ -88,12 +124,18 @@ class Pipeline:
         prep_threads: int,
         max_frames: int,
         budget: Callable[[], jepa.media.Budget],
+        gate: TokenizerGate,
+        metrics: ModelMetrics,
+        text_token_budget: int = jepa.text.DEFAULT_TOKEN_BUDGET,
     ) -> None:
         self.model = model
         self.dispatcher = dispatcher
         self.files = files
         self.max_frames = max_frames
         self.budget = budget  # a fresh media budget per request
+        self.gate = gate  # the server's characters in the tokenizer at once, shared by every model
+        self.metrics = metrics
+        self.text_token_budget = text_token_budget  # tokens per engine call of a text group
         self._prep = ThreadPoolExecutor(prep_threads, thread_name_prefix="jepa-prep")
         self._running: set[threading.Event] = set()  # the stop events of running world requests
 
@@ -191,6 +233,25 @@ class Pipeline:
     async def embed(self, items: list[Item], pool: str) -> Embedded:
         inputs, done = await self._batched(items, encode_op, pool)
         return Embedded([d.value for d in done], self.patch_tokens(inputs), *timing_of(done))
+
+    async def embed_texts(self, inputs: TextInputs, pool: str, limits: Limits) -> Embedded:
+        """A text model's inputs tokenized on the preparation threads, then one task per text: each
+        costs its real tokens, so the scheduler orders texts by length across requests and a device's
+        batch budget counts what it will compute (no padding)."""
+        seqs = await tokenize(self.model, inputs, limits, self, self.gate)
+        width = self.model.info.max_seq_len
+        rows = [pack(t, width) for t in seqs]
+        cost = CostModel.of(self.model)
+        try:
+            done = await self.dispatcher.run_batched(
+                text_op, (pool, self.text_token_budget), rows, [cost.item(len(t)) for t in seqs]
+            )
+        except jepa.JepaError as exc:
+            raise from_jepa(exc, "input", computing=True) from None
+        n_tok = sum(len(t) for t in seqs)
+        truncated = sum(t.truncated for t in seqs)
+        self.metrics.count_texts(len(seqs), n_tok, truncated)
+        return Embedded([d.value for d in done], n_tok, *timing_of(done), truncated=truncated)
 
     async def classify(self, items: list[Item], top_k: int) -> Classified:
         _, done = await self._batched(items, classify_op, top_k)

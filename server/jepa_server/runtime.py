@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import jepa
+import jepa.text
 
 from .budget import media_budget
 from .catalog import Catalog, CatalogError, ModelEntry, default_model_id, dtype_name, model_paths
@@ -27,6 +28,7 @@ from .registry import Registry
 from .replicas import Replica, build_replicas, stop_replicas
 from .security import LocalFiles
 from .settings import Settings
+from .tokenizing import TokenizerGate
 from .workers import WorkerPool
 
 log = logging.getLogger("jepa_server")
@@ -88,6 +90,7 @@ async def open_engine(
     settings: Settings,
     metrics: Metrics,
     files: LocalFiles,
+    gate: TokenizerGate,
     model: jepa.Model | None = None,
 ) -> Engine:
     """Load `entry` (or take the given, already loaded `model`) on the settings' device, or on each
@@ -96,7 +99,7 @@ async def open_engine(
     running then."""
     s = settings
     if len(s.device_list) > 1:
-        return await _open_replicated(entry, s, metrics, files)
+        return await _open_replicated(entry, s, metrics, files, gate)
     if model is None:
         model = await asyncio.to_thread(jepa.Model, entry.path, s.device, mmap=not s.no_mmap)
     workers = WorkerPool(model, s.workers, s.graph_threads, s.max_batch)
@@ -108,10 +111,12 @@ async def open_engine(
     except BaseException:
         await asyncio.to_thread(workers.stop)
         raise
-    return _engine(entry, model, (Replica(s.device, workers),), s, metrics, files)
+    return _engine(entry, model, (Replica(s.device, workers),), s, metrics, files, gate)
 
 
-async def _open_replicated(entry: ModelEntry, s: Settings, metrics: Metrics, files: LocalFiles) -> Engine:
+async def _open_replicated(
+    entry: ModelEntry, s: Settings, metrics: Metrics, files: LocalFiles, gate: TokenizerGate
+) -> Engine:
     """The model on every device of --devices, one replica each, pulling from one queue. Replicas
     on the same device share one loaded model (one copy of the weights): each has its own workers."""
     loaded: dict[str, jepa.Model] = {}
@@ -128,16 +133,19 @@ async def _open_replicated(entry: ModelEntry, s: Settings, metrics: Metrics, fil
         )
     except jepa.InvalidInputError as exc:  # the warm call refused: the model cannot infer
         raise _smoke_failed(exc) from exc
-    return _engine(entry, replicas[0].workers.model, tuple(replicas), s, metrics, files)
+    return _engine(entry, replicas[0].workers.model, tuple(replicas), s, metrics, files, gate)
 
 
 def _engine(
     entry: ModelEntry, model: jepa.Model, replicas: tuple[Replica, ...], s: Settings, metrics: Metrics,
-    files: LocalFiles,
+    files: LocalFiles, gate: TokenizerGate,
 ) -> Engine:
     """The dispatcher over the started replicas, the pipeline, and the dispatcher's task."""
     dispatcher = Dispatcher(replicas, s.max_batch, s.max_wait_ms, metrics, model=entry.id)
-    pipeline = Pipeline(model, dispatcher, files, s.decode_threads, s.max_frames, lambda: media_budget(s))
+    pipeline = Pipeline(
+        model, dispatcher, files, s.decode_threads, s.max_frames, lambda: media_budget(s), gate,
+        metrics.for_model(entry.id), s.text_token_budget,
+    )
     engine = Engine(model, entry.id, replicas, dispatcher, pipeline, int(time.time()))
     name = f"jepa-dispatcher-{entry.id}"
     engine._dispatch_task = asyncio.create_task(dispatcher.run(), name=name)
@@ -155,6 +163,9 @@ class Runtime:
         self.settings = settings
         self.metrics = metrics
         self.files = files
+        # The characters HF tokenizers holds at once, server-wide: a group of TOKENIZE_CHARS per
+        # preparation thread (--prep-threads).
+        self.gate = TokenizerGate(settings.decode_threads * jepa.text.TOKENIZE_CHARS)
         self._given_model = model  # tests share one loaded model: it serves the first -m entry
         self.registry: Registry | None = None
         self.error: BaseException | None = None
@@ -220,7 +231,7 @@ class Runtime:
     async def _open(self, entry: ModelEntry) -> Engine:
         given = self._given_model
         model = given if given is not None and entry.pinned and entry.path == given.path else None
-        return await open_engine(entry, self.settings, self.metrics, self.files, model)
+        return await open_engine(entry, self.settings, self.metrics, self.files, self.gate, model)
 
     def _count(self, kind: str, model: str, seconds: float) -> None:
         self.metrics.model_events.labels(model, kind).inc()

@@ -1,5 +1,5 @@
 """atheris target: bytes -> a text model's request parsing and tokenization, called directly (no
-network): the JSON body (inputs.parse_body), `input` as the four OpenAI forms (text.parse_text_inputs
+network): the JSON body (inputs.parse_body), `input` as the four OpenAI forms (inputs.parse_texts
 with small budgets), then the model's own tokenizer (jepa.text.TextTokenizer.encode) or token-id
 checking (jepa.text.tokens_from_ids), and the engine's encode of what passed. Only ApiError and
 jepa's errors may escape.
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import atheris
@@ -25,14 +24,14 @@ from harness import instrument, run
 import jepa
 import jepa.text
 from jepa.testing.random_text import write_random_bert
-from jepa_server import inputs, text
+from jepa_server import inputs
 from jepa_server.errors import ApiError
 
 _DIR = Path(tempfile.mkdtemp(prefix="jepa-fuzz-text-"))
 MODEL = jepa.Model(write_random_bert(_DIR / "t.gguf", max_seq_len=32))
 CTX = MODEL.context(threads=1)
 # Token ids accepted: the id checks (vocabulary, frame, padding) are what this target fuzzes past the parser.
-LIMITS = SimpleNamespace(max_items=16, max_request_chars=4096, max_request_tokens=256, accept_token_ids=True)
+LIMITS = inputs.Limits(max_items=16, max_frames=1, max_chars=4096, max_tokens=256, accept_token_ids=True)
 instrument("jepa_server", "jepa")
 
 
@@ -64,12 +63,12 @@ def one_input(data: bytes) -> None:
     else:
         fdp = atheris.FuzzedDataProvider(data[1:])
         body = {"input": _value(fdp, 0)}
-    got = text.parse_text_inputs(MODEL, body.get("input"), "input", LIMITS)
+    got = inputs.parse_texts(MODEL, body.get("input"), "input", LIMITS)
     if got.texts is not None:
-        seqs = MODEL.tokenizer.encode(got.texts, max_chars=LIMITS.max_request_chars)
+        seqs = MODEL.tokenizer.encode(got.texts, max_chars=LIMITS.max_chars)
     else:
         seqs = jepa.text.tokens_from_ids(got.ids or [], MODEL)
-    if sum(len(s) for s in seqs) <= LIMITS.max_request_tokens:
+    if sum(len(s) for s in seqs) <= LIMITS.max_tokens:
         v = jepa.text.encode_tokens(CTX, seqs)
         assert v.shape == (len(seqs), MODEL.embed_dim)
 

@@ -1,5 +1,5 @@
 """atheris target: bytes -> a text model's tokenizer.json (the jepa.text.tokenizer key a GGUF carries,
-read by jepa.text.TextTokenizer) and texts through it. The tiny WordPiece tokenizer's JSON with any of
+read by jepa.tokenizer.TextTokenizer) and texts through it. The tiny WordPiece tokenizer's JSON with any of
 its parts (normalizer, pre_tokenizer, model, post_processor, added_tokens, truncation, padding, ...)
 replaced by a fuzzed value, a Split / Replace pattern of fuzzed regex text, or raw bytes as the whole
 file. Loading and encoding may refuse (jepa.JepaError: a ModelFileError naming the key); a panic inside
@@ -13,14 +13,13 @@ model's vocabulary are findings.
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 from typing import Any
 
 import atheris
 from harness import instrument, run
 
 import jepa
-import jepa.text
+import jepa.tokenizer
 from jepa.testing.random_text import tiny_tokenizer_json, tiny_vocab_size
 
 BASE = json.loads(tiny_tokenizer_json())
@@ -36,20 +35,6 @@ PARTS = [
     "padding",
 ]
 instrument("jepa")
-
-
-class _Native:
-    def __init__(self, text: str) -> None:
-        self._text = text
-
-    def tokenizer(self) -> str:
-        return self._text
-
-
-def _model(tokenizer: str) -> Any:
-    """What TextTokenizer reads of a jepa.Model: its info and the file's tokenizer string."""
-    info = SimpleNamespace(modality="text", max_seq_len=32, vocab_size=VOCAB)
-    return SimpleNamespace(info=info, _native=_Native(tokenizer))
 
 
 def _value(fdp: atheris.FuzzedDataProvider, depth: int = 0) -> Any:
@@ -115,7 +100,7 @@ def one_input(data: bytes) -> None:
                 tok[part] = _value(fdp)
         text = json.dumps(tok)
     texts = [fdp.ConsumeUnicodeNoSurrogates(fdp.ConsumeIntInRange(1, 200)) or "a" for _ in range(2)]
-    tokenizer = jepa.text.TextTokenizer(_model(text))  # type: ignore[arg-type]
+    tokenizer = jepa.tokenizer.TextTokenizer(text, 32, VOCAB)
     for t in tokenizer.encode(texts):
         assert len(t) <= 32 and t.ids.shape == t.type_ids.shape
         assert not t.ids.size or (int(t.ids.min()) >= 0 and int(t.ids.max()) < VOCAB), t.ids

@@ -118,7 +118,7 @@ def run_text(args: argparse.Namespace, model: Any, write: Any) -> int:
     try:
         seqs = model.tokenizer.encode([t for _, t in entries])
     except JepaError as e:
-        print(f"{prog}: error: {_name_of(e.message, entries)}", file=sys.stderr)
+        print(f"{prog}: error: {_name_of(e, entries)}", file=sys.stderr)
         return 1
     try:
         vectors = encode_tokens(ctx, seqs, args.pool)
@@ -135,9 +135,11 @@ def run_text(args: argparse.Namespace, model: Any, write: Any) -> int:
     return int(write([n for n, _ in entries], np.asarray(vectors, np.float32)))
 
 
-def _name_of(message: str, entries: list[tuple[str, str]]) -> str:
-    """'text 3 is empty' -> '<the entry's name>: text 3 is empty'."""
-    words = message.split()
-    if len(words) > 1 and words[0] == "text" and words[1].isdigit() and int(words[1]) < len(entries):
-        return f"{entries[int(words[1])][0]}: {message}"
-    return message
+def _name_of(e: Any, entries: list[tuple[str, str]]) -> str:
+    """The library's refusal of text i (param 'input[i]') with the entry's own name in place of the
+    param: "'input[3]' is an empty string" -> "notes.txt:4 is an empty string"."""
+    param = getattr(e, "param", None) or ""
+    index = param[len("input[") : -1] if param.startswith("input[") and param.endswith("]") else ""
+    if index.isdigit() and int(index) < len(entries):
+        return str(e.message).replace(f"'{param}'", entries[int(index)][0])
+    return str(e.message)
