@@ -1,0 +1,83 @@
+"""The house's two rules (tools/import_graph.py): no import circle in python/jepa or server/jepa_server,
+and nothing outside jepa uses its private names or its extension. Each guard is shown to catch a
+planted violation, so a guard that silently finds nothing fails here too."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import import_graph  # noqa: E402
+
+
+@pytest.mark.parametrize("package", sorted(import_graph.PACKAGES))
+def test_no_import_circle(package: str) -> None:
+    edges = import_graph.graph(package, import_graph.PACKAGES[package])
+    assert len(edges) > 10  # the package was read
+    assert import_graph.circles(edges) == []
+    floors = import_graph.layers(edges)
+    assert max(floors.values()) >= 5  # layered, not flat: the walk followed the imports
+
+
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "pkg"
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_the_circle_guard_catches_one(tmp_path: Path) -> None:
+    root = _package(tmp_path, {
+        "__init__.py": "from .a import A\nfrom .b import B\n",  # a face: its arrows are not circles
+        "a.py": "from .b import B\nA = 1\n",
+        "b.py": "def f():\n    from .sub.c import C  # a lazy import counts: it runs\n    return C\nB = 2\n",
+        "sub/__init__.py": "",
+        "sub/c.py": "from ..a import A\nC = 3\n",
+        "d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .e import E\n",
+        "e.py": "from . import d\nE = 4\n",  # d -> e only for the type checker: no circle
+    })
+    edges = import_graph.graph("pkg", root)
+    assert import_graph.circles(edges) == [["pkg.a", "pkg.b", "pkg.sub.c"]]
+    assert edges["pkg.e"] == {"pkg.d"} and edges["pkg.d"] == set()
+    with pytest.raises(ValueError, match="circle"):
+        import_graph.layers(edges)
+
+
+def test_nothing_outside_jepa_uses_its_private_names() -> None:
+    files = import_graph.outside_files()
+    assert len(files) > 20
+    assert import_graph.crossings(files) == []
+
+
+def test_the_boundary_guard_catches_each_form(tmp_path: Path) -> None:
+    src = tmp_path / "outside.py"
+    src.write_text(
+        "import jepa\n"
+        "import jepa._engine\n"
+        "from jepa.model import _parse_device, Model\n"
+        "from jepa import _engine\n"
+        "print(jepa.__version__, jepa.Model)\n"  # dunders and public names are fine
+        "jepa._engine.has_cuda()\n"
+    )
+    found = [(c.line, c.name) for c in import_graph.crossings([src], tmp_path)]
+    assert found == [
+        (2, "jepa._engine"),
+        (3, "jepa.model._parse_device"),
+        (4, "jepa._engine"),
+        (6, "jepa._engine"),
+    ]
+
+
+def test_the_tool_checks_the_tree(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["import_graph.py", "--check"])
+    assert import_graph.main() == 0
+    assert capsys.readouterr().out == ""
