@@ -50,10 +50,9 @@ class PartSpec(Protocol):
     def table(self) -> dict[str, Expected]: ...
 
 
-def file_keys(
-    meta: Meta, enc: Encoder, pre: Preprocess, ftype: str, parts: Iterable[PartSpec]
-) -> dict[str, Any]:
-    """Every metadata key of the file, in the order it is written."""
+def _head_keys(meta: Meta, ftype: str) -> dict[str, Any]:
+    """The keys every file opens with, in order: what it is, its provenance (when known), its type,
+    schema version, family and modality."""
     out: dict[str, Any] = {"general.architecture": ARCH, "general.name": meta.name}
     for key, val in (("general.license", meta.license), ("general.source_url", meta.source_url),
                      ("general.description", meta.description)):
@@ -61,7 +60,14 @@ def file_keys(
             out[key] = val
     out |= {"general.file_type": FILE_TYPES[ftype], "jepa.schema_version": SCHEMA_VERSION,
             "jepa.family": meta.family, "jepa.modality": meta.modality}
-    out |= enc.keys() | pre.keys() | enc.rope_keys()
+    return out
+
+
+def file_keys(
+    meta: Meta, enc: Encoder, pre: Preprocess, ftype: str, parts: Iterable[PartSpec]
+) -> dict[str, Any]:
+    """Every metadata key of an image or video file, in the order it is written."""
+    out = _head_keys(meta, ftype) | enc.keys() | pre.keys() | enc.rope_keys()
     for part in parts:
         out |= part.keys()
     out.setdefault("jepa.head.kind", "none")
@@ -188,13 +194,6 @@ def write_text_gguf(
         raise ValueError(f"unsupported ftype={ftype}")
     if meta.modality != "text":
         raise ValueError(f"unsupported modality={meta.modality} for a text model")
-    values: dict[str, Any] = {"general.architecture": ARCH, "general.name": meta.name}
-    for key, val in (("general.license", meta.license), ("general.source_url", meta.source_url),
-                     ("general.description", meta.description)):
-        if val:
-            values[key] = val
-    values |= {"general.file_type": FILE_TYPES[ftype], "jepa.schema_version": SCHEMA_VERSION,
-               "jepa.family": meta.family, "jepa.modality": meta.modality}
-    values |= enc.keys()
+    values = _head_keys(meta, ftype) | enc.keys()
     validate(values)
     return _write_file(path, values, _checked(enc.table(), tensors, ftype))
