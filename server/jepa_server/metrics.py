@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -13,6 +13,7 @@ from .settings import MAX_BATCH_SERVED
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+_M = TypeVar("_M", Counter, Gauge)
 
 
 class Metrics:
@@ -29,26 +30,19 @@ class Metrics:
         self.items = Counter(
             "jepa_items", "Items (images, clips, videos, texts) encoded.", ["model"], registry=r
         )
-        self.request_seconds = Histogram(
-            "jepa_request_duration_seconds",
-            "Time from a request's arrival to its answer.",
-            ["endpoint"],
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
+
+        def latency(name: str, doc: str, labels: list[str]) -> Histogram:
+            return Histogram(name, doc, labels, buckets=_LATENCY_BUCKETS, registry=r)
+
+        self.request_seconds = latency(
+            "jepa_request_duration_seconds", "Time from a request's arrival to its answer.", ["endpoint"]
         )
-        self.queue_seconds = Histogram(
-            "jepa_queue_seconds",
-            "Time an item waited between preprocessing and the start of its graph.",
-            buckets=_LATENCY_BUCKETS,
-            labelnames=["model"],
-            registry=r,
+        self.queue_seconds = latency(
+            "jepa_queue_seconds", "Time an item waited between preprocessing and the start of its graph.",
+            ["model"],
         )
-        self.inference_seconds = Histogram(
-            "jepa_inference_seconds",
-            "Time one graph (one batch) took on a worker.",
-            buckets=_LATENCY_BUCKETS,
-            labelnames=["model"],
-            registry=r,
+        self.inference_seconds = latency(
+            "jepa_inference_seconds", "Time one graph (one batch) took on a worker.", ["model"]
         )
         # One bucket per size: the histogram is the exact distribution of formed graphs.
         self.batch_size = Histogram(
@@ -61,33 +55,26 @@ class Metrics:
         self.queue_depth = Gauge("jepa_queue_depth", "Items waiting for a worker.", ["model"], registry=r)
         self.in_flight = Gauge("jepa_requests_in_flight", "Requests being answered.", registry=r)
         self.workers = Gauge("jepa_workers", "Worker threads, by state.", ["model", "state"], registry=r)
-        # Per device (a model replicated on several: the dispatcher's scheduler).
-        self.device_items = Counter(
-            "jepa_device_items", "Items encoded, by device.", ["model", "device"], registry=r
-        )
-        self.device_cost = Counter(
-            "jepa_device_cost",
+        # Per device (a model replicated on several: the dispatcher's scheduler), each by model and device.
+        def per_device(kind: type[_M], name: str, doc: str) -> _M:
+            return kind(name, doc, ["model", "device"], registry=r)
+
+        self.device_items = per_device(Counter, "jepa_device_items", "Items encoded, by device.")
+        self.device_cost = per_device(
+            Counter, "jepa_device_cost",
             "Work served, in the scheduler's cost units (encoder multiply-adds), by device.",
-            ["model", "device"],
-            registry=r,
         )
-        self.device_speed = Gauge(
-            "jepa_device_speed",
+        self.device_speed = per_device(
+            Gauge, "jepa_device_speed",
             "The scheduler's speed estimate: cost units per second of one graph (EWMA), by device.",
-            ["model", "device"],
-            registry=r,
         )
-        self.retries = Counter(
-            "jepa_retries",
+        self.retries = per_device(
+            Counter, "jepa_retries",
             "Batches queued again for another device after failing on this one, by device.",
-            ["model", "device"],
-            registry=r,
         )
-        self.steals = Counter(
-            "jepa_steals",
+        self.steals = per_device(
+            Counter, "jepa_steals",
             "Batches taken back from a busy device before they started, by the device that ran them.",
-            ["model", "device"],
-            registry=r,
         )
         # The registry (registry.py): loads, unloads and what is resident.
         self.model_events = Counter(
