@@ -16,7 +16,8 @@ import pytest
 
 from jepa import world
 from jepa._engine import PredictorKind
-from jepa.world_kinds import LEWM, WORK_FIELDS, WORLD_KINDS, WorldKind, name_of
+from jepa.model import world_model_name as name_of
+from jepa.world_kinds import LEWM, WORK_FIELDS, WORLD_KINDS, WorldKind
 
 ROOT = Path(__file__).resolve().parents[1]
 # Where the sources live whose branches the table replaces. The file format's own declarations

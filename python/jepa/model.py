@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
 
-from . import _engine, world_kinds
+from . import _engine
 from ._engine import HeadKind, ModelInfo, Pooling, PredictorKind
 from .errors import InvalidInputError, UnsupportedError
 
 if TYPE_CHECKING:
-    from .text import Tokens
-    from .tokenizer import TextTokenizer
+    from .tokenizer import TextTokenizer, Tokens
 
 # The engine's defaults (jepa_context_default_params / jepa_predict_default_params): one source.
 CONTEXT_DEFAULTS = _engine.context_default_params()
@@ -55,6 +54,13 @@ def default_device() -> str:
     """The device a Model loads on when none is named: $JEPA_DEVICE ('cpu', 'cuda', 'cuda:N'), else 'cpu'.
     tools/gpu_check.sh runs the parity suites on a GPU this way, unchanged."""
     return os.environ.get("JEPA_DEVICE", "").strip() or "cpu"
+
+
+
+def world_model_name(pred_kind: PredictorKind) -> str:
+    """A world-model predictor's kind as the file spells it (jepa.pred.kind, the key of its
+    jepa.world_kinds record), or "" for none: no predictor, or the masked one (Context.predict)."""
+    return "" if pred_kind in (PredictorKind.NONE, PredictorKind.MASKED) else pred_kind.name.lower()
 
 
 class Model:
@@ -103,8 +109,8 @@ class Model:
 
     @property
     def world_model(self) -> str:
-        """The world-model kind the file's predictor is, by name (jepa.world_kinds), or "" for none."""
-        return world_kinds.name_of(self.info.pred_kind)
+        """The world-model kind the file's predictor is (its record in jepa.world_kinds), or "" for none."""
+        return world_model_name(self.info.pred_kind)
 
     @property
     def n_prefix(self) -> int:

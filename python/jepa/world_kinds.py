@@ -203,11 +203,6 @@ LEWM = WorldKind(
 WORLD_KINDS: dict[str, WorldKind] = {k.name: k for k in (AC, LEWM)}
 
 
-def name_of(pred_kind: PredictorKind) -> str:
-    """The world-model kind a file's predictor is, by name ("" for none: no predictor, or a masked one)."""
-    return next((k.name for k in WORLD_KINDS.values() if k.pred_kind == pred_kind), "")
-
-
 def kind_of(model: Model) -> WorldKind | None:
     """The model's world-model kind, or None when it is not a world model."""
     return WORLD_KINDS.get(model.world_model)
