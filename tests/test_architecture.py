@@ -41,11 +41,12 @@ def test_the_circle_guard_catches_one(tmp_path: Path) -> None:
         "sub/__init__.py": "",
         "sub/c.py": "from ..a import A\nC = 3\n",
         "d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .e import E\n",
-        "e.py": "from . import d\nE = 4\n",  # d -> e only for the type checker: no circle
+        "e.py": "from . import d\nE = 4\n",  # d -> e for the type checker only: a circle all the same
+        "f.py": "from .a import A\n",  # above the circle, not in it
     })
     edges = import_graph.graph("pkg", root)
-    assert import_graph.circles(edges) == [["pkg.a", "pkg.b", "pkg.sub.c"]]
-    assert edges["pkg.e"] == {"pkg.d"} and edges["pkg.d"] == set()
+    assert import_graph.circles(edges) == [["pkg.a", "pkg.b", "pkg.sub.c"], ["pkg.d", "pkg.e"]]
+    assert edges["pkg.e"] == {"pkg.d"} and edges["pkg.d"] == {"pkg.e"} and edges["pkg.f"] == {"pkg.a"}
     with pytest.raises(ValueError, match="circle"):
         import_graph.layers(edges)
 

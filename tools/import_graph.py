@@ -1,9 +1,9 @@
 """The import graph of the two Python packages (python/jepa, server/jepa_server), read from the source
 with ast (nothing is imported), and the two rules that keep the house in order:
 
-- no circle: no module reaches itself through imports, lazy imports inside functions included
-  (`if TYPE_CHECKING:` blocks excepted: they never run). A package's __init__.py is its face: it
-  re-exports, and its arrows are not counted.
+- no circle: no module reaches itself through imports, lazy imports inside functions and the
+  type checker's (`if TYPE_CHECKING:`) included: a circle the type checker needs is one in the
+  design. A package's __init__.py is its face: it re-exports, and its arrows are not counted.
 - one boundary: nothing outside python/jepa imports a private name of jepa (`_parse_device`) or its
   extension (`jepa._engine`), nor reaches one as an attribute (`jepa._engine.has_cuda()`).
 
@@ -47,24 +47,10 @@ def modules(package: str, root: Path) -> dict[str, Path]:
     return {module_name(package, root, p): p for p in sorted(root.rglob("*.py"))}
 
 
-def _running(body: Iterable[ast.stmt]) -> Iterator[ast.AST]:
-    """Every node that can run: all of it, less the bodies of `if TYPE_CHECKING:`."""
-    for node in body:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            yield from _running(node.orelse)
-            continue
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.stmt):
-                yield from _running([child])
-            else:
-                yield from ast.walk(child)
-
-
 def _imports(tree: ast.Module, name: str, is_package: bool) -> Iterator[tuple[str, int]]:
-    """(imported module, line) for every import that can run, relative ones resolved."""
+    """(imported module, line) for every import anywhere in the module, relative ones resolved."""
     here = name.split(".") if is_package else name.split(".")[:-1]
-    for node in _running(tree.body):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, node.lineno
