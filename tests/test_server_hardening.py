@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from test_server_support import (
     demo_model,
     demo_path,
     http,
+    hung_mean_encodes,
     image_item,
     in_process,
     png_bytes,
@@ -292,16 +292,6 @@ def test_an_engine_call_that_raises_fails_only_its_requests(monkeypatch: pytest.
 def test_an_engine_call_that_hangs_past_the_deadline_fails_only_its_request(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real = jepa_server.pipeline.encode_op
-    release = threading.Event()
-
-    def hanging(ctx: jepa.Context, inputs: list[np.ndarray], pool: str) -> list[np.ndarray]:
-        if pool == "mean":
-            release.wait(30)
-        return real(ctx, inputs, pool)
-
-    monkeypatch.setattr(jepa_server.pipeline, "encode_op", hanging)
-
     async def body() -> None:
         async with in_process(workers=2, request_timeout_s=1.0) as (client, _):
             started = time.monotonic()
@@ -320,10 +310,8 @@ def test_an_engine_call_that_hangs_past_the_deadline_fails_only_its_request(
             again = await client.post("/v1/embeddings", json={"input": image_item(1), "pool": "mean"})
             assert again.status == 200
 
-    try:
+    with hung_mean_encodes(monkeypatch) as release:
         run(body)
-    finally:
-        release.set()
 
 
 def test_a_model_file_deleted_after_load_keeps_serving(tmp_path: Path) -> None:

@@ -13,14 +13,11 @@ import threading
 import time
 from typing import Any
 
-import numpy as np
 import pytest
 from test_server_hardening_json import LAG_MARGIN_S, MiB, _addr, _exchange, _post
-from test_server_support import http, image_item, in_process, run, server_process
+from test_server_support import http, hung_mean_encodes, image_item, in_process, run, server_process
 
-import jepa
 import jepa_server.handlers
-import jepa_server.pipeline
 from jepa_server.keys import ADMISSION
 
 
@@ -29,14 +26,6 @@ def test_bodies_waiting_for_a_slot_hold_bounded_bytes(monkeypatch: pytest.Monkey
     (about 2.3 x the body each; 256 connections x 32 MiB bodies: ~18 GB). Now a body is read only
     once its Content-Length fits --max-bodies-mb: with the one slot held and a 16 MiB budget, three of
     six 5 MiB bodies are read, the rest wait and answer 503 naming --max-bodies-mb."""
-    real = jepa_server.pipeline.encode_op
-    release = threading.Event()
-
-    def hanging(ctx: jepa.Context, inputs: list[np.ndarray], pool: str) -> list[np.ndarray]:
-        if pool == "mean":
-            release.wait(30)
-        return real(ctx, inputs, pool)
-
     read_body = jepa_server.handlers.read_body
     sizes: list[int] = []
 
@@ -45,7 +34,6 @@ def test_bodies_waiting_for_a_slot_hold_bounded_bytes(monkeypatch: pytest.Monkey
         sizes.append(len(raw))
         return raw
 
-    monkeypatch.setattr(jepa_server.pipeline, "encode_op", hanging)
     monkeypatch.setattr(jepa_server.handlers, "read_body", counted)
     big = json.dumps({"input": image_item(1), "user": "u" * (5 * MiB)}).encode()
 
@@ -81,10 +69,8 @@ def test_bodies_waiting_for_a_slot_hold_bounded_bytes(monkeypatch: pytest.Monkey
             info = await (await client.get("/info")).json()
             assert info["limits"]["max_bodies_mb"] == 16 and info["live"]["body_bytes_held"] == 0
 
-    try:
+    with hung_mean_encodes(monkeypatch) as release:
         run(body)
-    finally:
-        release.set()
 
 
 def test_a_body_that_does_not_fit_waits_its_turn() -> None:

@@ -224,6 +224,28 @@ async def in_process(model: jepa.Model | None = None, **settings: Any) -> AsyncI
         yield client, app
 
 
+@contextmanager
+def hung_mean_encodes(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """The engine calls of an in-process server with pool "mean" block until the event yielded is
+    set (30 s at most); the others run. It is set on the way out too, so a failing test leaves no
+    worker blocked."""
+    import jepa_server.pipeline
+
+    real = jepa_server.pipeline.encode_op
+    release = threading.Event()
+
+    def hanging(ctx: jepa.Context, inputs: list[np.ndarray], pool: str) -> list[np.ndarray]:
+        if pool == "mean":
+            release.wait(30)
+        return real(ctx, inputs, pool)
+
+    monkeypatch.setattr(jepa_server.pipeline, "encode_op", hanging)
+    try:
+        yield release
+    finally:
+        release.set()
+
+
 def run(coro_fn: Callable[[], Any]) -> Any:
     """Run an async test body on a fresh event loop."""
     return asyncio.run(coro_fn())
