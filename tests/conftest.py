@@ -1,5 +1,5 @@
 """Shared fixtures: the tiny models and reference bundles the suite runs on (built once per session),
-a GGUF read back, tiny HF / timm-layout checkpoints to convert, and the tools/ scripts.
+a GGUF read back, tiny HF / timm / Meta-layout checkpoints to convert, and the tools/ scripts.
 
 torch and transformers are imported inside the fixtures, so collecting the suite never needs them."""
 
@@ -301,6 +301,27 @@ def export_timm_layout(hf_dir: Path, out_file: Path, *, prefix: str = "backbone.
     out |= fused_qkv_blocks(hf, HF_VIT_BLOCK, "attention.attention.{}", np.concatenate)
     save_file({prefix + k: np.ascontiguousarray(v) for k, v in out.items()}, str(out_file))
     return out_file
+
+
+def random_meta_pt(out: Path, width: int, depth: int = 1, ffn: int = 64) -> None:
+    """A Meta-layout V-JEPA 2 encoder .pt (module.backbone., fused qkv), random; width 768 is a
+    standard size (ViT-B: 12 heads), so it converts without --n-head."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+
+    def r(*shape: int) -> Any:
+        return 0.02 * torch.randn(*shape, generator=g)
+
+    enc = {"patch_embed.proj.weight": r(width, 3, 2, 16, 16), "patch_embed.proj.bias": r(width),
+           "norm.weight": 1 + r(width), "norm.bias": r(width)}
+    for i in range(depth):
+        shapes = {"norm1": (width,), "norm2": (width,), "attn.qkv": (3 * width, width),
+                  "attn.proj": (width, width), "mlp.fc1": (ffn, width), "mlp.fc2": (width, ffn)}
+        for name, shape in shapes.items():
+            enc[f"blocks.{i}.{name}.weight"] = r(*shape) + (1 if name.startswith("norm") else 0)
+            enc[f"blocks.{i}.{name}.bias"] = r(shape[0])
+    torch.save({"target_encoder": {f"module.backbone.{k}": v for k, v in enc.items()}}, out)
 
 
 @pytest.fixture

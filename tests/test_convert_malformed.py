@@ -19,7 +19,7 @@ import pytest
 
 from jepa.convert.cli import main
 
-from conftest import LEWM_BUNDLE, build_hf_model, export_timm_layout
+from conftest import LEWM_BUNDLE, build_hf_model, export_timm_layout, random_meta_pt
 
 pytestmark = pytest.mark.transformers
 
@@ -70,25 +70,6 @@ def fifo(name: str) -> Edit:
     return apply
 
 
-def _meta_pt(out: Path, width: int, ffn: int = 64) -> None:
-    """A one-block Meta-layout V-JEPA 2 encoder .pt (module.backbone., fused qkv), random."""
-    import torch
-
-    g = torch.Generator().manual_seed(0)
-
-    def r(*shape: int) -> Any:
-        return 0.02 * torch.randn(*shape, generator=g)
-
-    enc = {"patch_embed.proj.weight": r(width, 3, 2, 16, 16), "patch_embed.proj.bias": r(width),
-           "norm.weight": 1 + r(width), "norm.bias": r(width)}
-    shapes = {"norm1": (width,), "norm2": (width,), "attn.qkv": (3 * width, width),
-              "attn.proj": (width, width), "mlp.fc1": (ffn, width), "mlp.fc2": (width, ffn)}
-    for name, shape in shapes.items():
-        enc[f"blocks.0.{name}.weight"] = r(*shape) + (1 if name.startswith("norm") else 0)
-        enc[f"blocks.0.{name}.bias"] = r(shape[0])
-    torch.save({"target_encoder": {f"module.backbone.{k}": v for k, v in enc.items()}}, out)
-
-
 @pytest.fixture(scope="module")
 def bases(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Tiny checkpoints of each layout: an HF ViT, a timm-layout safetensors, a sentence-transformers
@@ -113,7 +94,7 @@ def bases(tmp_path_factory: pytest.TempPathFactory) -> Path:
                              frames_per_clip=4, pred_hidden_size=64, pred_num_attention_heads=2,
                              pred_num_hidden_layers=1)).eval().save_pretrained(root / "vjepa2")
     (root / "meta").mkdir()
-    _meta_pt(root / "meta" / "model.pt", 64)
+    random_meta_pt(root / "meta" / "model.pt", 64)
     (root / "meta" / "config.json").write_text('{"num_heads": 4, "img_size": 32, "num_frames": 4}')
     (root / "lewm").mkdir()
     for name in ("config.json", "weights.pt"):

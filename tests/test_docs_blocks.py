@@ -45,7 +45,7 @@ from docs_blocks import (
     shell_script,
 )
 
-from conftest import AC_BUNDLE, LEWM_BUNDLE, TINY_VJEPA2, TINY_VJEPA2_PARTS
+from conftest import AC_BUNDLE, LEWM_BUNDLE, TINY_VJEPA2, TINY_VJEPA2_PARTS, random_meta_pt
 
 BIN = Path(sys.executable).parent
 BLOCKS = all_blocks()
@@ -193,27 +193,6 @@ def vjepa2_hf_dir(out: Path, classifier: bool = False) -> None:
     cls(VJEPA2Config(**VJEPA2_HF)).eval().save_pretrained(out)
 
 
-def meta_pt(out: Path, width: int, depth: int = 1, ffn: int = 64) -> None:
-    """A Meta-layout V-JEPA 2 encoder .pt (module.backbone., fused qkv), random; width 768 is a
-    standard size (ViT-B: 12 heads), so it converts without --n-head."""
-    import torch
-
-    g = torch.Generator().manual_seed(0)
-
-    def r(*shape: int) -> Any:
-        return 0.02 * torch.randn(*shape, generator=g)
-
-    enc = {"patch_embed.proj.weight": r(width, 3, 2, 16, 16), "patch_embed.proj.bias": r(width),
-           "norm.weight": 1 + r(width), "norm.bias": r(width)}
-    for i in range(depth):
-        shapes = {"norm1": (width,), "norm2": (width,), "attn.qkv": (3 * width, width),
-                  "attn.proj": (width, width), "mlp.fc1": (ffn, width), "mlp.fc2": (width, ffn)}
-        for name, shape in shapes.items():
-            enc[f"blocks.{i}.{name}.weight"] = r(*shape) + (1 if name.startswith("norm") else 0)
-            enc[f"blocks.{i}.{name}.bias"] = r(shape[0])
-    torch.save({"target_encoder": {f"module.backbone.{k}": v for k, v in enc.items()}}, out)
-
-
 def link_to(target: Path) -> Callable[[Path], None]:
     def make(out: Path) -> None:
         out.symlink_to(target)
@@ -238,8 +217,8 @@ STAND_INS = [
     StandIn("path/to/bert-dir", "transformers", bert_dir),
     StandIn("vjepa2-vitl-fpc64-256", "transformers", vjepa2_hf_dir),
     StandIn("vjepa2-vitl-fpc16-256-ssv2", "transformers", lambda out: vjepa2_hf_dir(out, classifier=True)),
-    StandIn("vitl.pt", "torch", lambda out: meta_pt(out, 768)),
-    StandIn("tiny.pt", "torch", lambda out: meta_pt(out, 64, depth=2)),
+    StandIn("vitl.pt", "torch", lambda out: random_meta_pt(out, 768)),
+    StandIn("tiny.pt", "torch", lambda out: random_meta_pt(out, 64, depth=2)),
     # The upstream code's tiny models of the reference bundles (../shared/reference): a V-JEPA 2-AC
     # .pt in Meta's layout and a LeWM weights.pt + config.json directory.
     StandIn("vjepa2-ac-vitg.pt", "torch", link_to(AC_BUNDLE / "checkpoint.pt")),
