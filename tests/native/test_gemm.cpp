@@ -8,6 +8,7 @@
 //     test_gemm --bench     GFLOP/s of the kernels on ViT shapes (a development aid, not a test)
 #include "gemm.h"
 #include "gemm_kernels.h"
+#include "graph.h"
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
@@ -94,37 +95,6 @@ struct Weight {
     }
 };
 
-// One graph on the CPU backend with n threads: `build` adds the op under test to a no-alloc context
-// and returns it, `set` fills the inputs once allocated; the result comes back as f32 (bf16 widened).
-template <typename Build, typename Set>
-std::vector<float> compute(int threads, Build && build, Set && set, ggml_type * out_type = nullptr) {
-    ggml_init_params ip{64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
-    ggml_context * ctx = ggml_init(ip);
-    ggml_tensor * y = build(ctx);
-    ggml_set_output(y);
-    ggml_cgraph * gf = ggml_new_graph(ctx);
-    ggml_build_forward_expand(gf, y);
-    ggml_backend_t be = ggml_backend_cpu_init();
-    ggml_backend_cpu_set_n_threads(be, threads);
-    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_get_default_buffer_type(be));
-    ggml_gallocr_alloc_graph(ga, gf);
-    set();
-    ggml_backend_graph_compute(be, gf);
-    std::vector<float> out(size_t(ggml_nelements(y)));
-    if (y->type == GGML_TYPE_BF16) {
-        std::vector<ggml_bf16_t> h(out.size());
-        ggml_backend_tensor_get(y, h.data(), 0, h.size() * 2);
-        for (size_t i = 0; i < h.size(); ++i) out[i] = ggml_bf16_to_fp32(h[i]);
-    } else {
-        ggml_backend_tensor_get(y, out.data(), 0, out.size() * 4);
-    }
-    if (out_type) *out_type = y->type;
-    ggml_gallocr_free(ga);
-    ggml_backend_free(be);
-    ggml_free(ctx);
-    return out;
-}
-
 // y = act(x W^T + b) (+ res) through a real ggml graph on the CPU backend with n threads.
 std::vector<float> run(const Weight & W, const std::vector<float> & x, int64_t M, int threads,
                        jepa::gemm::Epilogue ep, const std::vector<float> * res = nullptr, bool x_bf16 = false,
@@ -149,7 +119,7 @@ std::vector<float> run(const Weight & W, const std::vector<float> & x, int64_t M
         }
         if (rt) ggml_backend_tensor_set(rt, res->data(), 0, res->size() * 4);
     };
-    return compute(threads, build, set);
+    return run_graph(threads, build, set);
 }
 
 double gelu_ref(double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }
@@ -257,7 +227,7 @@ std::vector<float> run_attn(const std::vector<float> & x, int64_t hd, int64_t H,
             ggml_backend_tensor_set(mt, mask->data(), 0, mask->size() * 4);
         }
     };
-    return compute(threads, build, set);
+    return run_graph(threads, build, set);
 }
 
 void check_attention(int64_t hd, int64_t H, int64_t N, int64_t B, bool masked, bool mask_f16, bool half = false) {
@@ -349,7 +319,7 @@ std::vector<float> check_layer_norm(int64_t n, int64_t rows, bool affine, bool o
         }
     };
     ggml_type out_type = GGML_TYPE_F32;
-    const std::vector<float> out = compute(2, build, set, &out_type);
+    const std::vector<float> out = run_graph(2, build, set, &out_type);
     double err = 0;
     for (int64_t r = 0; r < rows; ++r) {
         double mean = 0, var = 0;

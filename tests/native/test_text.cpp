@@ -4,10 +4,7 @@
 // kernels and again with JEPA_GEMM=avx2 and JEPA_GEMM=portable.
 #include "check.h"
 #include "gemm.h"
-
-#include "ggml-alloc.h"
-#include "ggml-backend.h"
-#include "ggml-cpu.h"
+#include "graph.h"
 
 #include <cmath>
 #include <cstring>
@@ -24,29 +21,18 @@ std::vector<float> run_varlen(const std::vector<float> & x, int64_t hd, int64_t 
     jepa::gemm::Varlen spec;
     spec.offsets = offsets;
     spec.scale = 1.0f / std::sqrt(float(hd));
-    ggml_init_params ip{64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
-    ggml_context * ctx = ggml_init(ip);
-    ggml_tensor * xt = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3 * D, N);
-    ggml_set_input(xt);
-    auto view = [&](int i) { return ggml_view_4d(ctx, xt, hd, H, N, 1, hd * 4, xt->nb[1], xt->nb[1] * N, size_t(i) * D * 4); };
-    ggml_tensor * q = view(0), * k = view(1), * v = view(2);
-    CHECK(jepa::gemm::varlen_attention_supported(q, k, v));
-    ggml_tensor * y = jepa::gemm::varlen_attention(ctx, q, k, v, &spec);
-    ggml_set_output(y);
-    ggml_cgraph * gf = ggml_new_graph(ctx);
-    ggml_build_forward_expand(gf, y);
-    ggml_backend_t be = ggml_backend_cpu_init();
-    ggml_backend_cpu_set_n_threads(be, threads);
-    ggml_gallocr_t ga = ggml_gallocr_new(ggml_backend_get_default_buffer_type(be));
-    ggml_gallocr_alloc_graph(ga, gf);
-    ggml_backend_tensor_set(xt, x.data(), 0, x.size() * 4);
-    ggml_backend_graph_compute(be, gf);
-    std::vector<float> out(size_t(ggml_nelements(y)));
-    ggml_backend_tensor_get(y, out.data(), 0, out.size() * 4);
-    ggml_gallocr_free(ga);
-    ggml_backend_free(be);
-    ggml_free(ctx);
-    return out;
+    ggml_tensor * xt = nullptr;
+    auto build = [&](ggml_context * ctx) {
+        xt = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 3 * D, N);
+        ggml_set_input(xt);
+        auto view = [&](int i) {
+            return ggml_view_4d(ctx, xt, hd, H, N, 1, hd * 4, xt->nb[1], xt->nb[1] * N, size_t(i) * D * 4);
+        };
+        ggml_tensor * q = view(0), * k = view(1), * v = view(2);
+        CHECK(jepa::gemm::varlen_attention_supported(q, k, v));
+        return jepa::gemm::varlen_attention(ctx, q, k, v, &spec);
+    };
+    return run_graph(threads, build, [&] { ggml_backend_tensor_set(xt, x.data(), 0, x.size() * 4); });
 }
 
 void check_varlen(int64_t hd, int64_t H, const std::vector<int64_t> & lens) {
