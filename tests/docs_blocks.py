@@ -41,6 +41,7 @@ block's free port and JEPA_CACHE_DIR to a session directory. Rules that need no 
   block's port.
 - `curl` runs with `--fail-with-body`: an HTTP error answer fails the block.
 - `/srv/models` means the sandbox's srv/models directory.
+- `python tools/NAME.py ...` runs the checkout's tool (the sandbox has no tools/).
 
 Python blocks run in a fresh interpreter with the sandbox as cwd, compiled under the doc's file
 name and line numbers, so a traceback points at the doc.
@@ -284,6 +285,8 @@ def shell_script(block: Block, port: int, extras: set[str], installed: set[str])
             continue
         if w[0] == "make":
             out.append(shlex.join(["make", "-n", "-C", str(ROOT), *w[1:]]))
+        elif w[0] in ("python", "python3") and len(w) > 1 and w[1].startswith("tools/"):
+            out.append(shlex.join([w[0], str(ROOT / w[1]), *w[2:]]))
         elif w[:2] in (["pip", "install"], ["pip3", "install"]):
             problems += [f"{block.id}: {p}" for p in pip_problems(w[2:], extras, installed)]
             out.append(": " + shlex.quote(text))

@@ -481,7 +481,8 @@ def test_shell_rules() -> None:
             "curl -s localhost:8080/health \\\n     -H 'a: b'\n"
             "jepa-embed -m demo.gguf broken.jpg\n# jepa-embed: error: broken.jpg: not an image\n"
             "jepa-server check --warm -m vit.gguf\n"
-            "jepa-server info --models-dir /srv/models\n")
+            "jepa-server info --models-dir /srv/models\n"
+            "python tools/import_graph.py --check\n")
     block = Block("x.md", 1, "sh", code)
     s = shell_script(block, 5555, {"all"}, set())
     assert s.problems == []
@@ -493,6 +494,7 @@ def test_shell_rules() -> None:
     assert body[5:8] == ["if", "jepa-embed -m demo.gguf broken.jpg", "then echo " + body[7].split(" ", 2)[2]]
     assert body[9:11] == ["docs_stop", "jepa-server check --warm -m vit.gguf"]
     assert body[12] == "jepa-server info --models-dir srv/models"
+    assert body[13] == f"python {ROOT / 'tools/import_graph.py'} --check"
     assert [c for c, _ in commands("a '\nb'\n# out\n")] == ["a '\nb'", "# out"]
     assert [c for c, _ in commands("a |  # c\n  b\nc\n")] == ["a |  # c\n  b", "c"]
     assert pip_problems([".[all,nope]", "numpy", "no-such-dist"], {"all"}, {"numpy"}) == [

@@ -169,6 +169,28 @@ def outside_files() -> list[Path]:
     return sorted(PACKAGES["jepa_server"].rglob("*.py"))
 
 
+def _summary(path: Path) -> str:
+    """A module's docstring's first sentence (what it is), one line."""
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    first = " ".join(doc.split("\n\n")[0].split())
+    end = first.find(". ")
+    return (first[: end + 1] if end >= 0 else first).replace("|", "\\|")
+
+
+def render_modules() -> str:
+    """docs/architecture.md's table of modules: each package's floors from the top (a module stands
+    above everything it imports), each module with its docstring's first sentence."""
+    lines = []
+    for package, root in PACKAGES.items():
+        mods = modules(package, root)
+        floors = layers(graph(package, root))
+        lines += ["", f"`{package}` ({len(mods)} modules, {max(floors.values())} floors):", "",
+                  "| floor | module | what it is |", "|---:|---|---|"]
+        order = sorted(mods, key=lambda m: (-floors[m], m))
+        lines += [f"| {floors[m]} | `{m}` | {_summary(mods[m])} |" for m in order]
+    return "\n".join(lines[1:]) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 on a circle or a boundary crossing")

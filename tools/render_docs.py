@@ -637,13 +637,9 @@ def _render_server_bench_v1(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-# sim_scheduler.py's policy names -> row labels: data, only shaped like WORLD_CELLS (nothing to share).
-SIM_POLICIES = {
-    "converging": "converging queue",
-    "static-even": "static, even",
-    "static-guess": "static, guessed ratio",
-    "static-oracle": "static, true ratio (not runnable)",
-}
+# sim_scheduler.py's policy names -> row labels, in the table's row order.
+SIM_POLICIES = {"converging": "converging queue", "static-even": "static, even",
+                "static-guess": "static, guessed ratio", "static-oracle": "static, true ratio (not runnable)"}
 
 
 def render_scheduler_sim(data: dict[str, Any]) -> str:
@@ -878,26 +874,30 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
 
 def _declared() -> dict[str, Callable[[], str]]:
     """Blocks rendered from a declaration in the package rather than from a results file: the GGUF
-    schema's key and tensor tables (docs/gguf.md), and the server's settings, budgets and refusals
-    (docs/serving.md)."""
-    sys.path[:0] = [str(ROOT / "python"), str(ROOT / "server")]
+    schema's key and tensor tables (docs/gguf.md), the server's settings, budgets and refusals
+    (docs/serving.md), and the modules of both packages by floor (docs/architecture.md)."""
+    sys.path[:0] = [str(ROOT / "python"), str(ROOT / "server"), str(ROOT / "tools")]
     try:
+        import import_graph
+
         from jepa.gguf import schema_doc
         from jepa_server.budget_table import budgets_table
         from jepa_server.refusals import refusals_table
         from jepa_server.settings import settings_table
     finally:
-        del sys.path[:2]
+        del sys.path[:3]
     return {
         "gguf-keys": schema_doc.render_keys,
         "gguf-tensors": schema_doc.render_tensors,
         "serving-settings": lambda: settings_table() + "\n",
         "serving-budgets": budgets_table,
         "serving-refusals": refusals_table,
+        "architecture-modules": import_graph.render_modules,
     }
 
 
-DECLARED = ("gguf-keys", "gguf-tensors", "serving-settings", "serving-budgets", "serving-refusals")
+DECLARED = ("gguf-keys", "gguf-tensors", "serving-settings", "serving-budgets", "serving-refusals",
+            "architecture-modules")
 
 
 def render_block(name: str) -> str:

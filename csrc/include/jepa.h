@@ -1,5 +1,7 @@
 /*
- * jepa.h — the C API of the jepa engine: JEPA image and video encoders on ggml, loaded from GGUF.
+ * jepa.h — the C API of the jepa engine, on ggml, loaded from GGUF: JEPA image and video encoders,
+ * their classifier heads and masked predictors, the V-JEPA 2-AC and LeWM world models, and BERT-style
+ * text encoders.
  *
  * Usage:
  *     jepa_model_params mp = jepa_model_default_params();
@@ -19,6 +21,8 @@
  *     jepa_classify(ctx, out, B, n_tok, info.embed_dim, logits, B * info.n_classes, pooled, B * info.embed_dim);
  *     // models with a masked predictor (info.pred_kind == JEPA_PRED_MASKED): predictions at target ids
  *     jepa_predict(ctx, ctx_tokens, B, n_ctx, info.embed_dim, ctx_ids, tgt_ids, n_tgt, NULL, pred, len);
+ *     // text models (info.modality "text"): token ids laid end to end, no padding; pooled per text
+ *     jepa_encode_text(ctx, ids, type_ids, seq_len, n_seq, JEPA_POOLING_MEAN, 1, out, n_seq * info.embed_dim);
  *     // world models (JEPA_PRED_AC, JEPA_PRED_LEWM): tokens -> latents, then one predictor step
  *     jepa_world_latents(ctx, out, B, n_tok, info.embed_dim, latents, len);
  *     jepa_world_predict(ctx, &input, &output);
