@@ -23,8 +23,6 @@ _BASE_DOC = (
     '    """What py::enum_ gives every enum below, written once'
     ' (typing only: at run time their base is pybind11_object)."""\n'
 )
-# The last line of an enum's own part: its members' table, naming the class.
-_MEMBERS = re.compile(r"^    __members__: typing\.ClassVar\[dict\[str, (\w+)\]\]$")
 
 
 def generate() -> str:
@@ -38,46 +36,56 @@ def generate() -> str:
 
 
 def compact_enums(text: str) -> str:
-    """Each enum class keeps its docstring and members; the methods every enum shares move to BASE.
+    """Each enum class keeps its summary and members; the methods every enum shares move to BASE.
 
     The shared methods are read from the stub itself (the class's name written as typing.Self), and
     every enum must carry exactly them: a pybind11 that gives one enum more fails here, loudly."""
-    lines = text.splitlines(keepends=True)
-    out: list[str] = []
+    chunks = _top_level(text.splitlines(keepends=True))
     shared: list[str] | None = None
     first_enum = -1
-    i = 0
-    while i < len(lines):
-        m = _MEMBERS.match(lines[i].rstrip("\n"))
-        if not m:
-            out.append(lines[i])
-            i += 1
+    for n, chunk in enumerate(chunks):
+        enum = _enum_parts(chunk)
+        if enum is None:
             continue
-        name = m.group(1)
-        out.append(lines[i])
-        end = i + 1
-        while end < len(lines) and lines[end].startswith("    "):
-            end += 1
-        methods = [re.sub(rf"\b{name}\b", "typing.Self", line) for line in lines[i + 1 : end]]
+        name, summary, members, methods = enum
+        methods = [re.sub(rf"\b{name}\b", "typing.Self", line) for line in methods]
         if shared is None:
-            shared = methods
+            shared, first_enum = methods, n
         elif methods != shared:
             raise SystemExit(f"gen_stubs: enum {name} has methods the other enums lack; update compact_enums")
-        head = _class_line(out, name)
-        out[head] = f"class {name}({BASE}):\n"
-        if first_enum < 0:
-            first_enum = head
-        i = end
+        chunks[n] = [f"class {name}({BASE}):\n", f'    """{summary}"""\n', *members]
     if shared is None:
         return text
-    return "".join([*out[:first_enum], f"class {BASE}:\n", _BASE_DOC, *shared, *out[first_enum:]])
+    chunks.insert(first_enum, [f"class {BASE}:\n", _BASE_DOC, *shared])
+    return "".join(line for chunk in chunks for line in chunk)
 
 
-def _class_line(out: list[str], name: str) -> int:
-    for k in range(len(out) - 1, -1, -1):
-        if out[k] == f"class {name}:\n":
-            return k
-    raise SystemExit(f"gen_stubs: no `class {name}:` above its __members__")
+def _top_level(lines: list[str]) -> list[list[str]]:
+    """The stub cut before each line that starts in column 0 (a class, a def, a decorator, ...)."""
+    chunks: list[list[str]] = []
+    for line in lines:
+        if not chunks or not line.startswith(" "):
+            chunks.append([])
+        chunks[-1].append(line)
+    return chunks
+
+
+def _enum_parts(chunk: list[str]) -> tuple[str, str, list[str], list[str]] | None:
+    """(name, docstring summary, member lines up to __members__, methods) of a py::enum_ class, else None.
+
+    pybind11 appends a "Members:" list to the enum's docstring; the stub lists them as ClassVars already."""
+    head = re.fullmatch(r"class (\w+):\n", chunk[0])
+    if head is None:
+        return None
+    name = head.group(1)
+    table = f"    __members__: typing.ClassVar[dict[str, {name}]]\n"
+    if table not in chunk or chunk[1] != '    """\n':
+        return None
+    close = chunk.index('    """\n', 2)
+    doc = [line.strip() for line in chunk[2:close]]
+    summary = " ".join(doc[: doc.index("Members:")] if "Members:" in doc else doc).strip()
+    end = chunk.index(table) + 1
+    return name, summary, chunk[close + 1 : end], chunk[end:]
 
 
 def main() -> int:

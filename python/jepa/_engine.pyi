@@ -49,53 +49,19 @@ class _PybindEnum:
     def value(self) -> int:
         ...
 class PredictorKind(_PybindEnum):
-    """
-    The predictor a file holds (jepa.pred.kind).
-    
-    Members:
-    
-      NONE
-    
-      MASKED
-    
-      AC
-    
-      LEWM
-    """
+    """The predictor a file holds (jepa.pred.kind)."""
     AC: typing.ClassVar[PredictorKind]
     LEWM: typing.ClassVar[PredictorKind]
     MASKED: typing.ClassVar[PredictorKind]
     NONE: typing.ClassVar[PredictorKind]
     __members__: typing.ClassVar[dict[str, PredictorKind]]
 class HeadKind(_PybindEnum):
-    """
-    The head a file holds (jepa.head.kind).
-    
-    Members:
-    
-      NONE
-    
-      ATTENTIVE_POOL
-    """
+    """The head a file holds (jepa.head.kind)."""
     ATTENTIVE_POOL: typing.ClassVar[HeadKind]
     NONE: typing.ClassVar[HeadKind]
     __members__: typing.ClassVar[dict[str, HeadKind]]
 class PosType(_PybindEnum):
-    """
-    The encoder's positions (jepa.enc.pos_type).
-    
-    Members:
-    
-      NONE
-    
-      LEARNED
-    
-      SINCOS2D
-    
-      SINCOS3D
-    
-      ROPE3D
-    """
+    """The encoder's positions (jepa.enc.pos_type)."""
     LEARNED: typing.ClassVar[PosType]
     NONE: typing.ClassVar[PosType]
     ROPE3D: typing.ClassVar[PosType]
@@ -103,21 +69,7 @@ class PosType(_PybindEnum):
     SINCOS3D: typing.ClassVar[PosType]
     __members__: typing.ClassVar[dict[str, PosType]]
 class Pooling(_PybindEnum):
-    """
-    How an item's tokens become one vector (jepa_pooling_type).
-    
-    Members:
-    
-      NONE
-    
-      CLS
-    
-      MEAN
-    
-      LAST
-    
-      LEWM
-    """
+    """How an item's tokens become one vector (jepa_pooling_type)."""
     CLS: typing.ClassVar[Pooling]
     LAST: typing.ClassVar[Pooling]
     LEWM: typing.ClassVar[Pooling]
@@ -125,28 +77,12 @@ class Pooling(_PybindEnum):
     NONE: typing.ClassVar[Pooling]
     __members__: typing.ClassVar[dict[str, Pooling]]
 class ResizeMode(_PybindEnum):
-    """
-    How a frame is resized (jepa.pre.resize_mode).
-    
-    Members:
-    
-      SHORTEST_EDGE
-    
-      SQUASH
-    """
+    """How a frame is resized (jepa.pre.resize_mode)."""
     SHORTEST_EDGE: typing.ClassVar[ResizeMode]
     SQUASH: typing.ClassVar[ResizeMode]
     __members__: typing.ClassVar[dict[str, ResizeMode]]
 class Resample(_PybindEnum):
-    """
-    The resize filter (jepa.pre.resample).
-    
-    Members:
-    
-      BILINEAR
-    
-      BICUBIC
-    """
+    """The resize filter (jepa.pre.resample)."""
     BICUBIC: typing.ClassVar[Resample]
     BILINEAR: typing.ClassVar[Resample]
     __members__: typing.ClassVar[dict[str, Resample]]
