@@ -64,7 +64,7 @@ def _top_level(lines: list[str]) -> list[list[str]]:
     """The stub cut before each line that starts in column 0 (a class, a def, a decorator, ...)."""
     chunks: list[list[str]] = []
     for line in lines:
-        if not chunks or not line.startswith(" "):
+        if not chunks or line[:1] not in (" ", "\n"):
             chunks.append([])
         chunks[-1].append(line)
     return chunks
