@@ -81,6 +81,17 @@ def _name(raw: bytes, where: str, what: str) -> str:
         raise ModelFileError(f'{where} ("{_escaped(raw)}"): {what} valid UTF-8') from None
 
 
+def _new_name(s: _Stream, seen: set[str], where: str) -> str:
+    """The next key's or tensor's name (`where` "metadata key" or "tensor", the #n-th read so far),
+    refused when it is not UTF-8 or was given before; kept in `seen`."""
+    at = f"{where} #{len(seen)}"
+    name = _name(s.string(at), at, f"the {where}'s name is not")
+    if name in seen:
+        raise ModelFileError(f"{where} {name}: given twice")
+    seen.add(name)
+    return name
+
+
 def _escaped(raw: bytes) -> str:
     """A name that is not text, shown as the engine shows it: printable ASCII, other bytes as \\xNN,
     at most 64 bytes."""
@@ -333,11 +344,8 @@ def _parse(s: _Stream, wanted: set[str], limits: Limits) -> Header:
     values: dict[str, Any] = {}
     seen: set[str] = set()
     alignment = DEFAULT_ALIGNMENT
-    for i in range(n_kv):
-        key = _name(s.string(f"metadata key #{i}"), f"metadata key #{i}", "the metadata key's name is not")
-        if key in seen:
-            raise ModelFileError(f"metadata key {key}: given twice")
-        seen.add(key)
+    for _ in range(n_kv):
+        key = _new_name(s, seen, "metadata key")
         vtype = s.u32(f"metadata key {key}")
         keep = key in wanted or key == "general.alignment"
         v = _value(s, vtype, key, keep, budget, limits)
@@ -349,11 +357,8 @@ def _parse(s: _Stream, wanted: set[str], limits: Limits) -> Header:
             values[key] = v
     tensors: list[Tensor] = []
     names: set[str] = set()
-    for i in range(n_tensors):
-        name = _name(s.string(f"tensor #{i}"), f"tensor #{i}", "the tensor's name is not")
-        if name in names:
-            raise ModelFileError(f"tensor {name}: given twice")
-        names.add(name)
+    for _ in range(n_tensors):
+        name = _new_name(s, names, "tensor")
         n_dims = s.u32(f"tensor {name}")
         if not 1 <= n_dims <= MAX_DIMS:
             raise ModelFileError(f"tensor {name}: {n_dims} dimensions (1 to {MAX_DIMS})")
