@@ -64,15 +64,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # One definition of the machine record, the commit, the inputs, the load and the checks.
 from bench_engine import git_commit, machine_busy_s, machine_info, self_busy_s  # noqa: E402
 from bench_server import (  # noqa: E402
-    PHOTOS,
     SMOKE_MODEL,
     VIT_S16,
+    RunStart,
     Server,
     _getter,
     _poster,
     _steady,
-    engine_fingerprint,
-    photos,
     process_busy_s,
     request_body,
     rss_mb,
@@ -283,12 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     cores = os.cpu_count() or 1
     replicas = args.replicas or cores
     threads = max(1, cores // replicas)
-    # bench_server's main starts the same way, but with its own constants and flags: too little to share.
     out: Path = args.out or (SMOKE_OUT if args.smoke else DEFAULT_OUT)
-    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    t0 = time.perf_counter()
-    result_versions = versions()
-    data = photos(PHOTOS[:2] if args.smoke else PHOTOS)
+    start = RunStart.now(args.smoke, versions)
+    data = start.photos
     names = list(data)
     ray_cell, split = f"ray-r{replicas}t{threads}", f"server-w{replicas}t{threads}"
     whole = f"server-w1t{cores}"
@@ -335,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
             for s in running.values():
                 s.stop()
 
-    engine_changed = engine_fingerprint() != result_versions["engine"]
+    engine_changed = start.engine_changed()
     mismatches = sum(c["mismatches"] for r in rounds for c in r.values())
     lat = {k: {q: median_of(rounds, k, "latency_ms", q) for q in ("p50", "p95", "p99")}
            for k in (ray_cell, split, whole)}  # fmt: skip
@@ -376,15 +371,15 @@ def main(argv: list[str] | None = None) -> int:
         f"--threads {cores}) on the same cores, {clients} concurrent clients posting one photo per "
         "/v1/embeddings request; cells interleaved round by round, ratios paired within rounds, medians "
         "over rounds; every vector checked bit for bit against in-process jepa.embed",
-        "started": started,
-        "seconds": round(time.perf_counter() - t0, 1),
+        "started": start.started,
+        "seconds": start.seconds(),
         "smoke": args.smoke,
         "note": args.note,
         "commit": git_commit(),
         "server_dirty": server_dirty(),
         "engine_changed_during_run": engine_changed,
         "machine": machine_info(cores),
-        "versions": result_versions,
+        "versions": start.versions,
         "python": platform.python_version(),
         "settings": {
             "model": os.path.basename(args.model) if args.model else

@@ -194,6 +194,28 @@ def photos(names: tuple[str, ...] = PHOTOS, quality: int = 90) -> dict[str, byte
     return out
 
 
+@dataclass(frozen=True)
+class RunStart:
+    """What a run notes before it measures (this benchmark's and bench_ray's): when, the versions
+    (the engine's fingerprint among them, to tell a rebuild during the run) and the photos it posts."""
+
+    started: str
+    t0: float
+    versions: dict[str, Any]
+    photos: dict[str, bytes]
+
+    @classmethod
+    def now(cls, smoke: bool, versions: Callable[[], dict[str, Any]]) -> RunStart:
+        return cls(time.strftime("%Y-%m-%dT%H:%M:%S%z"), time.perf_counter(), versions(),
+                   photos(PHOTOS[:2] if smoke else PHOTOS))  # fmt: skip
+
+    def seconds(self) -> float:
+        return round(time.perf_counter() - self.t0, 1)
+
+    def engine_changed(self) -> bool:
+        return engine_fingerprint() != self.versions["engine"]
+
+
 def write_model(path: Path, shape: dict[str, int], ftype: str) -> str:
     import jepa.demo
 
@@ -848,10 +870,8 @@ def main(argv: list[str] | None = None) -> int:
     cores = os.cpu_count() or 1
     threads = args.threads or max(1, cores // args.workers)
     out: Path = args.out or (SMOKE_OUT if args.smoke else DEFAULT_OUT)
-    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    t0 = time.perf_counter()
-    result_versions = versions()
-    data = photos(PHOTOS[:2] if args.smoke else PHOTOS)
+    start = RunStart.now(args.smoke, versions)
+    data = start.photos
     names = list(data)
     wait0_batch = WAIT0_BATCH if WAIT0_BATCH in batches else max(batches)
     wait0 = f"embed-b{wait0_batch}-c1-wait0"
@@ -901,7 +921,7 @@ def main(argv: list[str] | None = None) -> int:
             print("planner cell", file=sys.stderr, flush=True)
             planner = planner_cell(Path(tmp), args.smoke, args.planners, args.plan_requests, data, cores)
 
-    engine_changed = engine_fingerprint() != result_versions["engine"]
+    engine_changed = start.engine_changed()
     if engine_changed:
         print("warning: the engine was rebuilt during the run; its figures mix two builds", file=sys.stderr)
     summary = summarise(rounds, batches, clients, wait0_batch)
@@ -920,14 +940,14 @@ def main(argv: list[str] | None = None) -> int:
         "request, a GET /health control on the same servers, in-process jepa.embed on the same JPEG "
         "bytes, model, threads and max-batch as the ceiling; cells interleaved round by round, ratios "
         "paired within rounds, medians over rounds; and a LeWM planner cell (/rollout with a plan)",
-        "started": started,
-        "seconds": round(time.perf_counter() - t0, 1),
+        "started": start.started,
+        "seconds": start.seconds(),
         "smoke": bool(args.smoke),
         "note": args.note,
         "commit": git_commit(),
         "server_dirty": server_dirty(),
         "machine": machine_info(threads),
-        "versions": result_versions,
+        "versions": start.versions,
         "engine_changed_during_run": engine_changed,
         "model": {"file": "random" if args.model is None else os.path.basename(args.model),
                   **({} if args.model else shape), "ftype": args.ftype if args.model is None else None},
