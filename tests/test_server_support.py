@@ -9,7 +9,6 @@ import asyncio
 import base64
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ BIN = Path(sys.executable).parent
 _samples = import_tool("media_samples")
 png_bytes = _samples.png_bytes
 video_bytes = _samples.video_bytes
+_processes = import_tool("processes")  # how a child server is stopped, shared with tools/bench_server.py
 
 
 
@@ -174,13 +174,7 @@ class ServerProcess:
         """Stop it (SIGTERM) and return its stderr."""
         if self.proc is None:
             return ""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.communicate()
+        _processes.stop(self.proc)
         if self._stderr is not None:  # a second stop() returns what the first read
             self._stderr.seek(0)
             self._stderr_text = self._stderr.read()

@@ -95,7 +95,8 @@ PLAN_NAMES = dict(samples="num_samples", topk="topk", cem_steps="n_steps", horiz
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # The machine record, the commit and the CPU-time counters are the engine benchmark's (one
-# definition); the LeWM sizes the world benchmark's.
+# definition); the LeWM sizes the world benchmark's; how a child server stops, the tests' too.
+import processes  # noqa: E402
 from bench_engine import git_commit, machine_busy_s, machine_info, self_busy_s  # noqa: E402
 from bench_world import LEWM_FULL, LEWM_SMOKE  # noqa: E402
 
@@ -281,13 +282,7 @@ class Server:
     def stop(self) -> None:
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        processes.stop(self.proc)
         self.proc = None
 
 
