@@ -44,15 +44,8 @@ def _demo_tensors(
 
 # Sizes as keyword arguments, like the random writers' (jepa/testing/random_world.py says why).
 def write_demo_model(
-    path: str | os.PathLike[str],
-    *,
-    embed_dim: int = 192,
-    n_layer: int = 4,
-    n_head: int = 3,
-    patch_size: int = 16,
-    img_size: int = 224,
-    seed: int = 0,
-    ftype: str = "f32",
+    path: str | os.PathLike[str], *, embed_dim: int = 192, n_layer: int = 4, n_head: int = 3,
+    patch_size: int = 16, img_size: int = 224, seed: int = 0, ftype: str = "f32",
 ) -> str:
     """Write the demo model to `path` (atomically) and return the path as a string."""
     # gguf is an extra (jepa[convert]): imported here so `import jepa.demo` stays light.

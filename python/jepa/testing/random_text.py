@@ -134,41 +134,19 @@ def random_text_tensors(enc: TextEncoder, seed: int = 0) -> list[tuple[str, np.n
 
 
 def write_random_bert(
-    path: str | os.PathLike[str],
-    *,
-    embed_dim: int = 32,
-    n_layer: int = 2,
-    n_head: int = 4,
-    ffn_dim: int = 64,
-    n_positions: int = 66,
-    n_token_types: int = 2,
-    max_seq_len: int = 64,
-    pos_offset: int = 0,
-    pooling: str = "mean",
-    normalize: bool = True,
-    seed: int = 0,
-    ftype: str = "f32",
-    tokenizer: str | None = None,
-    name: str = "tiny-bert",
-    vocab_size: int | None = None,
+    path: str | os.PathLike[str], *, embed_dim: int = 32, n_layer: int = 2, n_head: int = 4,
+    ffn_dim: int = 64, n_positions: int = 66, n_token_types: int = 2, max_seq_len: int = 64,
+    pos_offset: int = 0, pooling: str = "mean", normalize: bool = True, seed: int = 0, ftype: str = "f32",
+    tokenizer: str | None = None, name: str = "tiny-bert", vocab_size: int | None = None,
 ) -> str:
     """A tiny random family-bert file with the tiny WordPiece tokenizer (or `tokenizer`, carried as
     given: tests write malformed ones); the vocabulary is the tiny tokenizer's unless vocab_size."""
     tok = tokenizer if tokenizer is not None else tiny_tokenizer_json()
     vocab = vocab_size or tiny_vocab_size()
     enc = TextEncoder(
-        embed_dim=embed_dim,
-        n_layer=n_layer,
-        n_head=n_head,
-        ffn_dim=ffn_dim,
-        vocab_size=vocab,
-        n_positions=n_positions,
-        n_token_types=n_token_types,
-        pooling=pooling,
-        max_seq_len=max_seq_len,
-        tokenizer=tok,
-        normalize=normalize,
-        pos_offset=pos_offset,
+        embed_dim=embed_dim, n_layer=n_layer, n_head=n_head, ffn_dim=ffn_dim, vocab_size=vocab,
+        n_positions=n_positions, n_token_types=n_token_types, pooling=pooling, max_seq_len=max_seq_len,
+        tokenizer=tok, normalize=normalize, pos_offset=pos_offset,
     )
     meta = Meta(family="bert", name=name, modality="text")
     return write_text_gguf(path, meta, enc, random_text_tensors(enc, seed), ftype)
