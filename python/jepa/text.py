@@ -125,10 +125,7 @@ def resolve_pool(model: Model, pool: str | None, normalize: bool | None) -> tupl
 
 
 def encode_tokens(
-    context: Context,
-    seqs: Sequence[Tokens],
-    pool: str | None = None,
-    normalize: bool | None = None,
+    context: Context, seqs: Sequence[Tokens], pool: str | None = None, normalize: bool | None = None,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
 ) -> np.ndarray:
     """Tokenized texts -> float32 [n, D] in input order, pooled (and normalised) as the file says
@@ -144,12 +141,8 @@ def encode_tokens(
 
 
 def embed_text(
-    context: Context,
-    texts: Iterable[str],
-    pool: str | None = None,
-    normalize: bool | None = None,
-    token_budget: int = DEFAULT_TOKEN_BUDGET,
-    max_chars: int = MAX_TEXT_CHARS,
+    context: Context, texts: Iterable[str], pool: str | None = None, normalize: bool | None = None,
+    token_budget: int = DEFAULT_TOKEN_BUDGET, max_chars: int = MAX_TEXT_CHARS,
 ) -> np.ndarray:
     """Texts -> float32 [n, D] in input order: tokenized by the model's tokenizer (truncated to its
     max_seq_len), encoded without padding, pooled and normalised as the file says."""
