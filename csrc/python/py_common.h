@@ -29,6 +29,10 @@ inline void require_shape(bool ok, const char * message) {
     }
 }
 
+// A plain C field bound read-only under its own name, in a py::class_ chain: `JEPA_FIELD(T, f)` is
+// `.def_readonly("f", &T::f)`, so the Python name is the C one by construction (written once).
+#define JEPA_FIELD(T, f) .def_readonly(#f, &T::f)
+
 // Run an engine call with the GIL released, then raise its status as a jepa error.
 template <class F>
 void run_nogil(F && call) {

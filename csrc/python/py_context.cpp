@@ -267,20 +267,17 @@ struct PyContext {
 void register_context(py::module_ & m) {
     // The engine's defaults, read by every layer above (never retyped as literals). Bound field by
     // field like ModelInfo (py_model.cpp): each attribute is the C field of that name.
-    py::class_<jepa_context_params>(m, "ContextParams", "jepa_context_params; read-only.")
-        .def_readonly("n_threads", &jepa_context_params::n_threads)
-        .def_readonly("max_batch", &jepa_context_params::max_batch)
-        .def_readonly("flash_attn", &jepa_context_params::flash_attn)
-        .def_readonly("max_graph_bytes", &jepa_context_params::max_graph_bytes)
-        .def_readonly("max_output_bytes", &jepa_context_params::max_output_bytes);
+    using CP = jepa_context_params;
+    py::class_<CP>(m, "ContextParams", "jepa_context_params; read-only.")
+        JEPA_FIELD(CP, n_threads) JEPA_FIELD(CP, max_batch) JEPA_FIELD(CP, flash_attn) JEPA_FIELD(CP, max_graph_bytes)
+        JEPA_FIELD(CP, max_output_bytes);
     m.def("context_default_params", &jepa_context_default_params);
-    py::class_<jepa_predict_params>(m, "PredictParams", "jepa_predict_params; read-only.")
-        .def_readonly("mask_index", &jepa_predict_params::mask_index)
-        .def_readonly("grid_h", &jepa_predict_params::grid_h)
-        .def_readonly("grid_w", &jepa_predict_params::grid_w);
+    using PP = jepa_predict_params;
+    py::class_<PP>(m, "PredictParams", "jepa_predict_params; read-only.")
+        JEPA_FIELD(PP, mask_index) JEPA_FIELD(PP, grid_h) JEPA_FIELD(PP, grid_w);
     m.def("predict_default_params", &jepa_predict_default_params);
     py::class_<jepa_world_rollout_params>(m, "WorldRolloutParams", "jepa_world_rollout_params; read-only.")
-        .def_readonly("cache", &jepa_world_rollout_params::cache);
+        JEPA_FIELD(jepa_world_rollout_params, cache);
     m.def("world_rollout_default_params", &jepa_world_rollout_default_params);
 
     const jepa_context_params d = jepa_context_default_params();

@@ -109,16 +109,12 @@ void register_enums(py::module_ & m) {
 }
 
 // Field by field on purpose (the "one description"): each Python attribute is the C field of
-// the same name, so a renamed or dropped field fails to compile here; `duplicates` pairs the rows.
+// the same name (JEPA_FIELD writes the name once), so a renamed or dropped field fails to compile here.
 void register_info(py::module_ & m) {
     py::class_<Preprocess>(m, "Preprocess", "The file's preprocessing recipe (jepa.pre.*); read-only.")
-        .def_readonly("mean", &Preprocess::mean)
-        .def_readonly("std", &Preprocess::std)
-        .def_readonly("rescale", &Preprocess::rescale)
-        .def_readonly("resize_short", &Preprocess::resize_short)
-        .def_readonly("crop", &Preprocess::crop)
-        .def_readonly("resize_mode", &Preprocess::resize_mode)
-        .def_readonly("resample", &Preprocess::resample);
+        JEPA_FIELD(Preprocess, mean) JEPA_FIELD(Preprocess, std) JEPA_FIELD(Preprocess, rescale)
+        JEPA_FIELD(Preprocess, resize_short) JEPA_FIELD(Preprocess, crop) JEPA_FIELD(Preprocess, resize_mode)
+        JEPA_FIELD(Preprocess, resample);
 
     using I = jepa_model_info;
     py::class_<ModelInfo>(m, "ModelInfo", "What a model is: jepa_model_info, field by field; read-only.")
@@ -127,27 +123,13 @@ void register_info(py::module_ & m) {
         .def_readonly("modality", &ModelInfo::modality_s)
         .def_readonly("backend", &ModelInfo::backend_s)
         .def_readonly("matmul", &ModelInfo::matmul_s)
-        .def_readonly("n_matmul_packed", &I::n_matmul_packed)
-        .def_readonly("file_type", &I::file_type)
-        .def_readonly("n_params", &I::n_params)
-        .def_readonly("n_bytes", &I::n_bytes)
-        .def_readonly("n_bytes_mapped", &I::n_bytes_mapped)
-        .def_readonly("embed_dim", &I::embed_dim)
-        .def_readonly("n_layer", &I::n_layer)
-        .def_readonly("n_head", &I::n_head)
-        .def_readonly("ffn_dim", &I::ffn_dim)
-        .def_readonly("patch_size", &I::patch_size)
-        .def_readonly("tubelet_size", &I::tubelet_size)
-        .def_readonly("img_size", &I::img_size)
-        .def_readonly("n_frames", &I::n_frames)
-        .def_readonly("in_chans", &I::in_chans)
+        JEPA_FIELD(I, n_matmul_packed) JEPA_FIELD(I, file_type) JEPA_FIELD(I, n_params) JEPA_FIELD(I, n_bytes)
+        JEPA_FIELD(I, n_bytes_mapped) JEPA_FIELD(I, embed_dim) JEPA_FIELD(I, n_layer) JEPA_FIELD(I, n_head)
+        JEPA_FIELD(I, ffn_dim) JEPA_FIELD(I, patch_size) JEPA_FIELD(I, tubelet_size) JEPA_FIELD(I, img_size)
+        JEPA_FIELD(I, n_frames) JEPA_FIELD(I, in_chans)
         .def_property_readonly("has_cls", [](const ModelInfo & i) { return i.has_cls != 0; })
-        .def_readonly("n_registers", &I::n_registers)
-        .def_readonly("pos_type", &I::pos_type)
-        .def_readonly("ln_eps", &I::ln_eps)
-        .def_readonly("head_kind", &I::head_kind)
-        .def_readonly("pred_kind", &I::pred_kind)
-        .def_readonly("n_labels", &I::n_labels)
+        JEPA_FIELD(I, n_registers) JEPA_FIELD(I, pos_type) JEPA_FIELD(I, ln_eps) JEPA_FIELD(I, head_kind)
+        JEPA_FIELD(I, pred_kind) JEPA_FIELD(I, n_labels)
         .def_property_readonly("preprocess",
                                [](const ModelInfo & i) {
                                    return Preprocess{py::make_tuple(i.mean[0], i.mean[1], i.mean[2]),
@@ -158,24 +140,12 @@ void register_info(py::module_ & m) {
                                                      i.resize_mode,
                                                      i.resample};
                                })
-        .def_readonly("n_classes", &I::n_classes)
-        .def_readonly("pred_embed_dim", &I::pred_embed_dim)
-        .def_readonly("pred_n_layer", &I::pred_n_layer)
-        .def_readonly("pred_n_head", &I::pred_n_head)
-        .def_readonly("pred_n_mask_tokens", &I::pred_n_mask_tokens)
-        .def_readonly("pred_grid_size", &I::pred_grid_size)
-        .def_readonly("pred_action_dim", &I::pred_action_dim)
-        .def_readonly("pred_state_dim", &I::pred_state_dim)
-        .def_readonly("pred_n_frames", &I::pred_n_frames)
-        .def_readonly("wm_embed_dim", &I::wm_embed_dim)
-        .def_readonly("pred_norm_reps_eps", &I::pred_norm_reps_eps)
-        .def_readonly("vocab_size", &I::vocab_size)
-        .def_readonly("n_token_types", &I::n_token_types)
-        .def_readonly("n_positions", &I::n_positions)
-        .def_readonly("pos_offset", &I::pos_offset)
-        .def_readonly("max_tokens", &I::max_tokens)
-        .def_readonly("max_seq_len", &I::max_seq_len)
-        .def_readonly("pooling", &I::pooling)
+        JEPA_FIELD(I, n_classes) JEPA_FIELD(I, pred_embed_dim) JEPA_FIELD(I, pred_n_layer) JEPA_FIELD(I, pred_n_head)
+        JEPA_FIELD(I, pred_n_mask_tokens) JEPA_FIELD(I, pred_grid_size) JEPA_FIELD(I, pred_action_dim)
+        JEPA_FIELD(I, pred_state_dim) JEPA_FIELD(I, pred_n_frames) JEPA_FIELD(I, wm_embed_dim)
+        JEPA_FIELD(I, pred_norm_reps_eps) JEPA_FIELD(I, vocab_size) JEPA_FIELD(I, n_token_types)
+        JEPA_FIELD(I, n_positions) JEPA_FIELD(I, pos_offset) JEPA_FIELD(I, max_tokens) JEPA_FIELD(I, max_seq_len)
+        JEPA_FIELD(I, pooling)
         .def_property_readonly("text_normalize", [](const ModelInfo & i) { return i.text_normalize != 0; })
         .def("__repr__", [](const ModelInfo & i) {
             return "ModelInfo(family=" + i.family_s + ", embed_dim=" + std::to_string(i.embed_dim) +
