@@ -45,6 +45,58 @@ T guarded(F && body, T failed, const char * oom, jepa_status other, const char *
     return failed;
 }
 
+// jepa_model_info from a loaded model. A field named as in the engine's struct it comes from is copied
+// by JEPA_COPY (the name written once, so it cannot pair one field with another); the rest differ.
+#define JEPA_COPY(src, f) i.f = src.f;
+jepa_model_info describe(const jepa::Model & m) {
+    const jepa::EncoderHparams & e = m.hp.enc;
+    const jepa::PreprocessHparams & p = m.hp.pre;
+    jepa_model_info i;
+    std::memset(&i, 0, sizeof(i));
+    i.name = m.hp.name.c_str();
+    i.family = m.hp.family.c_str();
+    i.modality = m.hp.modality.c_str();
+    i.backend = m.backend_name.c_str();
+    i.matmul = m.n_packed > 0 ? m.matmul_name.c_str() : "ggml";
+    i.n_matmul_packed = m.n_packed;
+    i.file_type = m.hp.file_type;
+    JEPA_COPY(m, n_params) JEPA_COPY(m, n_bytes) JEPA_COPY(m, n_bytes_mapped)
+    JEPA_COPY(e, embed_dim) JEPA_COPY(e, n_layer) JEPA_COPY(e, n_head) JEPA_COPY(e, ffn_dim) JEPA_COPY(e, patch_size)
+    JEPA_COPY(e, tubelet_size) JEPA_COPY(e, img_size) JEPA_COPY(e, n_frames) JEPA_COPY(e, in_chans)
+    i.has_cls = e.cls_token ? 1 : 0;
+    JEPA_COPY(e, n_registers) JEPA_COPY(e, pos_type) JEPA_COPY(e, ln_eps)
+    i.head_kind = m.hp.head.kind;
+    i.pred_kind = m.hp.pred.kind;
+    i.n_labels = int(m.hp.labels.size());
+    for (int c = 0; c < 3; ++c) {
+        i.mean[c] = p.mean[c];
+        i.std[c] = p.std[c];
+    }
+    JEPA_COPY(p, rescale) JEPA_COPY(p, resize_short) JEPA_COPY(p, crop) JEPA_COPY(p, resize_mode) JEPA_COPY(p, resample)
+    i.n_classes = m.hp.head.n_classes;
+    i.pred_embed_dim = m.hp.pred.embed_dim;
+    i.pred_n_layer = m.hp.pred.n_layer;
+    i.pred_n_head = m.hp.pred.kind == JEPA_PRED_NONE ? 0 : m.hp.pred.block.n_head;
+    i.pred_n_mask_tokens = m.hp.pred.n_mask_tokens;
+    i.pred_grid_size = m.hp.pred.grid_size;
+    i.pred_action_dim = m.hp.pred.action_dim;
+    i.pred_state_dim = m.hp.pred.state_dim;
+    i.pred_n_frames = m.hp.pred.n_frames;
+    i.wm_embed_dim = m.hp.pred.kind == JEPA_PRED_LEWM ? int(m.enc.proj2.w->ne[1])
+                     : m.hp.pred.kind == JEPA_PRED_AC ? e.embed_dim : 0;
+    i.pred_norm_reps_eps = m.hp.pred.norm_reps_eps;
+    if (m.hp.is_text()) {
+        const jepa::TextHparams & t = m.hp.text;
+        JEPA_COPY(t, vocab_size) JEPA_COPY(t, n_token_types) JEPA_COPY(t, n_positions) JEPA_COPY(t, pos_offset)
+        JEPA_COPY(t, max_seq_len)
+        i.max_tokens = t.max_tokens();
+        i.pooling = t.pool;
+        i.text_normalize = t.normalize ? 1 : 0;
+    }
+    return i;
+}
+#undef JEPA_COPY
+
 }  // namespace
 
 extern "C" {
@@ -100,70 +152,7 @@ void jepa_model_free(jepa_model * model) { delete as_model(model); }
 jepa_status jepa_model_get_info(const jepa_model * model, jepa_model_info * out) {
     if (!model || !out) return invalid("jepa_model_get_info: model and out must not be NULL");
     JEPA_GUARD({
-        const jepa::Model & m = *as_model(model);
-        const jepa::EncoderHparams & e = m.hp.enc;
-        const jepa::PreprocessHparams & p = m.hp.pre;
-        jepa_model_info i;
-        std::memset(&i, 0, sizeof(i));
-        i.name = m.hp.name.c_str();
-        i.family = m.hp.family.c_str();
-        i.modality = m.hp.modality.c_str();
-        i.backend = m.backend_name.c_str();
-        i.matmul = m.n_packed > 0 ? m.matmul_name.c_str() : "ggml";
-        i.n_matmul_packed = m.n_packed;
-        i.file_type = m.hp.file_type;
-        i.n_params = m.n_params;
-        i.n_bytes = m.n_bytes;
-        i.n_bytes_mapped = m.n_bytes_mapped;
-        i.embed_dim = e.embed_dim;
-        i.n_layer = e.n_layer;
-        i.n_head = e.n_head;
-        i.ffn_dim = e.ffn_dim;
-        i.patch_size = e.patch_size;
-        i.tubelet_size = e.tubelet_size;
-        i.img_size = e.img_size;
-        i.n_frames = e.n_frames;
-        i.in_chans = e.in_chans;
-        i.has_cls = e.cls_token ? 1 : 0;
-        i.n_registers = e.n_registers;
-        i.pos_type = e.pos_type;
-        i.ln_eps = e.ln_eps;
-        i.head_kind = m.hp.head.kind;
-        i.pred_kind = m.hp.pred.kind;
-        i.n_labels = int(m.hp.labels.size());
-        for (int c = 0; c < 3; ++c) {
-            i.mean[c] = p.mean[c];
-            i.std[c] = p.std[c];
-        }
-        i.rescale = p.rescale;
-        i.resize_short = p.resize_short;
-        i.crop = p.crop;
-        i.resize_mode = p.resize_mode;
-        i.resample = p.resample;
-        i.n_classes = m.hp.head.n_classes;
-        i.pred_embed_dim = m.hp.pred.embed_dim;
-        i.pred_n_layer = m.hp.pred.n_layer;
-        i.pred_n_head = m.hp.pred.kind == JEPA_PRED_NONE ? 0 : m.hp.pred.block.n_head;
-        i.pred_n_mask_tokens = m.hp.pred.n_mask_tokens;
-        i.pred_grid_size = m.hp.pred.grid_size;
-        i.pred_action_dim = m.hp.pred.action_dim;
-        i.pred_state_dim = m.hp.pred.state_dim;
-        i.pred_n_frames = m.hp.pred.n_frames;
-        i.wm_embed_dim = m.hp.pred.kind == JEPA_PRED_LEWM ? int(m.enc.proj2.w->ne[1])
-                         : m.hp.pred.kind == JEPA_PRED_AC ? e.embed_dim : 0;
-        i.pred_norm_reps_eps = m.hp.pred.norm_reps_eps;
-        if (m.hp.is_text()) {
-            const jepa::TextHparams & t = m.hp.text;
-            i.vocab_size = t.vocab_size;
-            i.n_token_types = t.n_token_types;
-            i.n_positions = t.n_positions;
-            i.pos_offset = t.pos_offset;
-            i.max_tokens = t.max_tokens();
-            i.max_seq_len = t.max_seq_len;
-            i.pooling = t.pool;
-            i.text_normalize = t.normalize ? 1 : 0;
-        }
-        *out = i;
+        *out = describe(*as_model(model));
         return JEPA_OK;
     })
 }
