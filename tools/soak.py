@@ -189,159 +189,65 @@ def kinds(body_limit: int, models: dict[str, str] | None = None) -> list[Kind]:
 
     busy = BUSY if models else frozenset()
 
+    def ask(
+        name: str,
+        valid: bool,
+        expect: set[int | None],
+        body: Callable[[], dict[str, Any]],
+        path: str = "/v1/embeddings",
+        role: str = "image",
+        weight: int = 1,
+        refused: frozenset[str] | None = None,
+    ) -> Kind:
+        """A JSON body posted to `path` for the model of `role` (named on a models-directory server,
+        which may refuse it 503 while that model's file is swapped: `busy`, unless `refused`)."""
+        return k(name, valid, expect, lambda: post(path, to(role, body())), weight,
+                 busy if refused is None else refused)  # fmt: skip
+
     deep = b'{"input":' + b"[" * 5000 + b"]" * 5000 + b"}"
     out = [
         # valid
-        k(
-            "embed",
-            True,
-            {200},
-            lambda: post("/v1/embeddings", to("image", {"input": image()})),
-            weight=8,
-            busy=busy,
-        ),
-        k(
-            "embed_batch",
-            True,
-            {200},
-            lambda: post(
-                "/v1/embeddings",
-                to("image", {"input": [image() for _ in range(4)], "encoding_format": "base64"}),
-            ),
-            weight=3,
-            busy=busy,
-        ),
-        k(
-            "embed_tei",
-            True,
-            {200},
-            lambda: post("/embed", to("image", {"inputs": image(), "normalize": True})),
-            weight=2,
-            busy=busy,
-        ),
-        k(
-            "embed_tokens",
-            True,
-            {200},
-            lambda: post(
-                "/v1/embeddings", to("image", {"input": image(), "pool": "none", "encoding_format": "base64"})
-            ),
-            busy=busy,
-        ),
-        k(
-            "video",
-            True,
-            {200},
-            lambda: post(
-                "/v1/embeddings", to("image", {"input": {"video": {"b64": b64(video)}, "frames": 1}})
-            ),
-            busy=busy,
-        ),
+        ask("embed", True, {200}, lambda: {"input": image()}, weight=8),
+        ask("embed_batch", True, {200},
+            lambda: {"input": [image() for _ in range(4)], "encoding_format": "base64"}, weight=3),
+        ask("embed_tei", True, {200}, lambda: {"inputs": image(), "normalize": True}, "/embed", weight=2),
+        ask("embed_tokens", True, {200},
+            lambda: {"input": image(), "pool": "none", "encoding_format": "base64"}),
+        ask("video", True, {200}, lambda: {"input": {"video": {"b64": b64(video)}, "frames": 1}}),
         k("health", True, {200}, lambda: get("/health")),
         k("info", True, {200}, lambda: get("/info")),
         k("metrics", True, {200}, lambda: get("/metrics")),
         # hostile: each must get exactly its refusal
         k("bad_json", False, {400}, lambda: post("/v1/embeddings", b"{not json")),
         k("deep_json", False, {400}, lambda: post("/v1/embeddings", deep)),
-        k(
-            "bad_b64",
-            False,
-            {400},
-            lambda: post("/v1/embeddings", to("image", {"input": {"b64": "%%%"}})),
-            busy=busy,
-        ),
-        k(
-            "url_item",
-            False,
-            {400},
-            lambda: post("/v1/embeddings", to("image", {"input": {"url": "http://x/y"}})),
-            busy=busy,
-        ),
-        k(
-            "empty_pool",
-            False,
-            {400},
-            lambda: post("/v1/embeddings", to("image", {"input": image(), "pool": ""})),
-            busy=busy,
-        ),
-        k(
-            "truncated_png",
-            False,
-            {400},
-            lambda: post("/v1/embeddings", to("image", {"input": {"b64": b64(photos[0][:33])}})),
-            busy=busy,
-        ),
-        k(
-            "pixel_bomb",
-            False,
-            {413},
-            lambda: post("/v1/embeddings", to("image", {"input": {"b64": b64(png_header(9000, 9000))}})),
-            busy=busy,
-        ),
-        k(
-            "huge_answer",
-            False,
-            {413},
-            lambda: post("/v1/embeddings", to("image", {"input": [{"b64": b64(tiny)}] * 64, "pool": "none"})),
-            busy=busy,
-        ),
-        k(
-            "oversize_body",
-            False,
-            {413},
-            lambda: (
-                f"POST /v1/embeddings HTTP/1.1\r\nHost: soak\r\nContent-Length: {body_limit + 1}\r\n"
-                "Connection: close\r\n\r\n{"
-            ).encode(),
-        ),
-        k(
-            "bad_encoding",
-            False,
-            {400},
-            lambda: post("/v1/embeddings", b"plain", "Content-Encoding: gzip\r\n"),
-        ),
-        k(
-            "expect_bogus",
-            False,
-            {417},
-            lambda: post("/v1/embeddings", {"input": image()}, "Expect: bogus\r\n"),
-        ),
+        ask("bad_b64", False, {400}, lambda: {"input": {"b64": "%%%"}}),
+        ask("url_item", False, {400}, lambda: {"input": {"url": "http://x/y"}}),
+        ask("empty_pool", False, {400}, lambda: {"input": image(), "pool": ""}),
+        ask("truncated_png", False, {400}, lambda: {"input": {"b64": b64(photos[0][:33])}}),
+        ask("pixel_bomb", False, {413}, lambda: {"input": {"b64": b64(png_header(9000, 9000))}}),
+        ask("huge_answer", False, {413}, lambda: {"input": [{"b64": b64(tiny)}] * 64, "pool": "none"}),
+        k("oversize_body", False, {413},
+          lambda: (f"POST /v1/embeddings HTTP/1.1\r\nHost: soak\r\nContent-Length: {body_limit + 1}\r\n"
+                   "Connection: close\r\n\r\n{").encode()),
+        k("bad_encoding", False, {400},
+          lambda: post("/v1/embeddings", b"plain", "Content-Encoding: gzip\r\n")),
+        k("expect_bogus", False, {417},
+          lambda: post("/v1/embeddings", {"input": image()}, "Expect: bogus\r\n")),
         k("http2_line", False, {505}, lambda: b"GET /health HTTP/2.0\r\nHost: soak\r\n\r\n"),
         k("garbage", False, {400}, lambda: b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n"),
         k("no_route", False, {404}, lambda: get("/nowhere")),
         k("wrong_method", False, {405}, lambda: get("/v1/embeddings")),
-        k("no_head", False, {400}, lambda: post("/classify", to("image", {"input": image()})), busy=busy),
-        k(
-            "no_world",
-            False,
-            {400},
-            lambda: post("/rollout", to("image", {"context": [image()], "actions": [[0.0]]})),
-            busy=busy,
-        ),
+        ask("no_head", False, {400}, lambda: {"input": image()}, "/classify"),
+        ask("no_world", False, {400}, lambda: {"context": [image()], "actions": [[0.0]]}, "/rollout"),
         k("slow_headers", False, {408}, lambda: b"POST /v1/embeddings HTTP/1.1\r\nHost: soak\r\n"),
-        k(
-            "slow_body",
-            False,
-            {408},
-            lambda: b'POST /v1/embeddings HTTP/1.1\r\nHost: soak\r\nContent-Length: 1000\r\n\r\n{"input"',
-        ),
-        k(
-            "leaves_mid_body",
-            False,
-            {None},
-            lambda: b'POST /v1/embeddings HTTP/1.1\r\nHost: soak\r\nContent-Length: 100000\r\n\r\n{"input"',
-            pause=0.05,
-            cut=True,
-        ),
-        k(
-            "leaves_mid_request",
-            False,
-            {None},
-            lambda: post("/v1/embeddings", to("image", {"input": [image()] * 8})),
-            pause=0.02,
-            cut=True,
-        ),
-    ]
+        k("slow_body", False, {408},
+          lambda: b'POST /v1/embeddings HTTP/1.1\r\nHost: soak\r\nContent-Length: 1000\r\n\r\n{"input"'),
+        k("leaves_mid_body", False, {None},
+          lambda: b'POST /v1/embeddings HTTP/1.1\r\nHost: soak\r\nContent-Length: 100000\r\n\r\n{"input"',
+          pause=0.05, cut=True),
+        k("leaves_mid_request", False, {None},
+          lambda: post("/v1/embeddings", to("image", {"input": [image()] * 8})), pause=0.02, cut=True),
+    ]  # fmt: skip
     if models:
         texts = [
             "a photo of a cat",
@@ -349,51 +255,20 @@ def kinds(body_limit: int, models: dict[str, str] | None = None) -> list[Kind]:
             "query: fast vector search",
         ]
         out += [
-            k(
-                "embed_quant",
-                True,
-                {200},
-                lambda: post("/v1/embeddings", to("quant", {"input": image()})),
-                weight=4,
-                busy=IN_PLACE,
-            ),
-            k(
-                "text",
-                True,
-                {200},
-                lambda: post("/v1/embeddings", to("text", {"input": rng.sample(texts, 2)})),
-                weight=6,
-                busy=busy,
-            ),
-            k(
-                "text_tei",
-                True,
-                {200},
-                lambda: post("/embed", to("text", {"inputs": rng.choice(texts)})),
-                weight=2,
-                busy=busy,
-            ),
+            ask("embed_quant", True, {200}, lambda: {"input": image()}, role="quant", weight=4,
+                refused=IN_PLACE),
+            ask("text", True, {200}, lambda: {"input": rng.sample(texts, 2)}, role="text", weight=6),
+            ask("text_tei", True, {200}, lambda: {"inputs": rng.choice(texts)}, "/embed", role="text",
+                weight=2),
             # hostile text: another tokenizer's ids, over --max-request-chars, text to an image model
-            k(
-                "text_token_ids",
-                False,
-                {400},
-                lambda: post("/v1/embeddings", to("text", {"input": [[64, 6685, 315, 264, 8415]]})),
-            ),
-            k(
-                "text_too_long",
-                False,
-                {413},
-                lambda: post("/v1/embeddings", to("text", {"input": ["word " * 60_000]})),
-            ),
+            k("text_token_ids", False, {400},
+              lambda: post("/v1/embeddings", to("text", {"input": [[64, 6685, 315, 264, 8415]]}))),
+            k("text_too_long", False, {413},
+              lambda: post("/v1/embeddings", to("text", {"input": ["word " * 60_000]}))),
             k("text_to_image", False, {400}, lambda: post("/v1/embeddings", to("image", {"input": "a cat"}))),
-            k(
-                "unknown_model",
-                False,
-                {404},
-                lambda: post("/v1/embeddings", {"input": image(), "model": "nope"}),
-            ),
-        ]
+            k("unknown_model", False, {404},
+              lambda: post("/v1/embeddings", {"input": image(), "model": "nope"})),
+        ]  # fmt: skip
     return out
 
 
