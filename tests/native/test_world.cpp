@@ -184,22 +184,9 @@ bool refused_arg(jepa_status st, jepa_status want, const char * param) {
 jepa_status world_predict(jepa_context * c, jepa_pred_kind kind, const float * z, const float * a, const float * s,
                           int B, int T, int P, int D, int A, int S, float * out, size_t len, float * raw = nullptr,
                           float * act_emb = nullptr) {
-    jepa_world_input in{};
-    in.kind = kind;
-    in.B = B;
-    in.T = T;
-    in.P = P;
-    in.D = D;
-    in.A = A;
-    in.S = S;
-    in.latents = z;
-    in.actions = a;
-    in.states = s;
-    jepa_world_output o{};
-    o.pred = out;
-    o.raw = raw;
-    o.act_emb = act_emb;
-    o.len = len;
+    // In jepa.h's field order: kind, B, T, P, D, latents, A, S, actions, states; pred, raw, act_emb, len.
+    const jepa_world_input in{kind, B, T, P, D, z, A, S, a, s};
+    const jepa_world_output o{out, raw, act_emb, len};
     return jepa_world_predict(c, &in, &o);
 }
 
@@ -301,16 +288,7 @@ void test_lewm(const std::string & dir) {
     // Not an AC model, not a masked predictor; a lewm rollout runs over world_predict.
     CHECK(refused_arg(ac_predict(c, embs.data(), acts.data(), acts.data(), 1, 1, 4, kD, out.data(), out.size()),
                       JEPA_ERR_UNSUPPORTED, "kind"));
-    jepa_world_rollout_input lr{};
-    lr.kind = JEPA_PRED_LEWM;
-    lr.B = 1;
-    lr.H = 1;
-    lr.P = 1;
-    lr.D = kD;
-    lr.context = embs.data();
-    lr.A = kA;
-    lr.actions = acts.data();
-    lr.states = acts.data();
+    const jepa_world_rollout_input lr{JEPA_PRED_LEWM, 1, 1, 1, kD, embs.data(), kA, 0, acts.data(), acts.data()};
     CHECK(refused_arg(jepa_world_rollout(c, &lr, nullptr, out.data(), out.size()), JEPA_ERR_UNSUPPORTED, "kind"));
     const int32_t ids[1] = {0};
     CHECK(refused(jepa_predict(c, embs.data(), 1, 1, kD, ids, ids, 1, nullptr, out.data(), out.size()),
@@ -344,18 +322,8 @@ void test_lewm(const std::string & dir) {
 }
 
 jepa_world_rollout_input rollout_input(const float * ctx_frame, const float * a, const float * s, int B, int H) {
-    jepa_world_rollout_input in{};
-    in.kind = JEPA_PRED_AC;
-    in.B = B;
-    in.H = H;
-    in.P = kHW;
-    in.D = kE;
-    in.context = ctx_frame;
-    in.A = 7;
-    in.S = 7;
-    in.actions = a;
-    in.states = s;
-    return in;
+    // In jepa.h's field order: kind, B, H, P, D, context, A, S, actions, states.
+    return {JEPA_PRED_AC, B, H, kHW, kE, ctx_frame, 7, 7, a, s};
 }
 
 jepa_status rollout(jepa_context * c, const jepa_world_rollout_input & in, int cache, float * out, size_t len) {
@@ -406,40 +374,27 @@ void test_ac_rollout(jepa_model * m, jepa_context * c, bool own) {
     CHECK(std::strstr(jepa_error_text(), "key/value cache") != nullptr);
     jepa_context_free(tight);
 
-    auto refused_in = [&](jepa_world_rollout_input bad, jepa_status want, const char * param, size_t len) {
+    // A copy of `in` with one field forged is refused with its status, naming the argument.
+    const size_t len = cached.size();
+    auto refused_if = [&](auto forge, jepa_status want, const char * param) {
+        jepa_world_rollout_input bad = in;
+        forge(bad);
         return refused_arg(jepa_world_rollout(c, &bad, nullptr, cached.data(), len), want, param);
     };
-    const size_t len = cached.size();
-    jepa_world_rollout_input bad = in;
-    bad.context = nullptr;
-    CHECK(refused_in(bad, JEPA_ERR_INVALID_ARG, "context", len));
-    bad = in;
-    bad.D = kE + 1;
-    CHECK(refused_in(bad, JEPA_ERR_INVALID_ARG, "context", len));
-    bad = in;
-    bad.P = kHW + 1;
-    CHECK(refused_in(bad, JEPA_ERR_UNSUPPORTED, "context", len));
-    bad = in;
-    bad.A = 6;
-    CHECK(refused_in(bad, JEPA_ERR_INVALID_ARG, "actions", len));
-    bad = in;
-    bad.S = 6;
-    CHECK(refused_in(bad, JEPA_ERR_INVALID_ARG, "states", len));
-    bad = in;
-    bad.states = nullptr;
-    CHECK(refused_in(bad, JEPA_ERR_INVALID_ARG, "states", len));
-    bad = in;
-    bad.H = 0;
-    CHECK(refused_in(bad, JEPA_ERR_INVALID_ARG, "actions", len));
-    bad = in;
-    bad.kind = JEPA_PRED_LEWM;
-    CHECK(refused_in(bad, JEPA_ERR_UNSUPPORTED, "kind", len));
-    CHECK(refused_in(in, JEPA_ERR_INVALID_ARG, "out", len - 1));
+    using R = jepa_world_rollout_input;
     std::vector<float> nan_frame(ctx_frame);
     nan_frame[5] = NAN;
-    bad = in;
-    bad.context = nan_frame.data();
-    CHECK(refused_in(bad, JEPA_ERR_INVALID_ARG, "context", len));
+    const float * nan_context = nan_frame.data();
+    CHECK(refused_if([](R & r) { r.context = nullptr; }, JEPA_ERR_INVALID_ARG, "context"));
+    CHECK(refused_if([](R & r) { r.D = kE + 1; }, JEPA_ERR_INVALID_ARG, "context"));
+    CHECK(refused_if([](R & r) { r.P = kHW + 1; }, JEPA_ERR_UNSUPPORTED, "context"));
+    CHECK(refused_if([](R & r) { r.A = 6; }, JEPA_ERR_INVALID_ARG, "actions"));
+    CHECK(refused_if([](R & r) { r.S = 6; }, JEPA_ERR_INVALID_ARG, "states"));
+    CHECK(refused_if([](R & r) { r.states = nullptr; }, JEPA_ERR_INVALID_ARG, "states"));
+    CHECK(refused_if([](R & r) { r.H = 0; }, JEPA_ERR_INVALID_ARG, "actions"));
+    CHECK(refused_if([](R & r) { r.kind = JEPA_PRED_LEWM; }, JEPA_ERR_UNSUPPORTED, "kind"));
+    CHECK(refused_if([nan_context](R & r) { r.context = nan_context; }, JEPA_ERR_INVALID_ARG, "context"));
+    CHECK(refused_arg(jepa_world_rollout(c, &in, nullptr, cached.data(), len - 1), JEPA_ERR_INVALID_ARG, "out"));
     CHECK(refused(jepa_world_rollout(c, nullptr, nullptr, cached.data(), len), JEPA_ERR_INVALID_ARG));
     CHECK(refused(jepa_world_rollout(nullptr, &in, nullptr, cached.data(), len), JEPA_ERR_INVALID_ARG));
 }
