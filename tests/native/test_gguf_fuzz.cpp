@@ -177,6 +177,13 @@ Bytes build(const std::function<void(gguf_context *)> & keys = {}, std::vector<T
     return read_file(path);
 }
 
+// An edit forging one key, for the case tables: set<gguf_set_val_u32>("jepa.enc.n_head", 0) writes the
+// setter, the key and the value once each.
+template <auto Set, class T>
+std::function<void(gguf_context *)> set(const char * key, T value) {
+    return [key, value](gguf_context * g) { Set(g, key, value); };
+}
+
 Bytes with_tensors(const std::function<void(std::vector<TensorDef> &)> & edit) {
     std::vector<TensorDef> t = demo_tensors();
     edit(t);
@@ -454,7 +461,7 @@ void kv_structure_cases(const Bytes & v) {
                    }),
                    bad());
     // gguf's writer refuses a bad alignment, so write 64 and patch the value.
-    const Bytes a64 = build([](gguf_context * g) { gguf_set_val_u32(g, "general.alignment", 64); });
+    const Bytes a64 = build(set<gguf_set_val_u32>("general.alignment", 64));
     for (uint32_t al : {0u, 3u, 48u}) {
         expect_refused("alignment " + std::to_string(al), patched(a64, [al](Bytes & b) {
                            put_u32(b, kv_type_off(b, "general.alignment") + 4, al);
@@ -513,53 +520,45 @@ void tensor_info_cases(const Bytes & v) {
                    bad({"enc.blk.0.ln1.bias"}));
 }
 
+// One forged file per row of the key tables: what is forged, the edit to the demo keys, the refusal.
+struct KeyCase {
+    const char * name;
+    std::function<void(gguf_context *)> edit;
+    Expect expect;
+};
+
 void key_type_cases() {
-    struct KeyCase {
-        const char * name;
-        std::function<void(gguf_context *)> edit;
-        Expect expect;
-    };
     const KeyCase cases[] = {
-        {"n_head as a string", [](gguf_context * g) { gguf_set_val_str(g, "jepa.enc.n_head", "2"); },
-         bad({"jepa.enc.n_head"})},
-        {"embed_dim as f32", [](gguf_context * g) { gguf_set_val_f32(g, "jepa.enc.embed_dim", 32.0f); },
-         bad({"jepa.enc.embed_dim"})},
+        {"n_head as a string", set<gguf_set_val_str>("jepa.enc.n_head", "2"), bad({"jepa.enc.n_head"})},
+        {"embed_dim as f32", set<gguf_set_val_f32>("jepa.enc.embed_dim", 32.0f), bad({"jepa.enc.embed_dim"})},
         {"img_size as an array", [](gguf_context * g) {
              const uint32_t a[1] = {kImg};
              gguf_set_arr_data(g, "jepa.enc.img_size", GGUF_TYPE_UINT32, a, 1);
          },
          bad({"jepa.enc.img_size"})},
-        {"ln_eps as a string", [](gguf_context * g) { gguf_set_val_str(g, "jepa.enc.ln_eps", "1e-12"); },
-         bad({"jepa.enc.ln_eps"})},
-        {"ln_eps as u32", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.ln_eps", 0); }, bad({"jepa.enc.ln_eps"})},
-        {"family as u32", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.family", 5); }, bad({"jepa.family"})},
-        {"architecture as u32", [](gguf_context * g) { gguf_set_val_u32(g, "general.architecture", 0); },
-         bad({"general.architecture"})},
-        {"schema_version as a string", [](gguf_context * g) { gguf_set_val_str(g, "jepa.schema_version", "1"); },
-         bad({"jepa.schema_version"})},
-        {"cls_token as a string", [](gguf_context * g) { gguf_set_val_str(g, "jepa.enc.cls_token", "true"); },
-         bad({"jepa.enc.cls_token"})},
-        {"act as u32", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.act", 0); }, bad({"jepa.enc.act"})},
+        {"ln_eps as a string", set<gguf_set_val_str>("jepa.enc.ln_eps", "1e-12"), bad({"jepa.enc.ln_eps"})},
+        {"ln_eps as u32", set<gguf_set_val_u32>("jepa.enc.ln_eps", 0), bad({"jepa.enc.ln_eps"})},
+        {"family as u32", set<gguf_set_val_u32>("jepa.family", 5), bad({"jepa.family"})},
+        {"architecture as u32", set<gguf_set_val_u32>("general.architecture", 0), bad({"general.architecture"})},
+        {"schema_version as a string", set<gguf_set_val_str>("jepa.schema_version", "1"), bad({"jepa.schema_version"})},
+        {"cls_token as a string", set<gguf_set_val_str>("jepa.enc.cls_token", "true"), bad({"jepa.enc.cls_token"})},
+        {"act as u32", set<gguf_set_val_u32>("jepa.enc.act", 0), bad({"jepa.enc.act"})},
         {"pre.mean as i32 array", [](gguf_context * g) {
              const int32_t a[3] = {0, 0, 0};
              gguf_set_arr_data(g, "jepa.pre.mean", GGUF_TYPE_INT32, a, 3);
          },
          bad({"jepa.pre.mean"})},
-        {"pre.mean as a scalar", [](gguf_context * g) { gguf_set_val_f32(g, "jepa.pre.mean", 0.5f); },
-         bad({"jepa.pre.mean"})},
+        {"pre.mean as a scalar", set<gguf_set_val_f32>("jepa.pre.mean", 0.5f), bad({"jepa.pre.mean"})},
         {"pre.std with 2 values", [](gguf_context * g) {
              const float a[2] = {0.5f, 0.5f};
              gguf_set_arr_data(g, "jepa.pre.std", GGUF_TYPE_FLOAT32, a, 2);
          },
          bad({"jepa.pre.std"})},
-        {"head.labels as a string", [](gguf_context * g) { gguf_set_val_str(g, "jepa.head.labels", "cat"); },
-         bad({"jepa.head.labels"})},
-        {"head.kind as bool", [](gguf_context * g) { gguf_set_val_bool(g, "jepa.head.kind", false); },
-         bad({"jepa.head.kind"})},
-        {"modality as u32", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.modality", 0); }, bad({"jepa.modality"})},
-        {"name as u32", [](gguf_context * g) { gguf_set_val_u32(g, "general.name", 0); }, bad({"general.name"})},
-        {"file_type as a string", [](gguf_context * g) { gguf_set_val_str(g, "general.file_type", "f32"); },
-         bad({"general.file_type"})},
+        {"head.labels as a string", set<gguf_set_val_str>("jepa.head.labels", "cat"), bad({"jepa.head.labels"})},
+        {"head.kind as bool", set<gguf_set_val_bool>("jepa.head.kind", false), bad({"jepa.head.kind"})},
+        {"modality as u32", set<gguf_set_val_u32>("jepa.modality", 0), bad({"jepa.modality"})},
+        {"name as u32", set<gguf_set_val_u32>("general.name", 0), bad({"general.name"})},
+        {"file_type as a string", set<gguf_set_val_str>("general.file_type", "f32"), bad({"general.file_type"})},
     };
     for (const auto & c : cases) expect_refused(std::string("type: ") + c.name, build(c.edit), c.expect);
 }
@@ -578,74 +577,51 @@ void missing_key_cases() {
 }
 
 void value_cases() {
-    struct ValCase {
-        const char * name;
-        std::function<void(gguf_context *)> edit;
-        Expect expect;
-    };
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
     // One row per forged value, spelled out: the table is the test's list of what must be refused
-    // (`duplicates` pairs its rows by shape; a generator would hide which values are covered).
-    const ValCase cases[] = {
-        {"n_head 0", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.n_head", 0); }, bad({"jepa.enc.n_head"})},
-        {"n_head 5 (32 % 5 != 0)", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.n_head", 5); },
+    // (a generator would hide which values are covered).
+    const KeyCase cases[] = {
+        {"n_head 0", set<gguf_set_val_u32>("jepa.enc.n_head", 0), bad({"jepa.enc.n_head"})},
+        {"n_head 5 (32 % 5 != 0)", set<gguf_set_val_u32>("jepa.enc.n_head", 5),
          bad({"jepa.enc.n_head", "jepa.enc.embed_dim"})},
-        {"n_head 2^32-1", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.n_head", 0xffffffffu); },
-         bad({"jepa.enc.n_head"})},
-        {"embed_dim 0", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.embed_dim", 0); },
+        {"n_head 2^32-1", set<gguf_set_val_u32>("jepa.enc.n_head", 0xffffffffu), bad({"jepa.enc.n_head"})},
+        {"embed_dim 0", set<gguf_set_val_u32>("jepa.enc.embed_dim", 0), bad({"jepa.enc.embed_dim"})},
+        {"embed_dim 2^30", set<gguf_set_val_u32>("jepa.enc.embed_dim", 1u << 30), bad({"jepa.enc.embed_dim"})},
+        {"embed_dim -1 as i32", set<gguf_set_val_i32>("jepa.enc.embed_dim", -1), bad({"jepa.enc.embed_dim"})},
+        {"embed_dim 2^63 as u64", set<gguf_set_val_u64>("jepa.enc.embed_dim", uint64_t(1) << 63),
          bad({"jepa.enc.embed_dim"})},
-        {"embed_dim 2^30", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.embed_dim", 1u << 30); },
-         bad({"jepa.enc.embed_dim"})},
-        {"embed_dim -1 as i32", [](gguf_context * g) { gguf_set_val_i32(g, "jepa.enc.embed_dim", -1); },
-         bad({"jepa.enc.embed_dim"})},
-        {"embed_dim 2^63 as u64", [](gguf_context * g) { gguf_set_val_u64(g, "jepa.enc.embed_dim", uint64_t(1) << 63); },
-         bad({"jepa.enc.embed_dim"})},
-        {"n_layer 0", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.n_layer", 0); }, bad({"jepa.enc.n_layer"})},
-        {"n_layer 1e6", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.n_layer", 1000000); },
-         bad({"jepa.enc.n_layer"})},
-        {"n_layer 3 (one block missing)", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.n_layer", 3); },
-         bad({"enc.blk.2."})},
-        {"n_layer 1 (one block extra)", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.n_layer", 1); },
-         bad({"enc.blk.1."})},
-        {"ffn_dim 0", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.ffn_dim", 0); }, bad({"jepa.enc.ffn_dim"})},
-        {"ffn_dim disagrees with the tensors", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.ffn_dim", 48); },
+        {"n_layer 0", set<gguf_set_val_u32>("jepa.enc.n_layer", 0), bad({"jepa.enc.n_layer"})},
+        {"n_layer 1e6", set<gguf_set_val_u32>("jepa.enc.n_layer", 1000000), bad({"jepa.enc.n_layer"})},
+        {"n_layer 3 (one block missing)", set<gguf_set_val_u32>("jepa.enc.n_layer", 3), bad({"enc.blk.2."})},
+        {"n_layer 1 (one block extra)", set<gguf_set_val_u32>("jepa.enc.n_layer", 1), bad({"enc.blk.1."})},
+        {"ffn_dim 0", set<gguf_set_val_u32>("jepa.enc.ffn_dim", 0), bad({"jepa.enc.ffn_dim"})},
+        {"ffn_dim disagrees with the tensors", set<gguf_set_val_u32>("jepa.enc.ffn_dim", 48),
          bad({"enc.blk.0.ffn_up.weight", "[32, 48]"})},
-        {"patch_size 0", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.patch_size", 0); },
-         bad({"jepa.enc.patch_size"})},
-        {"img_size 20 (not a multiple of the patch)", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.img_size", 20); },
+        {"patch_size 0", set<gguf_set_val_u32>("jepa.enc.patch_size", 0), bad({"jepa.enc.patch_size"})},
+        {"img_size 20 (not a multiple of the patch)", set<gguf_set_val_u32>("jepa.enc.img_size", 20),
          bad({"jepa.enc.img_size", "jepa.enc.patch_size"})},
-        {"img_size 0", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.img_size", 0); },
-         bad({"jepa.enc.img_size"})},
-        {"img_size 32 (position table too short)", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.img_size", 32); },
+        {"img_size 0", set<gguf_set_val_u32>("jepa.enc.img_size", 0), bad({"jepa.enc.img_size"})},
+        {"img_size 32 (position table too short)", set<gguf_set_val_u32>("jepa.enc.img_size", 32),
          bad({"enc.pos_embed"})},
-        {"in_chans 0", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.in_chans", 0); },
-         bad({"jepa.enc.in_chans"})},
-        {"in_chans 1 (patch embedding too wide)", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.in_chans", 1); },
+        {"in_chans 0", set<gguf_set_val_u32>("jepa.enc.in_chans", 0), bad({"jepa.enc.in_chans"})},
+        {"in_chans 1 (patch embedding too wide)", set<gguf_set_val_u32>("jepa.enc.in_chans", 1),
          bad({"enc.patch_embed.weight"})},
-        {"tubelet_size 0", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.tubelet_size", 0); },
-         bad({"jepa.enc.tubelet_size"})},
-        {"n_frames 0", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.n_frames", 0); },
-         bad({"jepa.enc.n_frames"})},
-        {"n_registers 1 without reg_tokens", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.n_registers", 1); },
-         bad({"enc.reg_tokens"})},
-        {"n_registers 1e6", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.enc.n_registers", 1000000); },
-         bad({"jepa.enc.n_registers"})},
-        {"qkv_fused without attn_qkv", [](gguf_context * g) { gguf_set_val_bool(g, "jepa.enc.qkv_fused", true); },
-         bad({"attn_qkv"})},
-        {"layer_scale without ls1", [](gguf_context * g) { gguf_set_val_bool(g, "jepa.enc.layer_scale", true); },
-         bad({"ls1"})},
-        {"ln_eps NaN", [nan](gguf_context * g) { gguf_set_val_f32(g, "jepa.enc.ln_eps", nan); }, bad({"jepa.enc.ln_eps"})},
-        {"ln_eps inf", [inf](gguf_context * g) { gguf_set_val_f32(g, "jepa.enc.ln_eps", inf); }, bad({"jepa.enc.ln_eps"})},
-        {"ln_eps 0", [](gguf_context * g) { gguf_set_val_f32(g, "jepa.enc.ln_eps", 0.0f); }, bad({"jepa.enc.ln_eps"})},
-        {"ln_eps -1e-6", [](gguf_context * g) { gguf_set_val_f32(g, "jepa.enc.ln_eps", -1e-6f); },
-         bad({"jepa.enc.ln_eps"})},
-        {"ln_eps 2", [](gguf_context * g) { gguf_set_val_f32(g, "jepa.enc.ln_eps", 2.0f); }, bad({"jepa.enc.ln_eps"})},
+        {"tubelet_size 0", set<gguf_set_val_u32>("jepa.enc.tubelet_size", 0), bad({"jepa.enc.tubelet_size"})},
+        {"n_frames 0", set<gguf_set_val_u32>("jepa.enc.n_frames", 0), bad({"jepa.enc.n_frames"})},
+        {"n_registers 1 without reg_tokens", set<gguf_set_val_u32>("jepa.enc.n_registers", 1), bad({"enc.reg_tokens"})},
+        {"n_registers 1e6", set<gguf_set_val_u32>("jepa.enc.n_registers", 1000000), bad({"jepa.enc.n_registers"})},
+        {"qkv_fused without attn_qkv", set<gguf_set_val_bool>("jepa.enc.qkv_fused", true), bad({"attn_qkv"})},
+        {"layer_scale without ls1", set<gguf_set_val_bool>("jepa.enc.layer_scale", true), bad({"ls1"})},
+        {"ln_eps NaN", set<gguf_set_val_f32>("jepa.enc.ln_eps", nan), bad({"jepa.enc.ln_eps"})},
+        {"ln_eps inf", set<gguf_set_val_f32>("jepa.enc.ln_eps", inf), bad({"jepa.enc.ln_eps"})},
+        {"ln_eps 0", set<gguf_set_val_f32>("jepa.enc.ln_eps", 0.0f), bad({"jepa.enc.ln_eps"})},
+        {"ln_eps -1e-6", set<gguf_set_val_f32>("jepa.enc.ln_eps", -1e-6f), bad({"jepa.enc.ln_eps"})},
+        {"ln_eps 2", set<gguf_set_val_f32>("jepa.enc.ln_eps", 2.0f), bad({"jepa.enc.ln_eps"})},
         {"ln_eps NaN as f64", [](gguf_context * g) {
              gguf_set_val_f64(g, "jepa.enc.ln_eps", std::numeric_limits<double>::quiet_NaN());
          },
          bad({"jepa.enc.ln_eps"})},
-        {"ln_eps 1e300 as f64", [](gguf_context * g) { gguf_set_val_f64(g, "jepa.enc.ln_eps", 1e300); },
-         bad({"jepa.enc.ln_eps"})},
+        {"ln_eps 1e300 as f64", set<gguf_set_val_f64>("jepa.enc.ln_eps", 1e300), bad({"jepa.enc.ln_eps"})},
         {"pre.std 0", [](gguf_context * g) {
              const float a[3] = {0.5f, 0.0f, 0.5f};
              gguf_set_arr_data(g, "jepa.pre.std", GGUF_TYPE_FLOAT32, a, 3);
@@ -656,44 +632,34 @@ void value_cases() {
              gguf_set_arr_data(g, "jepa.pre.mean", GGUF_TYPE_FLOAT32, a, 3);
          },
          bad({"jepa.pre.mean"})},
-        {"pre.rescale inf", [inf](gguf_context * g) { gguf_set_val_f32(g, "jepa.pre.rescale", inf); },
-         bad({"jepa.pre.rescale"})},
-        {"pre.crop 0", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.pre.crop", 0); }, bad({"jepa.pre.crop"})},
-        {"pre.resample nearest", [](gguf_context * g) { gguf_set_val_str(g, "jepa.pre.resample", "nearest"); },
+        {"pre.rescale inf", set<gguf_set_val_f32>("jepa.pre.rescale", inf), bad({"jepa.pre.rescale"})},
+        {"pre.crop 0", set<gguf_set_val_u32>("jepa.pre.crop", 0), bad({"jepa.pre.crop"})},
+        {"pre.resample nearest", set<gguf_set_val_str>("jepa.pre.resample", "nearest"),
          bad({"jepa.pre.resample", "nearest"})},
-        {"pre.resize_mode fit", [](gguf_context * g) { gguf_set_val_str(g, "jepa.pre.resize_mode", "fit"); },
-         bad({"jepa.pre.resize_mode"})},
-        {"act relu", [](gguf_context * g) { gguf_set_val_str(g, "jepa.enc.act", "relu"); }, bad({"jepa.enc.act", "relu"})},
-        {"pos_type spiral", [](gguf_context * g) { gguf_set_val_str(g, "jepa.enc.pos_type", "spiral"); },
-         bad({"jepa.enc.pos_type"})},
-        {"unknown family", [](gguf_context * g) { gguf_set_val_str(g, "jepa.family", "resnet"); },
-         bad({"jepa.family", "resnet"})},
-        {"empty family", [](gguf_context * g) { gguf_set_val_str(g, "jepa.family", ""); },
-         bad({"jepa.family"})},
-        {"wrong architecture", [](gguf_context * g) { gguf_set_val_str(g, "general.architecture", "llama"); },
+        {"pre.resize_mode fit", set<gguf_set_val_str>("jepa.pre.resize_mode", "fit"), bad({"jepa.pre.resize_mode"})},
+        {"act relu", set<gguf_set_val_str>("jepa.enc.act", "relu"), bad({"jepa.enc.act", "relu"})},
+        {"pos_type spiral", set<gguf_set_val_str>("jepa.enc.pos_type", "spiral"), bad({"jepa.enc.pos_type"})},
+        {"unknown family", set<gguf_set_val_str>("jepa.family", "resnet"), bad({"jepa.family", "resnet"})},
+        {"empty family", set<gguf_set_val_str>("jepa.family", ""), bad({"jepa.family"})},
+        {"wrong architecture", set<gguf_set_val_str>("general.architecture", "llama"),
          bad({"general.architecture", "llama"})},
-        {"schema_version 2", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.schema_version", 2); },
-         unsupported({"jepa.schema_version"})},
-        {"schema_version 0", [](gguf_context * g) { gguf_set_val_u32(g, "jepa.schema_version", 0); },
+        {"schema_version 2", set<gguf_set_val_u32>("jepa.schema_version", 2), unsupported({"jepa.schema_version"})},
+        {"schema_version 0", set<gguf_set_val_u32>("jepa.schema_version", 0),
          {{JEPA_ERR_BAD_FILE, JEPA_ERR_UNSUPPORTED}, {"jepa.schema_version"}}},
-        {"schema_version 2^64-1 as u64", [](gguf_context * g) { gguf_set_val_u64(g, "jepa.schema_version", ~uint64_t(0)); },
+        {"schema_version 2^64-1 as u64", set<gguf_set_val_u64>("jepa.schema_version", ~uint64_t(0)),
          bad({"jepa.schema_version"})},
         // Known to the schema, not runnable by this build: UNSUPPORTED, naming what.
-        {"family vjepa2_1", [](gguf_context * g) { gguf_set_val_str(g, "jepa.family", "vjepa2_1"); },
-         unsupported({"vjepa2_1"})},
+        {"family vjepa2_1", set<gguf_set_val_str>("jepa.family", "vjepa2_1"), unsupported({"vjepa2_1"})},
         // lewm runs now, but only with its predictor and projector: a bare ViT under that name is a bad file.
-        {"family lewm without its predictor", [](gguf_context * g) { gguf_set_val_str(g, "jepa.family", "lewm"); },
-         bad({"lewm"})},
-        {"pos_type rope3d with a CLS token", [](gguf_context * g) { gguf_set_val_str(g, "jepa.enc.pos_type", "rope3d"); },
+        {"family lewm without its predictor", set<gguf_set_val_str>("jepa.family", "lewm"), bad({"lewm"})},
+        {"pos_type rope3d with a CLS token", set<gguf_set_val_str>("jepa.enc.pos_type", "rope3d"),
          unsupported({"rope3d"})},
-        {"act silu", [](gguf_context * g) { gguf_set_val_str(g, "jepa.enc.act", "silu"); }, unsupported({"silu"})},
-        {"head linear_cls", [](gguf_context * g) { gguf_set_val_str(g, "jepa.head.kind", "linear_cls"); },
-         unsupported({"linear_cls"})},
-        {"head kind unknown", [](gguf_context * g) { gguf_set_val_str(g, "jepa.head.kind", "mlp9"); },
+        {"act silu", set<gguf_set_val_str>("jepa.enc.act", "silu"), unsupported({"silu"})},
+        {"head linear_cls", set<gguf_set_val_str>("jepa.head.kind", "linear_cls"), unsupported({"linear_cls"})},
+        {"head kind unknown", set<gguf_set_val_str>("jepa.head.kind", "mlp9"),
          {{JEPA_ERR_BAD_FILE, JEPA_ERR_UNSUPPORTED}, {"jepa.head.kind", "mlp9"}}},
         {"head attentive_pool without its keys",
-         [](gguf_context * g) { gguf_set_val_str(g, "jepa.head.kind", "attentive_pool"); },
-         bad({"jepa.head.n_classes"})},
+         set<gguf_set_val_str>("jepa.head.kind", "attentive_pool"), bad({"jepa.head.n_classes"})},
         {"head attentive_pool without its tensors", [](gguf_context * g) {
              gguf_set_val_str(g, "jepa.head.kind", "attentive_pool");
              gguf_set_val_u32(g, "jepa.head.n_classes", 3);
@@ -707,12 +673,12 @@ void value_cases() {
          },
          bad({"jepa.head.n_classes"})},
         {"masked predictor on a learned-position encoder",
-         [](gguf_context * g) { gguf_set_val_str(g, "jepa.pred.kind", "masked"); }, unsupported({"rope3d"})},
+         set<gguf_set_val_str>("jepa.pred.kind", "masked"), unsupported({"rope3d"})},
         {"ac predictor on a learned-position encoder",
-         [](gguf_context * g) { gguf_set_val_str(g, "jepa.pred.kind", "ac"); }, unsupported({"rope3d"})},
-        {"lewm predictor without its keys", [](gguf_context * g) { gguf_set_val_str(g, "jepa.pred.kind", "lewm"); },
+         set<gguf_set_val_str>("jepa.pred.kind", "ac"), unsupported({"rope3d"})},
+        {"lewm predictor without its keys", set<gguf_set_val_str>("jepa.pred.kind", "lewm"),
          {{JEPA_ERR_BAD_FILE}, {"jepa.pred."}}},
-        {"predictor kind unknown", [](gguf_context * g) { gguf_set_val_str(g, "jepa.pred.kind", "diffusion"); },
+        {"predictor kind unknown", set<gguf_set_val_str>("jepa.pred.kind", "diffusion"),
          unsupported({"jepa.pred.kind", "diffusion"})},
     };
     for (const auto & c : cases) expect_refused(std::string("value: ") + c.name, build(c.edit), c.expect);
@@ -873,7 +839,7 @@ void string_cases() {
                            bad({key, "not valid UTF-8"}));
         }
     }
-    expect_refused("key name not UTF-8", build([](gguf_context * g) { gguf_set_val_u32(g, "jepa.x\xff", 1); }),
+    expect_refused("key name not UTF-8", build(set<gguf_set_val_u32>("jepa.x\xff", 1)),
                    bad({"jepa.x\\xff", "not valid UTF-8"}));
     expect_refused("string array entry not UTF-8", build([](gguf_context * g) {
                        const char * v[] = {"ok", "caf\xe9"};
