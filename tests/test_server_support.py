@@ -263,7 +263,7 @@ def demo_ctx() -> jepa.Context:
 
 def test_dtype_names_follow_general_file_type() -> None:
     # general.file_type is gguf-py's LlamaFileType: 32 is a bf16 file (30 is ggml's bf16 tensor type).
-    from jepa_server import catalog
+    from jepa_server.catalog import dtype_name
 
-    assert catalog._DTYPES[0] == "f32" and catalog._DTYPES[1] == "f16" and catalog._DTYPES[32] == "bf16"
-    assert 30 not in catalog._DTYPES
+    assert (dtype_name(0), dtype_name(1), dtype_name(32)) == ("f32", "f16", "bf16")
+    assert (dtype_name(17), dtype_name(18)) == ("q5_k", "q6_k") and dtype_name(30) == "type30"
