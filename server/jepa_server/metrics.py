@@ -56,6 +56,7 @@ class Metrics:
         self.in_flight = Gauge("jepa_requests_in_flight", "Requests being answered.", registry=r)
         self.workers = Gauge("jepa_workers", "Worker threads, by state.", ["model", "state"], registry=r)
         # Per device (a model replicated on several: the dispatcher's scheduler), each by model and device.
+        # One declaration per metric: the rows share a shape on purpose (`duplicates` pairs them).
         def per_device(kind: type[_M], name: str, doc: str) -> _M:
             return kind(name, doc, ["model", "device"], registry=r)
 

@@ -48,6 +48,9 @@ REST_MAX_S = 60.0
 
 
 class _Dims(Protocol):
+    """What the cost model reads of a jepa.ModelInfo (read-only properties, as the binding's are; the
+    shape of any interface of one-line members, so `duplicates` pairs it with convert/base.py's)."""
+
     @property
     def n_layer(self) -> int: ...
 
