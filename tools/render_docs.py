@@ -467,6 +467,54 @@ def render_bench_world(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+HALF_PLANS = {"ac": "{samples} samples, top {topk}, {cem_steps} iterations, H = {horizon}",
+              "lewm": "{num_samples} samples, top {topk}, {n_steps} steps, horizon {horizon}"}
+
+
+def _half_kernel(row: dict[str, Any]) -> str:
+    """The kernel a half file ran on: its type's part of the kernel line, and the cap it ran under."""
+    parts = dict(p.split(": ", 1) for p in row["kernels"].split("; "))
+    kernel = parts["bf16"] if row["ftype"] == "bf16" else parts["f32/f16"]
+    return kernel + ("" if row["path"] == "default" else f" (JEPA_GEMM={row['path']})")
+
+
+def render_world_half(data: dict[str, Any]) -> str:
+    """tools/bench_world_half.py: half-precision plans against f32 on the same draws (world-models.md)."""
+    kind = " A `--smoke` run (tiny random models)." if data.get("smoke") else ""
+    lines = [run_record(data) + kind, ""]
+    rows = []
+    for c in data["cases"]:
+        what = f"{c['title']}; {HALF_PLANS[c['kind']].format(**c['plan'])}"
+        for i, h in enumerate(c["half"]):
+            lk, fr, n = h["lockstep"], h["free"], h["lockstep"]["iterations"]
+            first = fr["first_elites_differ"]
+            rows.append([
+                what if i == 0 else "", h["ftype"], _half_kernel(h),
+                f"{lk['value_max_rel_err']:.1e} / {lk['value_median_rel_err']:.1e}",
+                f"{lk['error_over_spread_max']:.2g}",
+                f"{lk['elite_sets_differ']} of {n} ({lk['elites_swapped']} of {n * lk['topk']})",
+                "never" if first is None else f"{first + 1} of {n}",
+                "identical" if fr["actions_identical"] else f"{fr['actions_max_rel_err']:.1e}",
+                f"{fr['f32_value_of_plan_ratio']:.4f}",
+            ])
+    header = ["model; plan", "file", "kernel", "value error, max / median", "rank error / f32 spread",
+              "elites differ: iterations (members)", "own plan: elites first differ", "plan Δ",
+              "f32 value of the plan / f32's plan"]
+    lines += _table(header, rows, "lll" + "r" * 6)
+    notes = []
+    for c in data["cases"]:
+        f = c["f32"]
+        upstream = {True: ", upstream's elites in every iteration", False: ", **not** upstream's elites"}
+        notes.append(f"{c['title']}: median value {f['value_median']:g}, smallest top-k gap "
+                     f"{f['boundary_gap_min']:.2g} ({f['boundary_gap_over_spread_min']:.2g} of the spread)"
+                     + upstream.get(f.get("elites_match_upstream"), ""))
+    lines += ["", "The f32 plans: " + "; ".join(notes) + ".", "",
+              f"Not measured: {data['not_measured']}.", "",
+              f"Source: `tests/results/world-half.json` ({data['seconds'] / 60:.0f} min run; the "
+              "per-iteration criteria and the f32 gaps against each half error are in the file)."]
+    return "\n".join(lines) + "\n"
+
+
 def run_record(data: dict[str, Any]) -> str:
     """The line every results table starts with: when, on what, from which commit and build."""
     m = data.get("machine", {})
@@ -859,6 +907,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench-quant": lambda data: render_bench_engine_peers(data, "bench-quant"),
     "bench-video": render_bench_video,
     "bench-world": render_bench_world,
+    "world-half": render_world_half,
     "bench-text": render_bench_text,
     # the same runs held to AVX2 (--isa avx2)
     "bench-engine-avx2": lambda data: render_bench_engine_peers(data, "bench-engine-avx2"),
