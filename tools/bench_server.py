@@ -67,7 +67,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 # numpy's own OpenBLAS threads spin after start-up and steal cycles; nothing here needs them.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -622,13 +622,53 @@ def decode_cost(model: Any, data: dict[str, bytes], repeats: int) -> dict[str, A
 # -- the planner cell
 
 
+class Plans(NamedTuple):
+    """What concurrent planners saw: the wall time, each answer's latency and x-queue-time, the answers."""
+
+    seconds: float
+    latencies: list[float]
+    queued: list[float]
+    answers: list[bytes]
+
+
+async def _plans(url: str, body: bytes, clients: int, each: int, timeout_s: float) -> Plans:
+    import aiohttp
+
+    latencies: list[float] = []
+    queued: list[float] = []
+    answers: list[bytes] = []
+    head = {"Content-Type": "application/json"}
+
+    async def client(session: aiohttp.ClientSession) -> None:
+        for _ in range(each):
+            t = time.perf_counter()
+            async with session.post(url + "/rollout", data=body, headers=head) as resp:
+                raw = await resp.read()
+                if resp.status != 200:
+                    raise RuntimeError(f"/rollout: HTTP {resp.status}: {raw[:300]!r}")
+                queued.append(float(resp.headers["x-queue-time"]))
+            latencies.append(time.perf_counter() - t)
+            answers.append(raw)
+
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
+        t = time.perf_counter()
+        await asyncio.gather(*(client(session) for _ in range(clients)))
+        return Plans(time.perf_counter() - t, latencies, queued, answers)
+
+
+def post_plans(server: Server, body: bytes, clients: int, each: int, timeout_s: float = 900) -> Plans:
+    """`clients` concurrent clients each post `each` /rollout plans (`body`), one after another."""
+    try:
+        return asyncio.run(_plans(server.url, body, clients, each, timeout_s))
+    except Exception as exc:
+        raise server.failed(exc) from exc
+
+
 def planner_cell(
     tmp: Path, smoke: bool, planners: int, requests: int, data: dict[str, bytes], cores: int
 ) -> dict[str, Any]:
     """LeWM plans over /rollout: `requests` from one client, then `planners` x `requests` from
     `planners` concurrent clients, on a server with one worker per planner; RSS sampled throughout."""
-    import aiohttp
-
     import jepa
     from jepa.testing.random_world import write_random_lewm
 
@@ -649,48 +689,19 @@ def planner_cell(
     server = Server(path, planners, threads, 8, []).start()
     try:
         idle = rss_mb(server.pid)
-
-        async def phase(clients: int, each: int) -> tuple[float, list[float], list[float], list[bytes]]:
-            latencies: list[float] = []
-            queued: list[float] = []
-            answers: list[bytes] = []
-
-            async def client(session: aiohttp.ClientSession) -> None:
-                for _ in range(each):
-                    t = time.perf_counter()
-                    url, head = server.url + "/rollout", {"Content-Type": "application/json"}
-                    async with session.post(url, data=body, headers=head) as resp:
-                        raw = await resp.read()
-                        if resp.status != 200:
-                            raise RuntimeError(f"/rollout: HTTP {resp.status}: {raw[:300]!r}")
-                        queued.append(float(resp.headers["x-queue-time"]))
-                    latencies.append(time.perf_counter() - t)
-                    answers.append(raw)
-
-            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=900)) as session:
-                t = time.perf_counter()
-                await asyncio.gather(*(client(session) for _ in range(clients)))
-                return time.perf_counter() - t, latencies, queued, answers
-
-        def run(clients: int, each: int) -> tuple[float, list[float], list[float], list[bytes]]:
-            try:
-                return asyncio.run(phase(clients, each))
-            except Exception as exc:
-                raise server.failed(exc) from exc
-
         # Memory first, on cold workers: one plan (one worker's buffers), then `planners` at once
         # (every worker's). A worker keeps its buffers, so later plans show no growth.
         peak: dict[int, float] = {}
         answered: list[bytes] = []
         for n in (1, planners):
             with rss_peak(server.pid) as rss:
-                answered += run(n, 1)[3]
+                answered += post_plans(server, body, n, 1).answers
             peak[n] = max(rss)
         # Then the timed phases, every worker warm.
         out: dict[str, Any] = {}
         for n in (1, planners):
             with cpu_shares(server) as shares:
-                seconds, lat, queued, answers = run(n, requests)
+                seconds, lat, queued, answers = post_plans(server, body, n, requests)
             answered += answers
             plans = len(answers)
             out[str(n)] = {
