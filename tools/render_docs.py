@@ -515,6 +515,59 @@ def render_world_half(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+PLAN_MODELS = {
+    "ac": "V-JEPA 2-AC ({n_layer} × {embed_dim} predictor, {enc_layers}-layer encoder); {samples} samples, "
+          "top {topk}, {cem_steps} iterations",
+    "lewm": "LeWM; {num_samples} samples, top {topk}, {n_steps} steps",
+}
+PLAN_FTYPES = ("f32", "f16", "bf16")
+
+
+def render_bench_world_plan(data: dict[str, Any], source: str = "bench-world-plan") -> str:
+    """tools/bench_world_plan.py: one full plan from frames, in process and over /rollout."""
+    cfg = data["config"]
+    kind = " — a `--smoke` run (tiny dims)." if data.get("smoke") else (
+        " — a `--quick` run." if data.get("quick") else ".")
+    kernels = data["machine"]["kernels"]
+    lines = [run_record(data) + f" Kernels: {kernels}; {cfg['threads']} threads" + kind, ""]
+    if data.get("reduced"):
+        lines += ["**Reduced for this CPU:** " + "; ".join(data["reduced"]) + " (widths and token counts as "
+                  "released).", ""]
+    cells = sorted(data["cells"],
+                   key=lambda c: (c["model"] != "ac", c["horizon"], PLAN_FTYPES.index(c["ftype"])))
+    f32 = {(c["model"], c["horizon"]): c["jepa_plan"]["s"] for c in cells if c["ftype"] == "f32"}
+    rows, shown = [], set()
+    for c in cells:
+        key = (c["model"], c["horizon"])
+        what = PLAN_MODELS[c["model"]].format(**cfg[c["model"]], **c["plan"])
+        p, one, four = c["jepa_plan"], c["rollout"]["1"], c["rollout"]["4"]
+        base = f32.get(key)
+        rows.append([
+            "" if c["model"] in shown else what, str(c["horizon"]), c["ftype"], f"{p['s']:.2f}",
+            f"{p['encode_two_frames_s']:.2f}", "–" if base is None else f"{base / p['s']:.2f}×",
+            f"{one['plans_s']:.3g}", f"{four['plans_s']:.3g}", f"{four['latency_ms']['p50'] / 1000:.2f}",
+            _others(four),
+        ])
+        shown.add(c["model"])
+    header = ["model; plan", "H", "file", "jepa.plan s", "its 2 encodes s", "f32 / this", "/rollout plans/s, "
+              "1 planner", "plans/s, 4 planners", "4 planners: p50 s", "other load"]
+    lines += _table(header, rows, "lrl" + "r" * 7)
+    bad = sum(c["rollout"][n]["mismatches"] for c in data["cells"] for n in c["rollout"])
+    four = data["cells"][0]["rollout"]["4"]
+    lines += [
+        "",
+        f"jepa.plan: the median of {cfg['rounds']} calls after a one-iteration warm-up, on frames (JPEG "
+        "bytes: both encoded in every call). /rollout: 1 client (1 worker of all the threads), then 4 at "
+        f"once ({four['workers']} workers × {four['threads_per_worker']} threads), "
+        f"{cfg['requests_per_client']} plan(s) each; plans/s over the wall time. " + (
+            "Every answer's plan is jepa.plan's, bit for bit." if bad == 0 else f"**{bad} answers differ "
+            "from jepa.plan's.**"),
+        "",
+        f"Source: `tests/results/{source}.json` ({data['seconds'] / 60:.0f} min run).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def run_record(data: dict[str, Any]) -> str:
     """The line every results table starts with: when, on what, from which commit and build."""
     m = data.get("machine", {})
@@ -908,6 +961,9 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench-video": render_bench_video,
     "bench-world": render_bench_world,
     "world-half": render_world_half,
+    "bench-world-plan": render_bench_world_plan,
+    # the same run with the engine held to AVX2 (--isa avx2)
+    "bench-world-plan-avx2": lambda data: render_bench_world_plan(data, "bench-world-plan-avx2"),
     "bench-text": render_bench_text,
     # the same runs held to AVX2 (--isa avx2)
     "bench-engine-avx2": lambda data: render_bench_engine_peers(data, "bench-engine-avx2"),
