@@ -53,6 +53,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_engine import git_commit, write_record
+from bench_server import engine_fingerprint
 from bench_world import AC_FULL, AC_SMOKE, LEWM_FULL, LEWM_SMOKE, cpu_info, rel_err, versions
 from kernel_paths import kernels_under
 
@@ -295,7 +296,7 @@ def run_path(cases: list[Case], ftypes: tuple[str, ...], ref_dir: Path, threads:
     """Every case's half files on this process's kernel path against the f32 plan."""
     import jepa
 
-    out: dict[str, Any] = {"kernels": jepa.cpu_kernels(), "cases": {}}
+    out: dict[str, Any] = {"kernels": jepa.cpu_kernels(), "engine": engine_fingerprint(), "cases": {}}
     for case in cases:
         t0 = time.perf_counter()
         ref, f32, info = reference(case, ref_dir, threads)
@@ -363,6 +364,10 @@ def run(threads: int, smoke: bool, ac_layers: int, seed: int, bundles: bool) -> 
         cases += [ac_random_case(tmp, ac_cfg, ac_opts, seed, threads, titles[0]),
                   lewm_random_case(tmp, lw_cfg, lw_opts, seed, threads, titles[1])]
         results = {cap: on_path(cap, cases, PATHS[cap], tmp, threads) for cap in paths}
+    # The paths compare against one f32 trace: a rebuild of the engine between them mixes two builds.
+    engines = {res["engine"] for res in results.values()} | {engine_fingerprint()}
+    if len(engines) > 1:
+        raise SystemExit(f"the engine changed during the run ({', '.join(sorted(engines))}): run it again")
     rows = []
     for case in cases:
         half = [{"ftype": ft, "path": cap or "default", "kernels": res["kernels"], **row}
@@ -377,7 +382,7 @@ def run(threads: int, smoke: bool, ac_layers: int, seed: int, bundles: bool) -> 
         "commit": git_commit(),
         "smoke": smoke,
         "machine": cpu_info(threads, None),
-        "versions": versions(None),
+        "versions": {**versions(None), "engine": results[""]["engine"]},
         "paths": {cap or "default": line for cap, line in paths.items()},
         "method": "the same latents and recorded draws (noise=) for every file type; lock-step: the half "
                   "file's values on f32's candidates of each iteration; free: the half file's own plan",
