@@ -111,7 +111,7 @@ int default_threads() {
     return std::max(1, limit > 0 ? std::min(n, limit) : n);
 }
 
-void device_memory(jepa_device device, int index, size_t & free, size_t & total) {
+void device_memory(int device, int index, size_t & free, size_t & total) {
     free = total = 0;
     if (device == JEPA_DEVICE_CPU) {
         ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);

@@ -31,6 +31,6 @@ int affinity_cpus();
 int default_threads();
 
 // (free, total) bytes of a device as its backend reports them now. Throws jepa::Error naming "device".
-void device_memory(jepa_device device, int index, size_t & free, size_t & total);
+void device_memory(int device, int index, size_t & free, size_t & total);
 
 }  // namespace jepa

@@ -124,8 +124,12 @@ int jepa_default_threads(void) { return jepa::default_threads(); }
 
 jepa_status jepa_device_memory(jepa_device device, int index, size_t * free_bytes, size_t * total_bytes) {
     if (!free_bytes || !total_bytes) return invalid("jepa_device_memory: free_bytes and total_bytes must not be NULL");
+    // The enum's bits as an int: a value outside jepa_device is the caller's error to refuse, not a
+    // load the sanitizer (and the standard) calls undefined.
+    int raw = 0;
+    std::memcpy(&raw, &device, sizeof raw);
     JEPA_GUARD({
-        jepa::device_memory(device, index, *free_bytes, *total_bytes);
+        jepa::device_memory(raw, index, *free_bytes, *total_bytes);
         return JEPA_OK;
     })
 }
