@@ -33,16 +33,18 @@ ggml_tensor * graph_output(ggml_cgraph * graph, ggml_tensor * t, const char * na
 // LayerNorm with its affine; bf16_out asks for a bf16 result (for a product that reads bf16: granted
 // on the engine's own kernel only, f32 elsewhere).
 ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, const NormW & n, float eps, bool bf16_out = false);
-// x W^T + b, plus `residual` (same shape as the result) when given: fused into the product's pass
-// on the engine's own CPU kernel, a ggml_add otherwise (the same bits either way).
-ggml_tensor * build_linear(ggml_context * ctx, ggml_tensor * x, const LinearW & l, ggml_tensor * residual = nullptr);
+// x W^T + b, times `gate` and plus `residual` (each the result's shape) when given: fused into the
+// product's pass on the engine's own CPU kernel, a ggml_mul and a ggml_add otherwise (the same bits
+// either way). gate may be a view (the engine's kernel reads it in place).
+ggml_tensor * build_linear(ggml_context * ctx, ggml_tensor * x, const LinearW & l, ggml_tensor * residual = nullptr,
+                           ggml_tensor * gate = nullptr);
 // own: the graph runs on the engine's CPU kernels (the producing product is packed): GELU-erf and
 // SiLU then use the engine's own, whose bits do not depend on how ggml was compiled.
 ggml_tensor * build_act(ggml_context * ctx, ggml_tensor * x, Act act, bool own = false);
 // LayerNorm without an affine, on the engine's kernel where `own` (as build_act).
 ggml_tensor * build_plain_norm(ggml_context * ctx, ggml_tensor * x, float eps, bool own);
 ggml_tensor * build_mlp(ggml_context * ctx, ggml_tensor * x, const LinearW & up, const LinearW & down, Act act,
-                        ggml_tensor * residual = nullptr);
+                        ggml_tensor * residual = nullptr, ggml_tensor * gate = nullptr);
 
 // Scaled dot-product attention over heads. q, k, v: [head_dim, n_head, n_tok, B] (views are fine);
 // returns [head_dim * n_head, n_q, B], heads concatenated as PyTorch does.

@@ -138,16 +138,18 @@ Layout layout_of(const ggml_tensor * w) {
     }
 }
 
-// The op's userdata: the epilogue in the low byte, then whether a bias and a residual follow x and
-// w among the sources (src[0] = x, src[1] = packed w, then the bias, then the residual).
-constexpr uintptr_t kHasBias = 1u << 8, kHasResidual = 1u << 9;
+// The op's userdata: the epilogue in the low byte, then whether a bias, a gate and a residual follow
+// x and w among the sources (src[0] = x, src[1] = packed w, then the bias, the gate, the residual).
+constexpr uintptr_t kHasBias = 1u << 8, kHasResidual = 1u << 9, kHasGate = 1u << 10;
 
 void compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
     const uintptr_t flags = reinterpret_cast<uintptr_t>(userdata);
     const ggml_tensor * x = dst->src[0];
     const ggml_tensor * w = dst->src[1];
-    const ggml_tensor * b = (flags & kHasBias) ? dst->src[2] : nullptr;
-    const ggml_tensor * r = (flags & kHasResidual) ? dst->src[(flags & kHasBias) ? 3 : 2] : nullptr;
+    int next = 2;
+    const ggml_tensor * b = (flags & kHasBias) ? dst->src[next++] : nullptr;
+    const ggml_tensor * g = (flags & kHasGate) ? dst->src[next++] : nullptr;
+    const ggml_tensor * r = (flags & kHasResidual) ? dst->src[next] : nullptr;
     Problem p;
     // bf16 activations in or out: between the bf16 kernel and its neighbours only (see linear()).
     if (x->type == GGML_TYPE_BF16) {
@@ -169,6 +171,10 @@ void compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
     p.N = w->ne[1];
     p.M = x->ne[1] * x->ne[2] * x->ne[3];
     p.epilogue = static_cast<Epilogue>(flags & 0xff);
+    if (g) {
+        p.gate = static_cast<const float *>(g->data);
+        p.ldg = int64_t(g->nb[1] / sizeof(float));
+    }
     if (r) {
         p.residual = static_cast<const float *>(r->data);
         p.ldr = int64_t(r->nb[1] / sizeof(float));
@@ -302,8 +308,17 @@ void pack_in_place(ggml_tensor * w) {
 
 bool takes_bf16(const ggml_tensor * w) { return layout_of(w) == Layout::Bf16Pairs; }
 
+namespace {
+// A row-addressable f32 operand of the epilogue: rows of ne[0] floats at one stride (a view into a
+// wider tensor, as the adaLN gates are, is read in place).
+bool uniform_rows(const ggml_tensor * t) {
+    return t->type == GGML_TYPE_F32 && t->nb[0] == sizeof(float) && t->nb[1] % sizeof(float) == 0 &&
+           t->nb[2] == t->nb[1] * size_t(t->ne[1]) && t->nb[3] == t->nb[2] * size_t(t->ne[2]);
+}
+}  // namespace
+
 ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, Epilogue e,
-                     ggml_tensor * residual, bool out_bf16) {
+                     ggml_tensor * residual, bool out_bf16, ggml_tensor * gate) {
     const bool bf16 = takes_bf16(w);
     if (x->type != GGML_TYPE_F32 && !(x->type == GGML_TYPE_BF16 && bf16)) x = ggml_cast(ctx, x, GGML_TYPE_F32);
     // bf16 out: from the bf16 kernel only, in one k block (the stage holds no carry between blocks).
@@ -312,12 +327,17 @@ ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_
     if (residual && (residual->type != GGML_TYPE_F32 || !ggml_is_contiguous(residual))) {
         residual = ggml_cont(ctx, ggml_cast(ctx, residual, GGML_TYPE_F32));
     }
-    ggml_tensor * args[4] = {x, w, nullptr, nullptr};
+    if (gate && !uniform_rows(gate)) gate = ggml_cont(ctx, ggml_cast(ctx, gate, GGML_TYPE_F32));
+    ggml_tensor * args[5] = {x, w, nullptr, nullptr, nullptr};
     int n = 2;
     uintptr_t flags = uintptr_t(e);
     if (b) {
         args[n++] = b;
         flags |= kHasBias;
+    }
+    if (gate) {
+        args[n++] = gate;
+        flags |= kHasGate;
     }
     if (residual) {
         args[n++] = residual;
@@ -371,6 +391,39 @@ ggml_tensor * layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, g
     };
     return ggml_custom_4d(ctx, out_bf16 ? GGML_TYPE_BF16 : GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args,
                           n, run, GGML_N_TASKS_MAX, reinterpret_cast<void *>(flags));
+}
+
+bool adaln_norm_supported(const ggml_tensor * x, const ggml_tensor * shift, const ggml_tensor * scale,
+                          const ggml_tensor * w, const ggml_tensor * b) {
+    if (!w || !b || !layer_norm_supported(x, w, b)) return false;
+    for (const ggml_tensor * t : {shift, scale}) {
+        if (!uniform_rows(t) || !ggml_are_same_shape(t, x) || t->nb[1] != shift->nb[1]) return false;
+    }
+    return true;
+}
+
+ggml_tensor * adaln_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * shift, ggml_tensor * scale,
+                         ggml_tensor * w, ggml_tensor * b, float eps_mod, float eps) {
+    if (!ggml_is_contiguous(x)) x = ggml_cont(ctx, x);
+    ggml_tensor * args[5] = {x, shift, scale, w, b};
+    uint32_t bits[2];
+    std::memcpy(&bits[0], &eps_mod, sizeof(float));
+    std::memcpy(&bits[1], &eps, sizeof(float));
+    auto run = [](ggml_tensor * dst, int ith, int nth, void * ud) {
+        const uintptr_t u = reinterpret_cast<uintptr_t>(ud);
+        const uint32_t lo = uint32_t(u), hi = uint32_t(u >> 32);
+        float em, e;
+        std::memcpy(&em, &lo, sizeof(float));
+        std::memcpy(&e, &hi, sizeof(float));
+        auto f = [&](int i) { return static_cast<const float *>(dst->src[i]->data); };
+        const ggml_tensor * src = dst->src[0];
+        const int64_t rows = ggml_nrows(src);
+        f32_kernels().adaln(f(0), int64_t(src->nb[1] / 4), f(1), f(2), int64_t(dst->src[1]->nb[1] / 4),
+                            static_cast<float *>(dst->data), int64_t(dst->nb[1] / 4), src->ne[0], rows * ith / nth,
+                            rows * (ith + 1) / nth, f(3), f(4), em, e);
+    };
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 5, run, GGML_N_TASKS_MAX,
+                          reinterpret_cast<void *>(uintptr_t(bits[0]) | (uintptr_t(bits[1]) << 32)));
 }
 
 bool attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v, const ggml_tensor * mask) {

@@ -52,19 +52,29 @@ bool can_pack(const ggml_tensor * w);
 // Repack w's data in place (host memory, 64-byte aligned) into the kernel's layout. Same byte size.
 void pack_in_place(ggml_tensor * w);
 
-// y = act(x W^T + b) + residual for x [K, M, ...] (f32), a packed w [K, N], b [N] and residual
-// [N, M, ...] both optional; returns [N, M, ...]. The additions round as the unfused graph's do.
+// y = act(x W^T + b) * gate + residual for x [K, M, ...] (f32), a packed w [K, N], b [N], gate and
+// residual [N, M, ...] all optional (gate may be a strided view, read in place); returns [N, M, ...].
+// The epilogue's operations round as the unfused graph's (ggml_add, ggml_mul) do.
 // x may be bf16 for a bf16 weight on the bf16 kernel (takes_bf16); out_bf16 asks for a bf16 result
 // (granted there only, for a consumer that takes bf16). bf16 in or out rounds exactly as the kernel's
 // own conversion of the f32 values would, so fused and unfused give the same bits.
 bool takes_bf16(const ggml_tensor * w);
 ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, Epilogue e,
-                     ggml_tensor * residual = nullptr, bool out_bf16 = false);
+                     ggml_tensor * residual = nullptr, bool out_bf16 = false, ggml_tensor * gate = nullptr);
 
 // LayerNorm over ne[0] of x (f32), then * w and + b where given (f32 [ne0] each), in one pass.
 bool layer_norm_supported(const ggml_tensor * x, const ggml_tensor * w, const ggml_tensor * b);
 ggml_tensor * layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, float eps,
                          bool out_bf16 = false);
+
+// adaLN-zero's modulated norm in one pass (LeWM's blocks): LayerNorm(LayerNorm(x) * (1 + scale) +
+// shift) * w + b, the inner norm without affine (eps_mod), the outer with w and b (eps); x [D, ...]
+// f32; shift and scale x's shape, views into the modulation [6 D, ...] read in place (one row stride
+// for both). The unfused graph's operations in its order: the same bits as it on the engine's kernels.
+bool adaln_norm_supported(const ggml_tensor * x, const ggml_tensor * shift, const ggml_tensor * scale,
+                          const ggml_tensor * w, const ggml_tensor * b);
+ggml_tensor * adaln_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * shift, ggml_tensor * scale,
+                         ggml_tensor * w, ggml_tensor * b, float eps_mod, float eps);
 
 // Scaled dot-product attention, softmax(q k^T scale + mask) v, heads concatenated. q, k, v:
 // [head_dim, n_head, n_tok, B] f32 with contiguous rows (strided views are fine); mask NULL or

@@ -78,16 +78,17 @@ const uint16_t * weight_panel(const Problem & p, int64_t pi, int64_t k0, int64_t
     return dst;
 }
 
-// Bias (unless the tiles started from it) and activation on a finished block of y, then the
-// residual and the store of the rows and columns that exist.
+// Bias (unless the tiles started from it) and activation on a finished block of y, then the gate,
+// the residual and the store of the rows and columns that exist.
 void finish(const Problem & p, const float * c, int64_t ldc, int64_t rows, int64_t n0, int64_t cols, int64_t yoff,
-            const float * res, bool bias_done) {
+            const float * gate, const float * res, bool bias_done) {
     for (int64_t i = 0; i < rows; ++i) {
         for (int64_t j = 0; j < cols; j += 16) {
             const __mmask16 m = lanes(cols - j);
             __m512 v = _mm512_maskz_loadu_ps(m, c + i * ldc + j);
             if (p.bias && !bias_done) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, p.bias + n0 + j));
             if (p.epilogue == Epilogue::GeluErf) v = gelu_erf_ps(v);
+            if (gate) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, gate + i * p.ldg + j));
             if (p.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + i * p.ldr + j));
             if (p.y16) {
                 _mm256_mask_storeu_epi16(p.y16 + yoff + i * p.ldy + j, m, (__m256i) _mm512_cvtneps_pbh(v));
@@ -271,12 +272,12 @@ void run_bf16(const Problem & p, int ith, int nth, bool amx) {
                     } else {
                         for (int64_t i = 0; i < 32; i += 8) dp_block<8>(ar + i * lda, lda, kcp, b0, b1, c + i * ldc, ldc, carry);
                     }
-                    const bool plain = p.epilogue == Epilogue::None && !p.residual && (bias_init || !p.bias);
+                    const bool plain = p.epilogue == Epilogue::None && !p.gate && !p.residual && (bias_init || !p.bias);
                     if (last && whole && plain) {
                         // Nothing left to apply: the tiles were stored into y.
                     } else if (last) {
-                        finish(p, c, ldc, rows, n0, cols, yoff, p.residual ? p.residual + (m0 + r) * p.ldr + n0 : nullptr,
-                               bias_init);
+                        finish(p, c, ldc, rows, n0, cols, yoff, p.gate ? p.gate + (m0 + r) * p.ldg + n0 : nullptr,
+                               p.residual ? p.residual + (m0 + r) * p.ldr + n0 : nullptr, bias_init);
                     } else if (!whole) {
                         for (int64_t i = 0; i < rows; ++i) std::memcpy(p.y + yoff + i * p.ldy, stage + i * 32, size_t(cols) * 4);
                     }

@@ -40,16 +40,20 @@ struct Problem {
     const void * w = nullptr;  // packed weight
     Layout layout = Layout::None;
     const float * bias = nullptr;
-    const float * residual = nullptr;  // added last: y = act(x W^T + b) + residual (row stride ldr)
+    const float * gate = nullptr;      // times gate (row stride ldg) before the residual, where given
+    int64_t ldg = 0;
+    const float * residual = nullptr;  // added last: y = act(x W^T + b) * gate + residual (row stride ldr)
     int64_t ldr = 0;
     int64_t M = 0, N = 0, K = 0;
     Epilogue epilogue = Epilogue::None;
 };
 
 // What a micro-kernel applies after the last k block: pointers already at its block's first row and
-// column. The order (bias, activation, residual) is the unfused graph's, so the bits are too.
+// column. The order (bias, activation, gate, residual) is the unfused graph's, so the bits are too.
 struct Tail {
     const float * bias = nullptr;
+    const float * gate = nullptr;
+    int64_t ldg = 0;
     const float * residual = nullptr;
     int64_t ldr = 0;
     Epilogue epilogue = Epilogue::None;
@@ -159,6 +163,11 @@ struct KernelSet {
     // (CPUs with AVX512-BF16 only).
     void (*layer_norm)(const float * x, int64_t ldx, float * y, uint16_t * y16, int64_t ldy, int64_t n, int64_t r0,
                        int64_t r1, const float * w, const float * b, float eps);
+    // adaLN-zero's norm of rows [r0, r1): LayerNorm(x) without affine (eps_mod), * (1 + scale) + shift,
+    // then LayerNorm with w and b (eps). shift and scale rows at stride ldm (views into the modulation).
+    void (*adaln)(const float * x, int64_t ldx, const float * shift, const float * scale, int64_t ldm, float * y,
+                  int64_t ldy, int64_t n, int64_t r0, int64_t r1, const float * w, const float * b, float eps_mod,
+                  float eps);
     void (*gelu)(const float * x, float * y, int64_t n);  // the exact-erf GELU of the epilogue
     void (*silu)(const float * x, float * y, int64_t n);
 };

@@ -1,0 +1,105 @@
+// The kernel suites' fixtures (test_gemm.cpp, test_adaln.cpp): a weight packed as the loader packs
+// it, random inputs, a bit-pattern comparison, and the f32 kernel set of every ISA this CPU runs.
+#pragma once
+
+#include "gemm.h"
+#include "gemm_kernels.h"
+
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <utility>
+#include <vector>
+
+namespace kd = jepa::gemm::detail;
+
+inline uint16_t to_half_bits(float f, ggml_type t) {
+    if (t == GGML_TYPE_F16) return ggml_fp32_to_fp16(f);
+    return ggml_fp32_to_bf16(f).bits;
+}
+
+inline float from_half_bits(uint16_t h, ggml_type t) {
+    if (t == GGML_TYPE_F16) return ggml_fp16_to_fp32(h);
+    ggml_bf16_t b;
+    b.bits = h;
+    return ggml_bf16_to_fp32(b);
+}
+
+// One weight matrix packed for the kernel, in 64-byte aligned memory as the loader places it.
+struct Weight {
+    ggml_type type;
+    int64_t K, N;
+    std::vector<float> value;  // [N][K], the weight as the kernel sees it (after rounding to type)
+    ggml_context * ctx = nullptr;
+    ggml_tensor * w = nullptr;
+    ggml_tensor * b = nullptr;
+    void * mem = nullptr;
+    ggml_backend_buffer_t buf = nullptr;
+
+    Weight(ggml_type type_, int64_t K_, int64_t N_, bool bias, uint32_t seed) : type(type_), K(K_), N(N_) {
+        std::mt19937 rng(seed);
+        std::normal_distribution<float> nd(0.0f, 1.0f / std::sqrt(float(K)));
+        ggml_init_params ip{2 * ggml_tensor_overhead(), nullptr, true};
+        ctx = ggml_init(ip);
+        w = ggml_new_tensor_2d(ctx, type, K, N);
+        b = bias ? ggml_new_tensor_1d(ctx, GGML_TYPE_F32, N) : nullptr;
+        // aligned_alloc needs a size that is a multiple of the alignment (ASan holds us to it).
+        const size_t wb = (ggml_nbytes(w) + 63) / 64 * 64, bb = b ? (ggml_nbytes(b) + 63) / 64 * 64 : 0;
+        mem = std::aligned_alloc(64, wb + bb + 64);
+        buf = ggml_backend_cpu_buffer_from_ptr(mem, wb + bb + 64);
+        ggml_backend_tensor_alloc(buf, w, mem);
+        if (b) ggml_backend_tensor_alloc(buf, b, static_cast<char *>(mem) + wb);
+        value.resize(size_t(N * K));
+        for (int64_t i = 0; i < N * K; ++i) {
+            const float f = nd(rng);
+            if (type == GGML_TYPE_F32) {
+                static_cast<float *>(w->data)[i] = f;
+                value[size_t(i)] = f;
+            } else {
+                const uint16_t h = to_half_bits(f, type);
+                static_cast<uint16_t *>(w->data)[i] = h;
+                value[size_t(i)] = from_half_bits(h, type);
+            }
+        }
+        if (b) {
+            for (int64_t i = 0; i < N; ++i) static_cast<float *>(b->data)[i] = nd(rng);
+        }
+        if (jepa::gemm::can_pack(w)) jepa::gemm::pack_in_place(w);
+    }
+    ~Weight() {
+        ggml_backend_buffer_free(buf);
+        std::free(mem);
+        ggml_free(ctx);
+    }
+};
+
+inline std::vector<float> random_x(int64_t M, int64_t K, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(size_t(M * K));
+    for (float & v : x) v = nd(rng);
+    return x;
+}
+
+inline bool same_bits(const float * a, const float * b, size_t n) { return std::memcmp(a, b, n * 4) == 0; }
+
+// The f32 kernel sets this CPU can run, whatever JEPA_GEMM says (the portable one always).
+inline std::vector<std::pair<const char *, const kd::KernelSet *>> isa_kernels() {
+    std::vector<std::pair<const char *, const kd::KernelSet *>> v;
+#ifndef JEPA_NO_X86_KERNELS
+    if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx512)) v.push_back({"avx512", &kd::avx512::kernels});
+    if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx2)) v.push_back({"avx2", &kd::avx2::kernels});
+#endif
+    v.push_back({"portable", &kd::portable::kernels});
+    return v;
+}
+
+// Runs `f(kernels, ith, nth)` for every thread of an nth-way split, one after another.
+template <typename F> void each_thread(int nth, F && f) {
+    for (int ith = 0; ith < nth; ++ith) f(ith, nth);
+}
