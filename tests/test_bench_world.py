@@ -76,11 +76,14 @@ def test_bench_world_smoke_with_upstream(tmp_path: Path) -> None:
     assert data["machine"]["cpu_flags"] and data["machine"]["torch_threads"] == 1
     assert data["upstream_detail"]["torch_threads"] == data["upstream_detail"]["jepa_threads"] == 1
     for c in data["cells"]:
-        assert set(c["ms"]) == set(c["samples_ms"]) == {"f32", "f16", "upstream"}
-        assert set(c["ratio_upstream_over"]) == set(c["ratio_of_medians"]) == {"f32", "f16"}
+        assert set(c["ms"]) == set(c["samples_ms"]) == {"f32", "f16", "bf16", "upstream"}
+        assert set(c["ratio_upstream_over"]) == set(c["ratio_of_medians"]) == {"f32", "f16", "bf16"}
         # 1.5x everywhere but the AC CEM iteration at H = 4: 2x (10 frame blocks upstream, 4 cached).
         assert c["goal"] == (2.0 if c.get("H") == 4 else 1.5) and isinstance(c["meets_goal"], bool)
-        assert all(set(v) == {"f32", "f16"} for v in c["agreement"].values())
+        # The half class's 3x is set only where the bf16 files run on bf16 instructions.
+        half = data["machine"]["bf16_hardware"]
+        assert ("meets_half_goal" in c) == half and (not half or c["half_goal"] == 3.0)
+        assert all(set(v) == {"f32", "f16", "bf16"} for v in c["agreement"].values())
     agree = {(c["cell"], c["K"], c.get("H")): c["agreement"] for c in data["cells"]}
     # The same weights on both sides: the predictors agree to float32 rounding (f16 weights: ~1e-3).
     assert data["checks"]["ac_predictor"]["max_rel_err"]["f32"] < 1e-5
@@ -98,7 +101,18 @@ def test_bench_world_smoke_with_upstream(tmp_path: Path) -> None:
 def test_bench_world_smoke_jepa_only(tmp_path: Path) -> None:
     data = _smoke(tmp_path, "--no-upstream")
     assert data["upstream"] == "not measured in this run (--no-upstream)"
-    assert all(set(c["ms"]) == {"f32", "f16"} and "ratio_upstream_over" not in c for c in data["cells"])
+    assert all(set(c["ms"]) == {"f32", "f16", "bf16"} for c in data["cells"])
+    assert not any("ratio_upstream_over" in c for c in data["cells"])
+
+
+def test_bench_world_smoke_avx2_holds_both_sides(tmp_path: Path) -> None:
+    """--isa avx2: the engine runs its AVX2 kernels for every file type (no bf16 hardware counted), and
+    the record says so; --ftypes trims jepa's files but keeps f32, the goals' reference."""
+    data = _smoke(tmp_path, "--no-upstream", "--isa", "avx2", "--ftypes", "bf16")
+    assert data["isa"] == "avx2" and data["machine"]["env"]["JEPA_GEMM"] == "avx2"
+    assert data["machine"]["kernels"] == "f32/f16: avx2-fma; bf16: avx2-fma"
+    assert data["machine"]["bf16_hardware"] is False
+    assert all(set(c["ms"]) == {"f32", "bf16"} for c in data["cells"])
 
 
 @pytest.fixture(scope="module")

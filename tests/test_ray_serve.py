@@ -201,19 +201,34 @@ def test_requests_spread_over_both_replicas_on_both_nodes(deployed: Deployed, im
     assert min(replicas.values()) >= 96 // 8, replicas
 
 
+async def _metrics_per_replica(url: str, replicas: int, rounds: int = 30) -> dict[str, str]:
+    """/metrics text of each replica behind the proxy. One GET at a time can land on the same replica
+    every time (Ray's router breaks queue-length ties its own way; CI saw 40 of 40 on one), so each
+    round sends eight at once: their queues differ and the router spreads them."""
+    import aiohttp
+
+    seen: dict[str, str] = {}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+
+        async def one() -> tuple[str, str]:
+            async with session.get(url + "/metrics") as r:
+                return r.headers["x-jepa-replica"], await r.text()
+
+        for _ in range(rounds):
+            seen.update(await asyncio.gather(*(one() for _ in range(8))))
+            if len(seen) >= replicas:
+                break
+            await asyncio.sleep(0.2)
+    return seen
+
+
 def test_a_replica_batches_across_requests(deployed: Deployed, images: list[Path]) -> None:
     bodies = [json.dumps(_body([p], "mean", "base64")).encode() for p in images]
     asyncio.run(_load(deployed.url, bodies, clients=16, n=96))
-    # /metrics through the proxy answers for one replica; read until both have been seen.
-    seen: dict[str, tuple[float, float]] = {}
-    for _ in range(40):
-        r = http(deployed.url + "/metrics")
-        text = r.body.decode()
-        seen[r.headers["x-jepa-replica"]] = (metric(text, "jepa_batch_size_sum"),
-                                             metric(text, "jepa_batch_size_count"))  # fmt: skip
-        if len(seen) == 2:
-            break
-    assert len(seen) == 2
+    texts = asyncio.run(_metrics_per_replica(deployed.url, replicas=2))
+    assert len(texts) == 2, sorted(texts)
+    seen = {replica: (metric(text, "jepa_batch_size_sum"), metric(text, "jepa_batch_size_count"))
+            for replica, text in texts.items()}  # fmt: skip
     # More items than graphs on some replica: compatible items of different requests shared a graph.
     assert any(items > graphs > 0 for items, graphs in seen.values()), seen
 

@@ -3,7 +3,8 @@
 
 One run times, side by side on the same weights, inputs and thread count (jepa's contexts and
 torch.set_num_threads both get --threads), three variants per cell, interleaved (the order rotates
-every round): jepa with f32 weights, jepa with f16 weights, and upstream's PyTorch code.
+every round): jepa with f32, f16 and bf16 weights (the exact class and the two half-class files), and
+upstream's PyTorch code in f32.
 
 - V-JEPA 2-AC at the released dimensions: predictor 24 blocks x 1024, 16 heads, MLP 4096, reading
   ViT-g latents (width 1408), 16 x 16 = 256 patch tokens per frame, action / state 7. The rollouts
@@ -78,14 +79,17 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_engine import machine_busy_s, machine_info, self_busy_s
+from bench_engine import AVX2_ENV, git_commit, machine_busy_s, machine_info, self_busy_s, write_record
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "tests" / "results" / "bench-world.json"
+AVX2_OUT = ROOT / "tests" / "results" / "bench-world-avx2.json"
 SMOKE_OUT = Path(tempfile.gettempdir()) / "bench-world-smoke.json"
-FTYPES = ("f32", "f16")
+FTYPES = ("f32", "f16", "bf16")
 UP = "upstream"
 GOAL = 1.5  # upstream / jepa f32, per cell
+HALF_GOAL = 3.0  # upstream f32 / jepa bf16, on a CPU with bf16 hardware (issue 26)
+BF16_HARDWARE = ("avx512_bf16", "amx_bf16")
 CHECK_MAX_REL = 1e-3  # jepa f32 against upstream beyond this: the sides do not run the same model
 
 # Released dimensions (V-JEPA 2-AC on ViT-g; LeWM per config/train/model/lewm.yaml with vit_hf 'tiny').
@@ -123,15 +127,29 @@ def versions(up: Upstream | None) -> dict[str, str]:
     return out
 
 
-def cpu_info(threads: int, up: Upstream | None) -> dict[str, Any]:
-    info = machine_info(threads)
-    flags: set[str] = set()
+def cpu_flags() -> set[str]:
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                break
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def bf16_hardware() -> bool:
+    """Whether jepa's bf16 files run on bf16 instructions here: the CPU has them and JEPA_GEMM (avx2,
+    portable, ggml) does not hold the engine below them. The half-class goal is set for such a CPU."""
+    held = os.environ.get("JEPA_GEMM", "") not in ("", "auto", "native")
+    return not held and any(f in cpu_flags() for f in BF16_HARDWARE)
+
+
+def cpu_info(threads: int, up: Upstream | None) -> dict[str, Any]:
+    info = machine_info(threads)
+    flags = cpu_flags()
     info["cpu_flags"] = [f for f in CPU_FLAGS if f in flags]
+    info["bf16_hardware"] = bf16_hardware()
+    import jepa
+
+    info["kernels"] = jepa.cpu_kernels()  # the kernel each file type ran on (JEPA_GEMM shows here)
     if up is not None:
         torch = up.torch
         info["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
@@ -309,8 +327,9 @@ def hf_vit_state(cfg: dict[str, int], rng: np.random.Generator) -> dict[str, np.
     return out
 
 
-def ac_upstream(up: Upstream, cfg: dict[str, int], tmp: Path, seed: int) -> tuple[dict[str, str], Any]:
-    """Meta's predictor with random weights, and jepa-convert's f32 / f16 GGUFs of its checkpoint."""
+def ac_upstream(up: Upstream, cfg: dict[str, int], tmp: Path, seed: int,
+                ftypes: tuple[str, ...]) -> tuple[dict[str, str], Any]:
+    """Meta's predictor with random weights, and jepa-convert's GGUFs of its checkpoint, one per file type."""
     from jepa.convert import convert
 
     torch = up.torch
@@ -333,7 +352,7 @@ def ac_upstream(up: Upstream, cfg: dict[str, int], tmp: Path, seed: int) -> tupl
     torch.save(ckpt, src)
     del ckpt
     files = {ft: convert(src, tmp / f"ac-{ft}.gguf", family="vjepa2_ac", ftype=ft, img_size=s,
-                         head_dim=cfg["embed_dim"] // cfg["n_head"]) for ft in FTYPES}
+                         head_dim=cfg["embed_dim"] // cfg["n_head"]) for ft in ftypes}
     src.unlink()
     return files, pred
 
@@ -376,9 +395,10 @@ def build_lewm(up: Upstream, config: dict[str, Any]) -> Any:
                         pred_proj=m.MLP(**kw("pred_proj"), norm_fn=nn.BatchNorm1d))
 
 
-def lewm_upstream(up: Upstream, cfg: dict[str, int], tmp: Path, seed: int) -> tuple[dict[str, str], Any]:
-    """stable_worldmodel's LeWM with random weights, and jepa-convert's f32 / f16 GGUFs of its
-    published-layout files (weights.pt + config.json)."""
+def lewm_upstream(up: Upstream, cfg: dict[str, int], tmp: Path, seed: int,
+                  ftypes: tuple[str, ...]) -> tuple[dict[str, str], Any]:
+    """stable_worldmodel's LeWM with random weights, and jepa-convert's GGUFs of its published-layout
+    files (weights.pt + config.json), one per file type."""
     from jepa.convert import convert
 
     torch = up.torch
@@ -393,7 +413,7 @@ def lewm_upstream(up: Upstream, cfg: dict[str, int], tmp: Path, seed: int) -> tu
     src.mkdir()
     torch.save(state, src / "weights.pt")
     (src / "config.json").write_text(json.dumps(config, indent=2))
-    files = {ft: convert(src, tmp / f"lewm-{ft}.gguf", family="lewm", ftype=ft) for ft in FTYPES}
+    files = {ft: convert(src, tmp / f"lewm-{ft}.gguf", family="lewm", ftype=ft) for ft in ftypes}
     (src / "weights.pt").unlink()
     return files, model
 
@@ -458,6 +478,9 @@ def time_cell(runs: dict[str, Callable[[], Any]], rounds: int, warmup: int = 1,
         cell["ratio_of_medians"] = {n: round(ms[UP] / ms[n], 3) for n in jepa_names}
         cell["goal"] = goal
         cell["meets_goal"] = cell["ratio_upstream_over"]["f32"] >= goal
+        if "bf16" in jepa_names and bf16_hardware():
+            cell["half_goal"] = HALF_GOAL
+            cell["meets_half_goal"] = cell["ratio_upstream_over"]["bf16"] >= HALF_GOAL
     if agreement is not None:
         cell["agreement"] = agreement
     cell.update({
@@ -648,7 +671,8 @@ def upstream_detail(up: Upstream, threads: int) -> dict[str, Any]:
 
 def run(threads: int, rounds: int, *, quick: bool, smoke: bool, ac_layers: int | None, seed: int = 0,
         with_upstream: bool = True, only: str | None = None,
-        ac_rounds: tuple[int, int] | None = None) -> dict[str, Any]:
+        ac_rounds: tuple[int, int] | None = None, ftypes: tuple[str, ...] = FTYPES,
+        isa: str = "native") -> dict[str, Any]:
     from jepa.testing.random_world import write_random_ac, write_random_lewm
 
     if smoke:
@@ -668,10 +692,10 @@ def run(threads: int, rounds: int, *, quick: bool, smoke: bool, ac_layers: int |
     with tempfile.TemporaryDirectory() as tmp:
         if only in (None, "ac"):
             if up is not None:
-                ac, pred = ac_upstream(up, ac_cfg, Path(tmp), seed)
+                ac, pred = ac_upstream(up, ac_cfg, Path(tmp), seed, ftypes)
             else:
                 ac, pred = {ft: write_random_ac(Path(tmp) / f"ac-{ft}.gguf", seed=seed, ftype=ft, **ac_cfg)
-                            for ft in FTYPES}, None
+                            for ft in ftypes}, None
             print(f"[ac] files ready ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
             ac_c, checks["ac_predictor"] = ac_cells(ac, threads, ac_rounds, seed, pred)
             cells += ac_c
@@ -680,10 +704,10 @@ def run(threads: int, rounds: int, *, quick: bool, smoke: bool, ac_layers: int |
                 Path(p).unlink()
         if only in (None, "lewm"):
             if up is not None:
-                lw, model = lewm_upstream(up, lewm_cfg, Path(tmp), seed)
+                lw, model = lewm_upstream(up, lewm_cfg, Path(tmp), seed, ftypes)
             else:
                 lw, model = {ft: write_random_lewm(Path(tmp) / f"lewm-{ft}.gguf", seed=seed, ftype=ft,
-                                                   **lewm_cfg) for ft in FTYPES}, None
+                                                   **lewm_cfg) for ft in ftypes}, None
             cells += lewm_cells(lw, threads, rounds, seed, k_lewm, plan_cfg, up, model)
     reduced = []
     if not smoke and ac_cfg["n_layer"] != AC_FULL["n_layer"]:
@@ -707,11 +731,13 @@ def run(threads: int, rounds: int, *, quick: bool, smoke: bool, ac_layers: int |
                    "cell in the JSON")
     return {
         "started": started,
+        "commit": git_commit(),
         "seconds": round(time.perf_counter() - t0, 1),
         "quick": quick,
         "smoke": smoke,
         "reduced": reduced,
         "machine": cpu_info(threads, up),
+        "isa": isa,
         "versions": versions(up),
         "config": {
             "ac": {**ac_cfg, "tokens_per_frame": (ac_cfg["img_size"] // ac_cfg["patch_size"]) ** 2,
@@ -748,17 +774,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", choices=("ac", "lewm"), default=None, help="one model's cells only")
     ap.add_argument("--no-upstream", action="store_true",
                     help="jepa only (no torch, cc-vjepa2 or stable-worldmodel needed)")
+    ap.add_argument("--isa", choices=("native", "avx2"), default="native",
+                    help="avx2: both sides held to AVX2 (JEPA_GEMM=avx2; oneDNN, MKL and ATen capped), the "
+                    "stand-in for an AVX2-only CPU -> bench-world-avx2.json")
+    ap.add_argument("--ftypes", nargs="+", choices=FTYPES, default=list(FTYPES),
+                    help="jepa's weight files (f32 always runs: the goals are set against it)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None,
-                    help=f"JSON to write (default {DEFAULT_OUT}; {SMOKE_OUT} for --smoke)")
+                    help=f"JSON to write (default {DEFAULT_OUT}, {AVX2_OUT} with --isa avx2; {SMOKE_OUT} for "
+                    "--smoke)")
     args = ap.parse_args(argv)
+    if args.isa == "avx2":
+        os.environ.update(AVX2_ENV)  # before torch and jepa are imported (each reads its switch once)
     rounds = 1 if args.smoke else args.rounds
     data = run(args.threads, rounds, quick=args.quick, smoke=args.smoke, ac_layers=args.ac_layers,
                seed=args.seed, with_upstream=not args.no_upstream, only=args.only,
-               ac_rounds=None if args.ac_rounds is None else tuple(args.ac_rounds))
-    out = args.out or (SMOKE_OUT if args.smoke else DEFAULT_OUT)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data, indent=2) + "\n")
+               ac_rounds=None if args.ac_rounds is None else tuple(args.ac_rounds),
+               ftypes=tuple(dict.fromkeys(["f32", *args.ftypes])), isa=args.isa)
+    out = args.out or (SMOKE_OUT if args.smoke else AVX2_OUT if args.isa == "avx2" else DEFAULT_OUT)
+    write_record(out, data, indent=2)
     print(f"wrote {out} ({data['seconds']:.0f} s)")
     return 0
 
