@@ -15,10 +15,10 @@ from jepa_server.model_info import ENUMS, FIELDS, model_json
 DOCUMENTED = {
     "name", "family", "modality", "backend", "matmul", "n_matmul_packed", "file_type", "n_params",
     "n_bytes", "embed_dim", "n_layer", "n_head", "ffn_dim", "patch_size", "tubelet_size", "img_size",
-    "n_frames", "in_chans", "has_cls", "n_registers", "pos_type", "ln_eps", "head_kind", "n_labels",
-    "n_classes", "pred_kind", "pred_embed_dim", "pred_n_layer", "pred_n_head", "pred_n_mask_tokens",
-    "pred_grid_size", "pred_action_dim", "pred_state_dim", "pred_n_frames", "wm_embed_dim",
-    "pred_norm_reps_eps", "preprocess", "pool",
+    "n_frames", "in_chans", "has_cls", "n_registers", "pos_type", "attn_mode", "ln_eps", "head_kind",
+    "n_labels", "n_classes", "pred_kind", "pred_embed_dim", "pred_n_layer", "pred_n_head",
+    "pred_n_mask_tokens", "pred_grid_size", "pred_action_dim", "pred_state_dim", "pred_n_frames",
+    "wm_embed_dim", "pred_norm_reps_eps", "preprocess", "pool",
 }  # fmt: skip
 
 
@@ -59,9 +59,9 @@ def test_shape_and_spelling(
 def test_every_published_field_is_an_engine_field() -> None:
     """A renamed or dropped ModelInfo field fails here, not as a silently missing API key."""
     published = set(FIELDS) | set(ENUMS)
-    assert published | {"preprocess", "pool"} == DOCUMENTED
+    assert published | {"preprocess", "pool", "attn_mode"} == DOCUMENTED
     engine = {n for n in dir(jepa.ModelInfo) if not n.startswith("_")}
-    assert published <= engine, published - engine
+    assert published | {"block_causal"} <= engine, published - engine  # attn_mode spells block_causal
 
 
 def test_a_text_model_publishes_its_poolings_and_no_pixel_recipe(tmp_path: Path) -> None:

@@ -198,6 +198,8 @@ typedef struct jepa_model_info {
     int   n_registers;
     jepa_pos_type pos_type;
     float ln_eps;
+    int   block_causal;         /* jepa.enc.attn_mode block_causal: a patch token attends the patches
+                                   of its frame and earlier ones, a CLS every token (LeVJEPA); 0: full */
 
     /* what else the file holds */
     jepa_head_kind head_kind;

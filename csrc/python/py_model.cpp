@@ -128,6 +128,7 @@ void register_info(py::module_ & m) {
         JEPA_FIELD(I, ffn_dim) JEPA_FIELD(I, patch_size) JEPA_FIELD(I, tubelet_size) JEPA_FIELD(I, img_size)
         JEPA_FIELD(I, n_frames) JEPA_FIELD(I, in_chans)
         .def_property_readonly("has_cls", [](const ModelInfo & i) { return i.has_cls != 0; })
+        .def_property_readonly("block_causal", [](const ModelInfo & i) { return i.block_causal != 0; })
         JEPA_FIELD(I, n_registers) JEPA_FIELD(I, pos_type) JEPA_FIELD(I, ln_eps) JEPA_FIELD(I, head_kind)
         JEPA_FIELD(I, pred_kind) JEPA_FIELD(I, n_labels)
         .def_property_readonly("preprocess",

@@ -109,8 +109,36 @@ Qkv build_qkv(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, int n_he
     return {split(b.q), split(b.k), split(b.v)};
 }
 
+namespace {
+// Key-ranged attention on ggml's ops (its CPU path and GPUs): each query group against its keys'
+// rows as views, the groups' results concatenated along the tokens; no mask is built.
+ggml_tensor * ranged_attn_ggml(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, const AttnOptions & o) {
+    const gemm::KeyRanges & r = *o.ranges;
+    AttnOptions plain = o;
+    plain.ranges = nullptr;
+    plain.own_kernels = false;
+    plain.mask = nullptr;
+    auto rows = [&](ggml_tensor * t, int64_t t0, int64_t n) {
+        return ggml_view_4d(ctx, t, t->ne[0], t->ne[1], n, t->ne[3], t->nb[1], t->nb[2], t->nb[3], size_t(t0) * t->nb[2]);
+    };
+    ggml_tensor * out = nullptr;
+    for (size_t g = 0; g + 1 < r.q_start.size(); ++g) {
+        const int64_t q0 = r.q_start[g], lo = r.k_lo[g], nk = r.k_hi[g] - lo;
+        ggml_tensor * a = build_attn(ctx, rows(q, q0, r.q_start[g + 1] - q0), rows(k, lo, nk), rows(v, lo, nk), plain);
+        out = out ? ggml_concat(ctx, out, a, 1) : a;  // [hd * H, rows, B]
+    }
+    return out;
+}
+}  // namespace
+
 ggml_tensor * build_attn(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, const AttnOptions & o) {
     const int64_t hd = q->ne[0], H = q->ne[1], Nq = q->ne[2], B = q->ne[3];
+    if (o.ranges) {
+        if (o.own_kernels && gemm::ranged_attention_supported(q, k, v, *o.ranges)) {
+            return gemm::ranged_attention(ctx, q, k, v, o.ranges, o.bf16_out);
+        }
+        return ranged_attn_ggml(ctx, q, k, v, o);
+    }
     if (o.own_kernels && gemm::attention_supported(q, k, v, o.mask)) {
         return gemm::attention(ctx, q, k, v, o.mask, o.scale, o.half, o.bf16_out, o.one_kernel);
     }

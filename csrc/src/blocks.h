@@ -1,6 +1,7 @@
 // Shared graph blocks: every encoder, predictor and head is assembled from these.
 #pragma once
 
+#include "gemm.h"
 #include "hparams.h"
 #include "model.h"
 
@@ -20,6 +21,8 @@ struct AttnOptions {
     bool bf16_out = false;     // ... and its result in bf16, for a bf16 product that reads it
     bool one_kernel = false;   // ... with one kernel for every key count (never the few-key one): a
                                // frame-causal rollout's cached frames then give the recomputed ones' bits
+    const gemm::KeyRanges * ranges = nullptr;  // each query group's key range (block-causal), or NULL:
+                                               // no mask; it must outlive the graph's compute
 };
 
 // The attention options every graph starts from: n_head heads scaled by 1/sqrt(head_dim), and the

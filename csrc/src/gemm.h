@@ -101,6 +101,28 @@ struct Varlen {
 bool varlen_attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v);
 ggml_tensor * varlen_attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, const Varlen * spec);
 
+// Attention where each group of query rows reads one contiguous range of keys: group g's queries
+// [q_start[g], q_start[g + 1]) attend keys [k_lo[g], k_hi[g]) of the same item, and nothing else
+// is computed (a block-causal video encoder: the CLS row reads every key, frame f's patch rows the
+// patch keys of frames <= f; no N x N mask exists). q, k, v [head_dim, n_head, n_tok, B] f32 with
+// contiguous rows; returns [head_dim * n_head, n_tok, B] f32, or bf16 with out_bf16 (the bf16 kernel
+// only). A row's bits depend on its own keys only: the same whatever the batch, the threads or the
+// other groups. `spec` must live until the graph has run.
+struct KeyRanges {
+    std::vector<int64_t> q_start;  // n_groups + 1, from 0 to n_tok
+    std::vector<int64_t> k_lo, k_hi;  // n_groups each, 0 <= lo < hi <= n_tok
+    float scale = 1.0f;
+    bool half = false;  // the products in bf16 (bf16 models on a bf16 kernel)
+
+    // The block-causal ranges of n_prefix read-everything tokens then n_frames frames of per_frame
+    // patch tokens (frame-major): prefix rows read all keys, a patch row the patches of frames <= its own.
+    static KeyRanges block_causal(int64_t n_prefix, int64_t n_frames, int64_t per_frame);
+    int64_t n_tok() const { return q_start.empty() ? 0 : q_start.back(); }
+};
+bool ranged_attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v, const KeyRanges & spec);
+ggml_tensor * ranged_attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, const KeyRanges * spec,
+                               bool out_bf16 = false);
+
 // How many kernel scratch allocations have failed in this process (a kernel that cannot get its
 // scratch computes nothing): a caller compares it around a graph compute.
 int64_t scratch_failures();

@@ -48,6 +48,7 @@ EncoderHparams parse_encoder(const GgufMeta & m) {
     e.act = Act(m.get_enum("jepa.enc.act", {"gelu_erf", "gelu_tanh", "silu"}, 0));
     const int pos = m.get_enum("jepa.enc.pos_type", {"none", "learned", "sincos2d", "sincos3d", "rope3d"}, 1);
     e.pos_type = jepa_pos_type(pos);
+    e.block_causal = m.get_enum("jepa.enc.attn_mode", {"full", "block_causal"}, 0) == 1;
 
     if (e.embed_dim % e.n_head != 0) {
         fail(JEPA_ERR_BAD_FILE, "jepa.enc.embed_dim %d is not a multiple of jepa.enc.n_head %d", e.embed_dim, e.n_head);
@@ -59,8 +60,10 @@ EncoderHparams parse_encoder(const GgufMeta & m) {
     if (!(e.ln_eps > 0.0f && e.ln_eps < 1.0f)) fail(JEPA_ERR_BAD_FILE, "jepa.enc.ln_eps %g out of range (0, 1)", e.ln_eps);
     if (e.pos_type == JEPA_POS_ROPE3D) {
         parse_rope(m, "jepa.enc.", e.head_dim(), &e.rope_theta);
-        if (e.cls_token || e.n_registers > 0) {
-            fail(JEPA_ERR_UNSUPPORTED, "jepa.enc.pos_type rope3d with CLS or register tokens is not supported");
+        // A CLS carries no rotation (its table rows are the identity: LeVJEPA); registers are not known
+        // from any rope3d release.
+        if (e.n_registers > 0) {
+            fail(JEPA_ERR_UNSUPPORTED, "jepa.enc.pos_type rope3d with register tokens is not supported");
         }
     }
     if (e.pos_type == JEPA_POS_SINCOS3D) {

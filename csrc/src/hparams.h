@@ -30,6 +30,8 @@ struct EncoderHparams {
     Act act = Act::GeluErf;
     jepa_pos_type pos_type = JEPA_POS_LEARNED;
     float rope_theta = 10000.0f;  // rope3d only; the frequency layout is "tiled" (see rope.h)
+    bool block_causal = false;    // jepa.enc.attn_mode block_causal: a patch sees the patches of its
+                                  // frame and earlier ones, a prefix token every token (LeVJEPA)
     bool has_proj = false;        // LeWM: a projector enc.proj.0 -> proj_act -> enc.proj.2 after the CLS
     Act proj_act = Act::GeluErf;
 

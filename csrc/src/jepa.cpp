@@ -64,6 +64,7 @@ jepa_model_info describe(const jepa::Model & m) {
     JEPA_COPY(e, embed_dim) JEPA_COPY(e, n_layer) JEPA_COPY(e, n_head) JEPA_COPY(e, ffn_dim) JEPA_COPY(e, patch_size)
     JEPA_COPY(e, tubelet_size) JEPA_COPY(e, img_size) JEPA_COPY(e, n_frames) JEPA_COPY(e, in_chans)
     i.has_cls = e.cls_token ? 1 : 0;
+    i.block_causal = e.block_causal ? 1 : 0;
     JEPA_COPY(e, n_registers) JEPA_COPY(e, pos_type) JEPA_COPY(e, ln_eps)
     i.head_kind = m.hp.head.kind;
     i.pred_kind = m.hp.pred.kind;

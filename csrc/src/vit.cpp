@@ -127,6 +127,14 @@ EncoderGraph build_encoder_graph(ggml_context * ctx, const Model & m, const Inpu
         attn.rope_cos = eg.rope_cos;
         attn.rope_sin = eg.rope_sin;
     }
+    if (e.block_causal) {
+        // Computed from the frame layout inside the attention (no N x N mask): prefix rows read every
+        // token, a frame's patch rows the patches of frames up to their own.
+        eg.ranges = std::make_shared<gemm::KeyRanges>(gemm::KeyRanges::block_causal(n_prefix, g.t, int64_t(g.h) * g.w));
+        eg.ranges->scale = attn.scale;
+        eg.ranges->half = attn.half;
+        attn.ranges = eg.ranges.get();
+    }
     const BlockHparams bh = m.hp.enc_block();
     for (int il = 0; il < e.n_layer; ++il) {
         x = build_vit_block(ctx, x, w.blocks[size_t(il)], bh, attn, il);

@@ -2,8 +2,10 @@
 // CLS and register tokens, pre-norm blocks, final LayerNorm. A pure function of (hparams, shape).
 #pragma once
 
+#include "gemm.h"
 #include "model.h"
 
+#include <memory>
 #include <vector>
 
 namespace jepa {
@@ -18,6 +20,9 @@ struct EncoderGraph {
     ggml_tensor * out = nullptr;      // output [D, n_tok, B]
     ggml_tensor * rope_cos = nullptr; // input [head_dim, 1, n_tok, 1] (rope3d models; see rope.h)
     ggml_tensor * rope_sin = nullptr;
+    // Block-causal encoders: the attention's key range per query group, read by the graph's
+    // attention nodes while it computes (so it lives as long as this graph).
+    std::shared_ptr<gemm::KeyRanges> ranges;
 };
 
 // Patch-grid of one item: ceil(T / tubelet) x (H / P) x (W / P). Throws for a shape the model cannot take.

@@ -122,6 +122,9 @@ class ModelInfo:
     def backend(self) -> str:
         ...
     @property
+    def block_causal(self) -> bool:
+        ...
+    @property
     def embed_dim(self) -> int:
         ...
     @property

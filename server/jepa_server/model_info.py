@@ -40,6 +40,7 @@ def model_json(model: jepa.Model) -> dict[str, Any]:
     info = model.info
     out: dict[str, Any] = {name: getattr(info, name) for name in FIELDS}
     out.update({name: spelling(getattr(info, name)) for name in ENUMS})
+    out["attn_mode"] = "block_causal" if info.block_causal else "full"  # jepa.enc.attn_mode's spelling
     out["pool"] = pool_json(model)
     if info.modality == "text":  # tokens in: no pixel recipe to publish (its "text" block says the rest)
         return out

@@ -12,7 +12,7 @@
 // fills the inputs once allocated; the result comes back as f32 (bf16 widened), its type in out_type.
 template <typename Build, typename Set>
 std::vector<float> run_graph(int threads, Build && build, Set && set, ggml_type * out_type = nullptr) {
-    ggml_init_params ip{64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    ggml_init_params ip{1024 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};  // room for fallbacks built of views
     ggml_context * ctx = ggml_init(ip);
     ggml_tensor * y = build(ctx);
     ggml_set_output(y);
