@@ -242,6 +242,15 @@ KEYS: tuple[Key, ...] = (
         allowed=("none", "learned", "sincos2d", "rope3d"),
     ),
     Key(
+        "jepa.enc.attn_mode",
+        STR,
+        VISION,
+        "`full`, or `block_causal` (LeVJEPA): a patch token attends the patches of its own frame and "
+        "earlier ones and no prefix token, a CLS token every token",
+        default="full",
+        allowed=("full", "block_causal"),
+    ),
+    Key(
         "jepa.enc.proj_act",
         STR,
         VISION,

@@ -25,6 +25,7 @@ ACTS = _allowed("jepa.enc.act")
 RESAMPLES = _allowed("jepa.pre.resample")
 RESIZE_MODES = _allowed("jepa.pre.resize_mode")
 POS_TYPES = _allowed("jepa.enc.pos_type")
+ATTN_MODES = _allowed("jepa.enc.attn_mode")
 
 
 @dataclass(frozen=True)
@@ -60,14 +61,18 @@ class Encoder:
     tubelet_size: int = 1
     n_frames: int = 1
     rope_theta: float = ROPE_THETA  # pos_type rope3d only
+    # jepa.enc.attn_mode, written when the source says (LeVJEPA); None: not written, the loader's `full`
+    attn_mode: str | None = None
 
     def __post_init__(self) -> None:
         if self.act not in ACTS:
             raise ValueError(f"unsupported act={self.act}")
         if self.pos_type not in POS_TYPES:
             raise ValueError(f"unsupported pos_type={self.pos_type}")
-        if self.pos_type == "rope3d" and (self.cls_token or self.n_registers):
-            raise ValueError("unsupported pos_type=rope3d with CLS or register tokens")
+        if self.pos_type == "rope3d" and self.n_registers:  # a CLS is not rotated (LeVJEPA)
+            raise ValueError("unsupported pos_type=rope3d with register tokens")
+        if self.attn_mode is not None and self.attn_mode not in ATTN_MODES:
+            raise ValueError(f"unsupported attn_mode={self.attn_mode} (known: {', '.join(ATTN_MODES)})")
         if self.n_head <= 0 or self.embed_dim % self.n_head:
             raise ValueError(f"unsupported n_head={self.n_head} (embed_dim={self.embed_dim})")
         if self.img_size % self.patch_size:
@@ -85,6 +90,8 @@ class Encoder:
         out |= {"jepa.enc.ln_eps": float(self.ln_eps), "jepa.enc.act": self.act,
                 "jepa.enc.pos_type": self.pos_type}
         out |= {f"jepa.enc.{k}": bool(getattr(self, k)) for k in ("cls_token", "qkv_fused", "layer_scale")}
+        if self.attn_mode is not None:
+            out["jepa.enc.attn_mode"] = self.attn_mode
         return out
 
     def rope_keys(self) -> dict[str, Any]:
