@@ -101,27 +101,41 @@ class Converter(ABC):
         return write_gguf(out, self.meta(), enc, pre, self.checked_tensors(), ftype, parts=self.parts())
 
 
-REGISTRY: dict[str, type[Converter]] = {}
+# family -> its converters, one per source layout (levjepa: the timm image layout and the HF video one);
+# detection decides between the layouts of one family, as between families.
+REGISTRY: dict[str, list[type[Converter]]] = {}
 
 
 def register(cls: type[Converter]) -> type[Converter]:
-    if cls.family in REGISTRY:
-        raise RuntimeError(f"two converters for family {cls.family}")
-    REGISTRY[cls.family] = cls
+    layouts = REGISTRY.setdefault(cls.family, [])
+    if any(c.__name__ == cls.__name__ for c in layouts):
+        raise RuntimeError(f"two converters {cls.__name__} for family {cls.family}")
+    layouts.append(cls)
     return cls
 
 
-def pick(src: Path, family: str = "auto") -> type[Converter]:
-    if family != "auto":
-        try:
-            return REGISTRY[family]
-        except KeyError:
-            raise ValueError(f"unsupported family={family} (known: {', '.join(sorted(REGISTRY))})") from None
-    found = [c for c in REGISTRY.values() if c.detect(src)]
+def _one(src: Path, found: list[type[Converter]], what: str) -> type[Converter]:
     if len(found) != 1:
-        what = "no converter" if not found else f"several converters ({', '.join(c.family for c in found)})"
-        raise ValueError(f"{src}: {what} recognise this checkpoint; pass --family")
+        names = ", ".join(f"{c.__name__} ({c.family})" for c in found)
+        which = "no converter" if not found else f"several converters ({names})"
+        raise ValueError(f"{src}: {which} recognise{'s' if not found else ''} this checkpoint{what}")
     return found[0]
+
+
+def pick(src: Path, family: str = "auto") -> type[Converter]:
+    """The converter for `src`: the one that recognises it (family auto), or the family's own; a family
+    of several layouts takes the one of them that recognises it."""
+    if family == "auto":
+        return _one(src, [c for layouts in REGISTRY.values() for c in layouts if c.detect(src)],
+                    "; pass --family")
+    try:
+        layouts = REGISTRY[family]
+    except KeyError:
+        raise ValueError(f"unsupported family={family} (known: {', '.join(sorted(REGISTRY))})") from None
+    if len(layouts) == 1:
+        return layouts[0]
+    names = ", ".join(c.__name__ for c in layouts)
+    return _one(src, [c for c in layouts if c.detect(src)], f" among family {family}'s layouts ({names})")
 
 
 def resolve_n_head(found: int | None, flag: int | None, width: int, by_width: dict[int, int]) -> int:
