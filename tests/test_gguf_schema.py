@@ -70,7 +70,7 @@ def test_family_lists_agree() -> None:
     from jepa.convert.cli import _parser
 
     # Importing registers the converters.
-    for module in ("bert", "hf_vit", "lewm", "timm_vit", "vjepa2", "vjepa2_ac"):
+    for module in ("bert", "hf_vit", "levjepa_hf", "lewm", "timm_vit", "vjepa2", "vjepa2_ac"):
         importlib.import_module(f"jepa.convert.{module}")
     assert set(REGISTRY) == set(CONVERTER_FAMILIES)
     family = next(a for a in _parser()._actions if a.dest == "family")
@@ -99,6 +99,8 @@ FILES: dict[str, Callable[[Path], str]] = {
                      img_size=8),
     "ijepa": _encoder_only("ijepa", HF_VIT_RECIPE, cls_token=False),
     "levjepa": _encoder_only("levjepa", IMAGENET_RECIPE, n_registers=2, qkv_fused=True, layer_scale=True),
+    "levjepa_video": _writer("jepa.testing.random_levjepa:write_random_levjepa", embed_dim=24, n_layer=1,
+                             n_head=2, img_size=16, patch_size=8, n_frames=2),
     "vjepa2": _writer("jepa.testing.random_vjepa2:write_random_vjepa2", embed_dim=24, n_layer=1, n_head=2,
                       img_size=16, patch_size=8, n_frames=2,
                       predictor={"embed_dim": 24, "n_layer": 1, "n_head": 2}, head={"n_classes": 3}),

@@ -1,6 +1,7 @@
 """jepa-convert: checkpoints (HF safetensors, timm safetensors, Meta .pt, LeWM weights.pt) to jepa GGUF files.
 
-One small converter class per source layout, registered by family (see `base.Converter`).
+One small converter class per source layout, registered by family (see `base.Converter`); a family
+may have several layouts (levjepa: timm_vit and levjepa_hf), detection deciding.
 Needs the `convert` extra (gguf, safetensors); torch only for converters that read .pt files."""
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def convert(
     max_seq_len: int | None = None,
 ) -> str:
     """Convert the checkpoint at `src` (a directory, a .safetensors or a .pt file) to the GGUF file `out`."""
-    from . import bert, hf_vit, lewm, timm_vit, vjepa2, vjepa2_ac  # noqa: F401 - importing registers the converters
+    from . import bert, hf_vit, levjepa_hf, lewm, timm_vit, vjepa2, vjepa2_ac  # noqa: F401 - importing registers the converters
     from .base import Options, pick
 
     path = Path(src)
