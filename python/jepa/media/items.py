@@ -3,7 +3,8 @@
 An item is a path, bytes, a PIL image or a uint8 [H, W, 3] array (an image, T = 1), a uint8
 [T, H, W, 3] array or a list of frames (one clip), or a video file (path or bytes; `frames` frames
 are sampled from it). Each frame is preprocessed on its own (frames may differ in size), then the
-frames are stacked; a model with tubelet size k repeats the last frame until T is a multiple of k."""
+frames are stacked; a model with tubelet size k repeats the last frame until T is a multiple of k, and
+LeVJEPA's video encoder takes a still image as `frames` (default: its n_frames) copies of it."""
 
 from __future__ import annotations
 
@@ -32,6 +33,15 @@ Item: TypeAlias = Frame | Sequence[Frame]
 _FAMILY_NORMALIZE = {"vjepa2": "fused", "vjepa2_1": "fused", "lewm": "rescale32"}
 
 
+def _clip_model(info: ModelInfo) -> bool:
+    """LeVJEPA's video encoder (family levjepa, modality video; the family's LeJEPA image release is
+    timm's): its upstream recipe (MLO-lab/LeVJEPA's notebook `preprocess`) rounds the resized long side,
+    round(w * 224 / short), where transformers truncates; and it reads a still image as a clip of the
+    model's frames (`image.unsqueeze(2).repeat(1, 1, 16, 1, 1)`): under block-causal attention the CLS
+    of one frame is not the CLS of sixteen."""
+    return info.family == "levjepa" and info.modality == "video"
+
+
 class HasInfo(Protocol):
     info: ModelInfo
 
@@ -50,6 +60,7 @@ def recipe_for(model: HasInfo) -> dict[str, Any]:
         "resize_mode": pre.resize_mode.name.lower(),
         "resample": pre.resample.name.lower(),
         "normalize": _FAMILY_NORMALIZE.get(info.family, "rescale64"),
+        "resize_round": "round" if _clip_model(info) else "truncate",
     }
 
 
@@ -165,6 +176,8 @@ def prepare(
             f"a clip of {len(loaded)} frames needs a video model; this is an image model "
             "(embed the frames as separate images, or sample one frame)"
         )
+    if not is_clip and _clip_model(info):
+        loaded = loaded * n_video  # a still image: the model's clip of it (one frame, preprocessed once)
     tubelet = max(1, info.tubelet_size)
     if len(loaded) % tubelet:
         # Upstream V-JEPA repeats the last frame to fill the last tubelet.

@@ -1,9 +1,10 @@
 """Resize, crop and normalise one RGB image from a model's recipe (GGUF `jepa.pre.*`).
 
 The geometry and the Pillow calls are those of transformers' PIL image processors: resize with Pillow
-(the short side to `resize_short`, the long side `int(resize_short * long / short)`, then a centre crop
-with top = (h - crop) // 2), or squash to crop × crop. The float arithmetic differs between the upstream
-pipelines in the last bit, so the recipe names which one to reproduce (`normalize`, see NORMALIZE_MODES)."""
+(the short side to `resize_short`, the long side `int(resize_short * long / short)`, or rounded where
+the recipe's `resize_round` says so, then a centre crop with top = (h - crop) // 2), or squash to
+crop × crop. The float arithmetic differs between the upstream pipelines in the last bit, so the recipe
+names which one to reproduce (`normalize`, see NORMALIZE_MODES)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,13 @@ def _output_size(width: int, height: int, recipe: Mapping[str, Any]) -> tuple[in
     if mode != "shortest_edge":
         raise InvalidInputError(f"unknown resize_mode {mode!r} in the model's preprocessing recipe")
     size = int(recipe["resize_short"])
+    rounding = recipe.get("resize_round", "truncate")
+    if rounding == "round":
+        # LeVJEPA's notebook: scale = size / min(w, h), then round(w * scale), round(h * scale).
+        scale = size / min(width, height)
+        return round(width * scale), round(height * scale)
+    if rounding != "truncate":
+        raise InvalidInputError(f"unknown resize_round {rounding!r}: use truncate or round")
     # transformers' get_resize_output_image_size (torchvision's rule): truncate, do not round.
     if width <= height:
         return size, int(size * height / width)
