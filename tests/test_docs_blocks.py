@@ -45,7 +45,7 @@ from docs_blocks import (
     shell_script,
 )
 
-from conftest import AC_BUNDLE, LEWM_BUNDLE, TINY_VJEPA2, TINY_VJEPA2_PARTS, random_meta_pt
+from conftest import AC_BUNDLE, LEWM_BUNDLE, REFERENCE_DIR, TINY_VJEPA2, TINY_VJEPA2_PARTS, random_meta_pt
 
 BIN = Path(sys.executable).parent
 BLOCKS = all_blocks()
@@ -203,7 +203,7 @@ def link_to(target: Path) -> Callable[[Path], None]:
 @dataclass(frozen=True)
 class StandIn:
     name: str  # its path in the sandbox
-    marker: str  # pytest marker of a block that needs it: what building it imports
+    marker: str  # pytest marker of a block that needs it: what building it imports ("" for nothing)
     build: Callable[[Path], None]
 
     def used_by(self, block: Block) -> bool:
@@ -223,6 +223,8 @@ STAND_INS = [
     # .pt in Meta's layout and a LeWM weights.pt + config.json directory.
     StandIn("vjepa2-ac-vitg.pt", "torch", link_to(AC_BUNDLE / "checkpoint.pt")),
     StandIn("lewm-pusht", "torch", link_to(LEWM_BUNDLE)),
+    # MLO-lab's LeVJEPA code on a tiny model, in the HF release's layout (safetensors + config.json).
+    StandIn("LeVJEPA-VideoMix-Large", "", link_to(REFERENCE_DIR / "levjepa")),
 ]
 
 
@@ -425,7 +427,7 @@ def case(block: Block) -> Any:
     marks: list[Any] = []
     if block.directives.skip:
         marks.append(pytest.mark.skip(reason=block.directives.skip))
-    needs = {s.marker for b in chain_of(block) for s in STAND_INS if s.used_by(b)}
+    needs = {s.marker for b in chain_of(block) for s in STAND_INS if s.used_by(b) and s.marker}
     marks += [getattr(pytest.mark, m) for m in sorted(needs)]
     return pytest.param(block, id=block.id, marks=marks)
 
