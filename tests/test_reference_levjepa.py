@@ -125,3 +125,26 @@ def test_batch_and_threads_give_the_same_bits(model: jepa.Model) -> None:
     pair = np.concatenate([wide, wide[:, :, ::-1].copy()])
     wide_batched = model.context(threads=2).encode(pair)
     assert np.array_equal(bits(wide_batched[0]), bits(one.encode(wide)[0]))
+
+
+def test_the_server_gives_the_pipeline_bits(path: str, ctx: jepa.Context) -> None:
+    """/v1/embeddings on the converted file: a PNG of the bundle's image (a clip of the model's frames)
+    and its default, cls and mean pools are jepa.embed's bits."""
+    import io
+
+    from PIL import Image
+    from test_server_support import b64, decode_embeddings, http, server_process
+
+    buf = io.BytesIO()
+    Image.fromarray(g("image_u8")[0]).save(buf, "PNG")
+    item = {"b64": b64(buf.getvalue())}
+    with server_process("-m", path, "--port", "0") as server:
+        for pool in (None, "cls", "mean"):
+            body: dict[str, object] = {"input": [item], "encoding_format": "base64"}
+            if pool is not None:
+                body["pool"] = pool
+            reply = http(server.url + "/v1/embeddings", "POST", body)
+            assert reply.status == 200, reply.body
+            expected = jepa.embed(ctx, [g("image_u8")[0]], pool=pool)
+            assert np.array_equal(bits(decode_embeddings(reply.json())), bits(expected)), pool
+    assert_agrees(expected, g("tokens_image")[:, 1:].mean(axis=1), "served mean")
