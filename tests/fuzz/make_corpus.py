@@ -27,6 +27,7 @@ from pathlib import Path
 from jepa.demo import write_demo_model
 from jepa.gguf.keys import KEYS
 from jepa.gguf.schema import Encoder, Meta, Preprocess
+from jepa.testing.random_levjepa import write_random_levjepa
 from jepa.testing.random_text import write_random_bert
 from jepa.testing.random_vjepa2 import write_random_vjepa2
 from jepa.testing.random_weights import write_random_file
@@ -51,6 +52,8 @@ VALID: dict[str, Callable[[Path], object]] = {
     "levjepa": lambda p: _image(p, "levjepa", qkv_fused=True, n_registers=2, layer_scale=True,
                                 act="gelu_tanh"),
     # 3-D RoPE needs an even head width >= 6: 12 wide, 2 heads.
+    "levjepa-video": lambda p: write_random_levjepa(p, embed_dim=12, n_layer=1, n_head=2, patch_size=4,
+                                                    img_size=8, n_frames=2),
     "vjepa2": lambda p: write_random_vjepa2(p, embed_dim=12, n_layer=1, n_head=2, patch_size=4, img_size=8,
                                             n_frames=2, predictor={"embed_dim": 12, "n_head": 2},
                                             head={"n_classes": 3}),
