@@ -311,6 +311,11 @@ JEPA_API jepa_status jepa_encode(jepa_context * ctx, const float * pixels,
  * with the model's attentive-pool head. logits_out: float32 [B, n_classes]; pooled_out: float32
  * [B, D], the head's pooled vector before the classifier, or NULL. Lengths are in floats. Softmax
  * and top-k are left to the caller. JEPA_ERR_UNSUPPORTED when the model has no head. */
+/* The compute buffer, in bytes, one jepa_encode of pixels [B, C, T, H, W] takes on this context (a
+ * batch over max_batch runs in chunks of max_batch; max_graph_bytes bounds this), measured without
+ * computing: the memory per clip a caller budgets for. */
+JEPA_API jepa_status jepa_encode_memory(jepa_context * ctx, int B, int C, int T, int H, int W, size_t * bytes);
+
 JEPA_API jepa_status jepa_classify(jepa_context * ctx, const float * tokens, int B, int N, int D,
                                    float * logits_out, size_t logits_len,
                                    float * pooled_out, size_t pooled_len);

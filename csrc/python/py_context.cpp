@@ -64,6 +64,14 @@ struct PyContext {
         return out;
     }
 
+    // The compute buffer, in bytes, encode(pixels of this shape) takes (no compute).
+    int64_t encode_memory(const std::vector<int> & shape) {
+        require_shape(shape.size() == 5, "encode_memory expects a shape [B, C, T, H, W]");
+        size_t bytes = 0;
+        run_nogil([&] { return jepa_encode_memory(handle.get(), shape[0], shape[1], shape[2], shape[3], shape[4], &bytes); });
+        return int64_t(bytes);
+    }
+
     // tokens [B, N, D] -> (logits [B, n_classes], pooled [B, D])
     py::tuple classify(const py::array_t<float, py::array::c_style> & x) {
         require_shape(x.ndim() == 3, "classify expects a 3-D float32 array [B, N, D]");
@@ -294,6 +302,7 @@ void register_context(py::module_ & m) {
         .def("set_threads", [](PyContext & c, int n) { check(jepa_context_set_threads(c.handle.get(), n)); })
         .def("set_max_batch", [](PyContext & c, int n) { check(jepa_context_set_max_batch(c.handle.get(), n)); })
         .def("encode", &PyContext::encode, py::arg("pixels"))
+        .def("encode_memory", &PyContext::encode_memory, py::arg("shape"))
         .def("classify", &PyContext::classify, py::arg("tokens"))
         .def("predict", &PyContext::predict, py::arg("tokens"), py::arg("context_ids"), py::arg("target_ids"),
              py::arg("mask_index") = pd.mask_index, py::arg("grid_h") = pd.grid_h, py::arg("grid_w") = pd.grid_w)

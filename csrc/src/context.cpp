@@ -105,8 +105,7 @@ void Context::compute(ggml_cgraph * graph) {
     }
 }
 
-int Context::fit_chunk(const std::function<ggml_cgraph *(int)> & build, int want, const std::string & what) {
-    if (params_.max_graph_bytes <= 0) return want;
+size_t Context::graph_bytes(ggml_cgraph * graph) {
     // Measure with an allocator of its own: a no-alloc reserve on galloc_ would leave it a plan
     // without buffers, which the next ggml_gallocr_alloc_graph of a same-shaped graph would trust.
     struct Measure {
@@ -114,10 +113,15 @@ int Context::fit_chunk(const std::function<ggml_cgraph *(int)> & build, int want
         ~Measure() { ggml_gallocr_free(a); }
     } measure{ggml_gallocr_new(ggml_backend_get_default_buffer_type(backend_))};
     if (!measure.a) fail(JEPA_ERR_RESOURCE, "cannot create the graph allocator");
+    size_t size = 0;
+    ggml_gallocr_reserve_n_size(measure.a, graph, nullptr, nullptr, &size);
+    return size;
+}
+
+int Context::fit_chunk(const std::function<ggml_cgraph *(int)> & build, int want, const std::string & what) {
+    if (params_.max_graph_bytes <= 0) return want;
     for (int b = want;; b = (b + 1) / 2) {
-        ggml_cgraph * graph = build(b);
-        size_t size = 0;
-        ggml_gallocr_reserve_n_size(measure.a, graph, nullptr, nullptr, &size);
+        const size_t size = graph_bytes(build(b));
         if (int64_t(size) <= params_.max_graph_bytes) return b;
         if (b == 1) {
             fail(JEPA_ERR_RESOURCE, "one %s needs a %lld-byte compute buffer, over the context's limit of %lld bytes",
@@ -175,6 +179,13 @@ void Context::encode(const float * pixels, const InputShape & s, float * out, si
         c.B = std::min(chunk, s.B - b0);
         encode_chunk(pixels + size_t(b0) * in_item, c, out + size_t(b0) * size_t(per_item));
     }
+}
+
+size_t Context::encode_memory(const InputShape & s) {
+    if (s.B < 1) fail(JEPA_ERR_INVALID_ARG, "encode_memory: batch size must be >= 1, got %d", s.B);
+    InputShape c = s;
+    c.B = std::min(s.B, params_.max_batch);  // encode runs the batch in chunks of at most max_batch
+    return graph_bytes(build_encoder_graph(graph_ctx(), model_, c, use_flash()).graph);
 }
 
 void Context::classify(const float * tokens, int B, int64_t N, int D, float * logits, size_t logits_len,

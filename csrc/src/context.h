@@ -35,6 +35,9 @@ public:
 
     // pixels [B, C, T, H, W] -> out [B, n_tok, D]
     void encode(const float * pixels, const InputShape & s, float * out, size_t out_len);
+    // The compute buffer one encode of shape s takes at this context's max_batch (what max_graph_bytes
+    // bounds), measured without computing anything.
+    size_t encode_memory(const InputShape & s);
     // tokens [B, N, D] -> logits [B, n_classes], pooled [B, D] (pooled may be NULL)
     void classify(const float * tokens, int B, int64_t N, int D, float * logits, size_t logits_len, float * pooled,
                   size_t pooled_len);
@@ -61,6 +64,7 @@ private:
     void encode_chunk(const float * pixels, const InputShape & s, float * out);
     // Largest chunk (<= want) whose compute buffer fits max_graph_bytes; build(b) builds the graph for b items.
     int fit_chunk(const std::function<ggml_cgraph *(int)> & build, int want, const std::string & what);
+    size_t graph_bytes(ggml_cgraph * graph);  // the compute buffer graph needs (a measuring allocator)
     // Flash attention for a sequence of n_tok tokens (the same answer for every batch size).
     bool use_flash() const;
     void allocate(ggml_cgraph * graph);

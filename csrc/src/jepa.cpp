@@ -290,6 +290,23 @@ jepa_status jepa_encode(jepa_context * ctx, const float * pixels, int B, int C, 
     })
 }
 
+jepa_status jepa_encode_memory(jepa_context * ctx, int B, int C, int T, int H, int W, size_t * bytes) {
+    if (!ctx || !bytes) return invalid("jepa_encode_memory: ctx and bytes must not be NULL");
+    JEPA_GUARD({
+        if (B < 1 || C < 1 || T < 1 || H < 1 || W < 1 || H > 16384 || W > 16384 || T > 4096) {
+            jepa::fail_arg(JEPA_ERR_INVALID_ARG, "pixels", "jepa_encode_memory: bad shape [%d, %d, %d, %d, %d]", B, C, T, H, W);
+        }
+        jepa::InputShape s;
+        s.B = B;
+        s.C = C;
+        s.T = T;
+        s.H = H;
+        s.W = W;
+        *bytes = as_ctx(ctx)->encode_memory(s);
+        return JEPA_OK;
+    })
+}
+
 jepa_status jepa_classify(jepa_context * ctx, const float * tokens, int B, int N, int D, float * logits_out,
                           size_t logits_len, float * pooled_out, size_t pooled_len) {
     if (!ctx) return invalid("jepa_classify: ctx must not be NULL");

@@ -3,6 +3,7 @@
 jepa engine (native). Use the jepa package, not this module.
 """
 from __future__ import annotations
+import collections.abc
 import numpy
 import numpy.typing
 import typing
@@ -317,6 +318,8 @@ class Context:
     def classify(self, tokens: typing.Annotated[numpy.typing.ArrayLike, numpy.float32]) -> tuple:
         ...
     def encode(self, pixels: typing.Annotated[numpy.typing.ArrayLike, numpy.float32]) -> numpy.typing.NDArray[numpy.float32]:
+        ...
+    def encode_memory(self, shape: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> int:
         ...
     def encode_text(self, ids: typing.Annotated[numpy.typing.ArrayLike, numpy.int32], seq_len: typing.Annotated[numpy.typing.ArrayLike, numpy.int32], type_ids: typing.Any = None, pool: typing.SupportsInt | typing.SupportsIndex = 0, normalize: bool = False) -> numpy.typing.NDArray[numpy.float32]:
         ...

@@ -234,6 +234,17 @@ class Context:
             )
         return self._native.encode(np.ascontiguousarray(x))
 
+    def encode_memory(self, shape: Sequence[int]) -> int:
+        """The compute buffer, in bytes, `encode` of pixels of this shape ([B, C, H, W] or [B, C, T, H,
+        W]) takes on this context, measured without computing: the memory per clip to budget, and the
+        number `max_graph_bytes` is checked against (a batch over max_batch runs in max_batch chunks)."""
+        dims = [int(d) for d in shape]
+        if len(dims) == 4:
+            dims.insert(2, 1)
+        if len(dims) != 5:
+            raise InvalidInputError(f"encode_memory expects a shape [B, C, T, H, W] or [B, C, H, W]: {dims}")
+        return int(self._native.encode_memory(dims))
+
     def classify(self, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Encoder tokens [B, N, D] (what `encode` returns) -> (logits [B, n_classes], pooled [B, D]).
 
