@@ -686,6 +686,7 @@ def run(threads: int, rounds: int, *, quick: bool, smoke: bool, ac_layers: int |
         ac_rounds = FULL_AC_ROUNDS if full_depth else (rounds, rounds)
     up = load_upstream(threads) if with_upstream else None
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    commit = git_commit()  # at the start: a commit made while the run goes on is not what it measured
     t0 = time.perf_counter()
     cells: list[dict[str, Any]] = []
     checks: dict[str, Any] = {}
@@ -731,7 +732,7 @@ def run(threads: int, rounds: int, *, quick: bool, smoke: bool, ac_layers: int |
                    "cell in the JSON")
     return {
         "started": started,
-        "commit": git_commit(),
+        "commit": commit,
         "seconds": round(time.perf_counter() - t0, 1),
         "quick": quick,
         "smoke": smoke,
