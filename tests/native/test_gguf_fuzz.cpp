@@ -652,8 +652,12 @@ void value_cases() {
         {"family vjepa2_1", set<gguf_set_val_str>("jepa.family", "vjepa2_1"), unsupported({"vjepa2_1"})},
         // lewm runs now, but only with its predictor and projector: a bare ViT under that name is a bad file.
         {"family lewm without its predictor", set<gguf_set_val_str>("jepa.family", "lewm"), bad({"lewm"})},
-        {"pos_type rope3d with a CLS token", set<gguf_set_val_str>("jepa.enc.pos_type", "rope3d"),
-         unsupported({"rope3d"})},
+        // rope3d takes a CLS now (LeVJEPA), but never a position table beside it.
+        {"pos_type rope3d beside a position table", set<gguf_set_val_str>("jepa.enc.pos_type", "rope3d"),
+         bad({"enc.pos_embed"})},
+        {"attn_mode unknown", set<gguf_set_val_str>("jepa.enc.attn_mode", "sliding"),
+         {{JEPA_ERR_BAD_FILE, JEPA_ERR_UNSUPPORTED}, {"jepa.enc.attn_mode", "sliding"}}},
+        {"attn_mode not a string", set<gguf_set_val_u32>("jepa.enc.attn_mode", 1), bad({"jepa.enc.attn_mode"})},
         {"act silu", set<gguf_set_val_str>("jepa.enc.act", "silu"), unsupported({"silu"})},
         {"head linear_cls", set<gguf_set_val_str>("jepa.head.kind", "linear_cls"), unsupported({"linear_cls"})},
         {"head kind unknown", set<gguf_set_val_str>("jepa.head.kind", "mlp9"),
