@@ -186,11 +186,12 @@ void compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
     }
 }
 
-void compute_attention(ggml_tensor * dst, int ith, int nth, void * userdata) {
+// The kernel's view of an attention node: dst's sources q, k, v (src[0..2]) and dst itself, their
+// pointers, strides and sizes (whole tensors; a caller narrows rows and keys).
+Attention attention_of(const ggml_tensor * dst) {
     const ggml_tensor * q = dst->src[0];
     const ggml_tensor * k = dst->src[1];
     const ggml_tensor * v = dst->src[2];
-    const ggml_tensor * mask = dst->src[3];
     auto f = [](const ggml_tensor * t, int i) { return int64_t(t->nb[i] / sizeof(float)); };
     Attention a;
     a.q = static_cast<const float *>(q->data);
@@ -207,6 +208,12 @@ void compute_attention(ggml_tensor * dst, int ith, int nth, void * userdata) {
     const size_t oes = ggml_element_size(dst);
     a.o_tok = int64_t(dst->nb[1] / oes), a.o_item = int64_t(dst->nb[2] / oes);
     a.hd = q->ne[0], a.H = q->ne[1], a.Nq = q->ne[2], a.Nk = k->ne[2], a.B = q->ne[3];
+    return a;
+}
+
+void compute_attention(ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const ggml_tensor * mask = dst->src[3];
+    Attention a = attention_of(dst);
     // userdata: the scale's bits, bit 32 for the half-precision kernel, bit 33 for one kernel.
     const uint64_t bits = reinterpret_cast<uintptr_t>(userdata);
     a.one_kernel = (bits >> 33) & 1;
@@ -526,31 +533,19 @@ namespace {
 
 void compute_ranged(ggml_tensor * dst, int ith, int nth, void * userdata) {
     const KeyRanges & spec = *static_cast<const KeyRanges *>(userdata);
-    const ggml_tensor * q = dst->src[0];
-    const ggml_tensor * k = dst->src[1];
-    const ggml_tensor * v = dst->src[2];
-    auto f = [](const ggml_tensor * t, int i) { return int64_t(t->nb[i] / sizeof(float)); };
-    Attention a;
-    a.q_head = f(q, 1), a.q_tok = f(q, 2), a.q_item = f(q, 3);
-    a.k_head = f(k, 1), a.k_tok = f(k, 2), a.k_item = f(k, 3);
-    a.v_head = f(v, 1), a.v_tok = f(v, 2), a.v_item = f(v, 3);
-    const size_t oes = ggml_element_size(dst);
-    a.o_tok = int64_t(dst->nb[1] / oes), a.o_item = int64_t(dst->nb[2] / oes);
-    a.hd = q->ne[0], a.H = q->ne[1], a.B = q->ne[3];
+    const Attention whole = attention_of(dst);
+    Attention a = whole;
     a.scale = spec.scale;
     const bool bf16 = spec.half && cpu_isa().avx512_bf16;
     // Each group is one call of the kernel on its rows and keys; the groups write disjoint rows, so
     // every thread walks them in order with no barrier between.
     for (size_t g = 0; g + 1 < spec.q_start.size(); ++g) {
         const int64_t q0 = spec.q_start[g], lo = spec.k_lo[g];
-        a.q = static_cast<const float *>(q->data) + q0 * a.q_tok;
-        a.k = static_cast<const float *>(k->data) + lo * a.k_tok;
-        a.v = static_cast<const float *>(v->data) + lo * a.v_tok;
-        if (dst->type == GGML_TYPE_BF16) {
-            a.out16 = static_cast<uint16_t *>(dst->data) + q0 * a.o_tok;
-        } else {
-            a.out = static_cast<float *>(dst->data) + q0 * a.o_tok;
-        }
+        a.q = whole.q + q0 * a.q_tok;
+        a.k = whole.k + lo * a.k_tok;
+        a.v = whole.v + lo * a.v_tok;
+        if (whole.out16) a.out16 = whole.out16 + q0 * a.o_tok;
+        else a.out = whole.out + q0 * a.o_tok;
         a.Nq = spec.q_start[g + 1] - q0;
         a.Nk = spec.k_hi[g] - lo;
         if (bf16) run_attention_bf16(a, ith, nth, cpu_isa().amx_bf16);
@@ -561,16 +556,8 @@ void compute_ranged(ggml_tensor * dst, int ith, int nth, void * userdata) {
 }  // namespace
 
 bool ranged_attention_supported(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v, const KeyRanges & spec) {
-    if (!own_f32()) return false;
-    for (const ggml_tensor * t : {q, k, v}) {
-        if (t->type != GGML_TYPE_F32 || t->nb[0] != sizeof(float)) return false;
-        for (int i = 1; i < 4; ++i) {
-            if (t->nb[i] % sizeof(float) != 0) return false;
-        }
-    }
-    const bool same = k->ne[0] == q->ne[0] && v->ne[0] == q->ne[0] && k->ne[1] == q->ne[1] && v->ne[1] == q->ne[1] &&
-                      k->ne[2] == q->ne[2] && v->ne[2] == q->ne[2] && k->ne[3] == q->ne[3] && v->ne[3] == q->ne[3];
-    return same && spec.n_tok() == q->ne[2];
+    // attention_supported's operand rules without a mask, and the keys are the queries' tokens.
+    return attention_supported(q, k, v, nullptr) && k->ne[2] == q->ne[2] && spec.n_tok() == q->ne[2];
 }
 
 ggml_tensor * ranged_attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, const KeyRanges * spec,

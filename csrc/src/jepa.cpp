@@ -269,23 +269,30 @@ jepa_status jepa_context_check_output(const jepa_context * ctx, const char * wha
     })
 }
 
+namespace {
+// An encode's pixel shape, checked as every entry that takes one checks it (`what` names the call).
+jepa::InputShape pixel_shape(const char * what, int B, int C, int T, int H, int W) {
+    if (B < 1 || C < 1 || T < 1 || H < 1 || W < 1) {
+        jepa::fail_arg(JEPA_ERR_INVALID_ARG, "pixels", "%s: bad shape [%d, %d, %d, %d, %d]", what, B, C, T, H, W);
+    }
+    if (H > 16384 || W > 16384 || T > 4096) {
+        jepa::fail_arg(JEPA_ERR_INVALID_ARG, "pixels", "%s: input [%d, %d, %d, %d, %d] is too large", what, B, C, T, H, W);
+    }
+    jepa::InputShape s;
+    s.B = B;
+    s.C = C;
+    s.T = T;
+    s.H = H;
+    s.W = W;
+    return s;
+}
+}  // namespace
+
 jepa_status jepa_encode(jepa_context * ctx, const float * pixels, int B, int C, int T, int H, int W, float * out,
                         size_t out_len) {
     if (!ctx) return invalid("jepa_encode: ctx must not be NULL");
     JEPA_GUARD({
-        jepa::InputShape s;
-        s.B = B;
-        s.C = C;
-        s.T = T;
-        s.H = H;
-        s.W = W;
-        if (B < 1 || C < 1 || T < 1 || H < 1 || W < 1) {
-            jepa::fail_arg(JEPA_ERR_INVALID_ARG, "pixels", "jepa_encode: bad shape [%d, %d, %d, %d, %d]", B, C, T, H, W);
-        }
-        if (H > 16384 || W > 16384 || T > 4096) {
-            jepa::fail_arg(JEPA_ERR_INVALID_ARG, "pixels", "jepa_encode: input [%d, %d, %d, %d, %d] is too large", B, C, T, H, W);
-        }
-        as_ctx(ctx)->encode(pixels, s, out, out_len);
+        as_ctx(ctx)->encode(pixels, pixel_shape("jepa_encode", B, C, T, H, W), out, out_len);
         return JEPA_OK;
     })
 }
@@ -293,16 +300,7 @@ jepa_status jepa_encode(jepa_context * ctx, const float * pixels, int B, int C, 
 jepa_status jepa_encode_memory(jepa_context * ctx, int B, int C, int T, int H, int W, size_t * bytes) {
     if (!ctx || !bytes) return invalid("jepa_encode_memory: ctx and bytes must not be NULL");
     JEPA_GUARD({
-        if (B < 1 || C < 1 || T < 1 || H < 1 || W < 1 || H > 16384 || W > 16384 || T > 4096) {
-            jepa::fail_arg(JEPA_ERR_INVALID_ARG, "pixels", "jepa_encode_memory: bad shape [%d, %d, %d, %d, %d]", B, C, T, H, W);
-        }
-        jepa::InputShape s;
-        s.B = B;
-        s.C = C;
-        s.T = T;
-        s.H = H;
-        s.W = W;
-        *bytes = as_ctx(ctx)->encode_memory(s);
+        *bytes = as_ctx(ctx)->encode_memory(pixel_shape("jepa_encode_memory", B, C, T, H, W));
         return JEPA_OK;
     })
 }
