@@ -456,15 +456,20 @@ def loop_lag(addr: tuple[str, int]) -> float:
     return exchange(addr, get("/health"), timeout=120).seconds
 
 
-def rss_trend(samples: list[dict[str, float]], seconds: float) -> float:
-    """RSS growth over the second half: the median of the last quarter's samples less the median of
-    the second quarter's. Medians of windows, not two single samples: under the registry traffic
-    RSS swings by ~100 MiB with which two models happen to be resident (318-423 MiB in the 30-minute
-    run), which says nothing of a leak; a leak moves the whole window."""
-    q2 = [s["rss_mb"] for s in samples if seconds / 4 <= s["t"] < seconds / 2]
-    q4 = [s["rss_mb"] for s in samples if s["t"] >= 3 * seconds / 4]
+def rss_trend(samples: list[dict[str, float]], seconds: float, warmup_s: float = 0.0) -> float:
+    """RSS growth over the second half of the judged span (the `seconds` after a warm-up of
+    `warmup_s`): the median of its last quarter's samples less the median of its second quarter's.
+    Medians of windows, not two single samples: under the registry traffic RSS swings by ~100 MiB
+    with which two models happen to be resident (318-423 MiB in the 30-minute run), which says
+    nothing of a leak; a leak moves the whole window. The warm-up is left out because RSS climbs
+    until every model, graph shape and worker thread's allocator arena has been met once (~800
+    requests, ~15 s on a 2-core machine): a short run judged from its start measures that climb."""
+    t0 = warmup_s
+    q2 = [s["rss_mb"] for s in samples if t0 + seconds / 4 <= s["t"] < t0 + seconds / 2]
+    q4 = [s["rss_mb"] for s in samples if s["t"] >= t0 + 3 * seconds / 4]
     if not q2 or not q4:  # a run too short for windows: its ends
-        return samples[-1]["rss_mb"] - samples[len(samples) // 2]["rss_mb"]
+        judged = [s for s in samples if s["t"] >= t0] or samples
+        return judged[-1]["rss_mb"] - judged[len(judged) // 2]["rss_mb"]
     return float(np.median(q4) - np.median(q2))
 
 
@@ -545,6 +550,10 @@ def _run(args: argparse.Namespace, dirs: tuple[Path, Path] | None) -> dict[str, 
                 }
             )
 
+    def total_answered() -> int:
+        with lock:
+            return sum(sum(v.values()) for v in counts.values())
+
     replaced: list[dict[str, Any]] = []
     samples.append({"t": 0.0, **sample(proc.pid), "lag_ms": round(loop_lag(addr) * 1000, 1)})
     threads = [threading.Thread(target=sampler, daemon=True)]
@@ -558,6 +567,11 @@ def _run(args: argparse.Namespace, dirs: tuple[Path, Path] | None) -> dict[str, 
         futures = [pool.submit(client) for _ in range(args.concurrency)]
         for t in threads:
             t.start()
+        # The warm-up: until --warmup-requests are answered (a count, not a time: what RSS climbs
+        # with is the work met, and a slower machine meets it later), at most --seconds more.
+        while total_answered() < args.warmup_requests and time.monotonic() - started < args.seconds:
+            time.sleep(0.1)
+        warmup_s = round(time.monotonic() - started, 1) if args.warmup_requests else 0.0
         time.sleep(args.seconds)
         stop.set()
         for f in futures:
@@ -571,12 +585,13 @@ def _run(args: argparse.Namespace, dirs: tuple[Path, Path] | None) -> dict[str, 
     tracebacks = stderr.count("Traceback")
     first_traceback = stderr[stderr.find("Traceback") :][:3000] if tracebacks else ""
 
-    half = [s for s in samples if s["t"] >= args.seconds / 2] or samples[-1:]
+    mid = warmup_s + args.seconds / 2  # the judged span's middle
+    half = [s for s in samples if s["t"] >= mid] or samples[-1:]
     first = half[0]
     last = samples[-1]
-    rss_growth = rss_trend(samples, args.seconds)
+    rss_growth = rss_trend(samples, args.seconds, warmup_s)
     lags = [s["lag_ms"] for s in samples if "lag_ms" in s]
-    early = [s["lag_ms"] for s in samples if "lag_ms" in s and s["t"] < args.seconds / 2] or lags
+    early = [s["lag_ms"] for s in samples if "lag_ms" in s and warmup_s <= s["t"] < mid] or lags
     late = [s["lag_ms"] for s in half if "lag_ms" in s] or lags
     p99 = lambda v: float(np.percentile(v, 99))  # noqa: E731
     checks = {
@@ -604,10 +619,12 @@ def _run(args: argparse.Namespace, dirs: tuple[Path, Path] | None) -> dict[str, 
         "cpu": cpu_record(),
         "python": platform.python_version(),
         "seconds": args.seconds,
+        "warmup_requests": args.warmup_requests,
+        "warmup_s": warmup_s,  # when the judged span began (0: judged from the start)
         "concurrency": args.concurrency,
         "server_args": server_args,
         "requests": total,
-        "requests_per_s": round(total / args.seconds, 1),
+        "requests_per_s": round(total / (warmup_s + args.seconds), 1),
         "by_kind": {name: dict(v) for name, v in sorted(counts.items())},
         "failures": failures[:50],
         "n_failures": len(failures),
@@ -645,7 +662,7 @@ def rejudge(path: Path) -> dict[str, Any]:
     is as recorded): for a run judged by an earlier rule."""
     record: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     before = record["rss_mb"]["second_half_growth"]
-    growth = rss_trend(record["samples"], record["seconds"])
+    growth = rss_trend(record["samples"], record["seconds"], record.get("warmup_s", 0.0))
     record["rss_mb"]["second_half_growth"] = round(growth, 1)
     limit = max(32.0, 0.10 * record["rss_mb"]["second_half_start"])
     record["checks"]["rss_flat_second_half"] = growth <= limit
@@ -662,6 +679,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="how long to drive the server")
     parser.add_argument("--concurrency", type=int, default=16, help="clients at once")
+    parser.add_argument(
+        "--warmup-requests",
+        type=int,
+        default=0,
+        help="requests answered before the judged --seconds begin (RSS, lag and the halves are "
+        "judged after them; the traffic is the same)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "tests" / "results" / "soak.json")
     parser.add_argument("--model", help="a GGUF file to serve (default: the demo model)")
     parser.add_argument("--sample-s", type=float, default=1.0, help="seconds between resource samples")
