@@ -7,6 +7,7 @@ the refusals, each naming its field or tensor."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +44,23 @@ def test_the_bundle_converts_to_the_contract(bundle_file: Path) -> None:
     hp = json.loads((BUNDLE / "hparams.json").read_text())["constructor_all_args"]
     assert (k["jepa.family"], k["jepa.modality"]) == ("levjepa", "video")
     expected = {
-        "embed_dim": hp["embed_dim"], "n_layer": hp["depth"], "n_head": hp["num_heads"],
-        "ffn_dim": hp["mlp_ratio"] * hp["embed_dim"], "patch_size": 16, "tubelet_size": 1,
-        "img_size": hp["img_size"], "n_frames": hp["num_frames"], "in_chans": 3, "n_registers": 0,
-        "cls_token": True, "qkv_fused": True, "layer_scale": False, "act": "gelu_erf", "pos_type": "rope3d",
-        "rope_freq_layout": "tiled", "attn_mode": "block_causal",
+        "embed_dim": hp["embed_dim"],
+        "n_layer": hp["depth"],
+        "n_head": hp["num_heads"],
+        "ffn_dim": hp["mlp_ratio"] * hp["embed_dim"],
+        "patch_size": 16,
+        "tubelet_size": 1,
+        "img_size": hp["img_size"],
+        "n_frames": hp["num_frames"],
+        "in_chans": 3,
+        "n_registers": 0,
+        "cls_token": True,
+        "qkv_fused": True,
+        "layer_scale": False,
+        "act": "gelu_erf",
+        "pos_type": "rope3d",
+        "rope_freq_layout": "tiled",
+        "attn_mode": "block_causal",
     }
     assert {name: k[f"jepa.enc.{name}"] for name in expected} == expected
     assert k["jepa.enc.ln_eps"] == pytest.approx(1e-6)
@@ -72,13 +85,20 @@ def test_every_tensor_is_the_upstream_one(bundle_file: Path) -> None:
     np.testing.assert_array_equal(g.arrays["enc.patch_embed.weight"], w.reshape(d, 3 * 16 * 16))  # C, T, H, W
     np.testing.assert_array_equal(g.arrays["enc.patch_embed.bias"], sd["encoder.patch_embed.proj.bias"])
     np.testing.assert_array_equal(g.arrays["enc.cls_token"], sd["encoder.cls_token"].reshape(d))
-    names = {"ln1": "norm1", "attn_qkv": "attn.qkv", "attn_out": "attn.proj", "ln2": "norm2",
-             "ffn_up": "mlp.fc1", "ffn_down": "mlp.fc2"}
+    names = {
+        "ln1": "norm1",
+        "attn_qkv": "attn.qkv",
+        "attn_out": "attn.proj",
+        "ln2": "norm2",
+        "ffn_up": "mlp.fc1",
+        "ffn_down": "mlp.fc2",
+    }
     for i in range(depth):
         for ours, theirs in names.items():
             for p in ("weight", "bias"):
-                np.testing.assert_array_equal(g.arrays[f"enc.blk.{i}.{ours}.{p}"],
-                                              sd[f"encoder.blocks.{i}.{theirs}.{p}"])
+                np.testing.assert_array_equal(
+                    g.arrays[f"enc.blk.{i}.{ours}.{p}"], sd[f"encoder.blocks.{i}.{theirs}.{p}"]
+                )
     assert g.shapes["enc.blk.0.attn_qkv.weight"] == (3 * d, d)  # rows q; k; v, each head-major
     for p in ("weight", "bias"):
         np.testing.assert_array_equal(g.arrays[f"enc.norm.{p}"], sd[f"encoder.norm.{p}"])
@@ -107,13 +127,30 @@ def timm_file(tmp_path: Path) -> Path:
 
 
 def test_hf_spellings_and_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    spelled = {"embed_dim": None, "depth": None, "num_heads": None, "mlp_ratio": None, "img_size": None,
-               "num_frames": None, "in_chans": None, "hidden_size": 64, "num_hidden_layers": 2,
-               "num_attention_heads": 4, "intermediate_size": 256, "image_size": [48, 48],
-               "frames_per_clip": 8, "num_channels": 3, "layer_norm_eps": 1e-6, "hidden_act": "gelu",
-               "torch_dtype": "float32",
-               "transformers_version": "4.57.0", "auto_map": {"AutoModel": "modeling_levjepa.LeVJEPAModel"},
-               "drop_path_rate": 0.0, "token_drop_rate": 0.95, "attn_mode": "full"}
+    spelled = {
+        "embed_dim": None,
+        "depth": None,
+        "num_heads": None,
+        "mlp_ratio": None,
+        "img_size": None,
+        "num_frames": None,
+        "in_chans": None,
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 256,
+        "image_size": [48, 48],
+        "frames_per_clip": 8,
+        "num_channels": 3,
+        "layer_norm_eps": 1e-6,
+        "hidden_act": "gelu",
+        "torch_dtype": "float32",
+        "transformers_version": "4.57.0",
+        "auto_map": {"AutoModel": "modeling_levjepa.LeVJEPAModel"},
+        "drop_path_rate": 0.0,
+        "token_drop_rate": 0.95,
+        "attn_mode": "full",
+    }
     src = write_levjepa_hf_dir(tmp_path / "hf", embed_dim=64, img_size=48, config=spelled)
     assert convert_main(["--src", str(src), "--out", str(tmp_path / "m.gguf"), "--ftype", "bf16"]) == 0
     assert "wrote" in capsys.readouterr().out
@@ -171,44 +208,49 @@ def test_refusals(tmp_path: Path, case: str) -> None:
     assert not (tmp_path / "m.gguf").exists()
 
 
-@pytest.mark.parametrize(("drop", "match"), [
-    ("encoder.blocks.1.mlp.fc2.bias", r"missing source tensor 'blocks.1.mlp.fc2.bias'"),
-    ("encoder.cls_token", r"missing source tensor 'cls_token'"),
-    ("encoder.norm.weight", r"missing source tensor 'norm.weight'"),
-])
+@pytest.mark.parametrize(
+    ("drop", "match"),
+    [
+        ("encoder.blocks.1.mlp.fc2.bias", r"missing source tensor 'blocks.1.mlp.fc2.bias'"),
+        ("encoder.cls_token", r"missing source tensor 'cls_token'"),
+        ("encoder.norm.weight", r"missing source tensor 'norm.weight'"),
+    ],
+)
 def test_a_missing_tensor_is_named(tmp_path: Path, drop: str, match: str) -> None:
     src = write_levjepa_hf_dir(tmp_path / "hf", drop=(drop,))
     with pytest.raises(ValueError, match=match):
         convert(src, tmp_path / "m.gguf")
 
 
-def test_an_extra_tensor_is_named(tmp_path: Path) -> None:
-    from safetensors.numpy import save_file
-
-    src = write_levjepa_hf_dir(tmp_path / "hf")
-    sd = _upstream(src) | {"encoder.pos_embed": np.zeros((1, 9, 64), np.float32)}
-    save_file(sd, str(src / "model.safetensors"))
-    with pytest.raises(ValueError, match=r"unmapped source tensor\(s\): encoder.pos_embed"):
-        convert(src, tmp_path / "m.gguf")
+def _extra_tensor(sd: dict[str, np.ndarray]) -> None:
+    sd["encoder.pos_embed"] = np.zeros((1, 9, 64), np.float32)
 
 
-def test_a_wrong_block_shape_is_named(tmp_path: Path) -> None:
-    from safetensors.numpy import save_file
-
-    src = write_levjepa_hf_dir(tmp_path / "hf")
-    sd = _upstream(src)
+def _short_qkv(sd: dict[str, np.ndarray]) -> None:
     sd["encoder.blocks.1.attn.qkv.weight"] = sd["encoder.blocks.1.attn.qkv.weight"][:128]
-    save_file(sd, str(src / "model.safetensors"))
-    with pytest.raises(ValueError, match=r"attn_qkv\.weight: got \[128, 64\], expected \[192, 64\]"):
-        convert(src, tmp_path / "m.gguf")
 
 
-def test_an_image_layout_is_refused(tmp_path: Path) -> None:
+def _image_patch_embed(sd: dict[str, np.ndarray]) -> None:
+    sd["encoder.patch_embed.proj.weight"] = sd["encoder.patch_embed.proj.weight"][:, :, 0]
+
+
+@pytest.mark.parametrize(
+    ("forge", "match"),
+    [
+        (_extra_tensor, r"unmapped source tensor\(s\): encoder.pos_embed"),
+        (_short_qkv, r"attn_qkv\.weight: got \[128, 64\], expected \[192, 64\]"),
+        (_image_patch_embed, r"a Conv3d \[D, C, 1, P, P\] is expected"),
+    ],
+    ids=["extra-tensor", "wrong-block-shape", "image-layout"],
+)
+def test_a_forged_state_dict_is_refused_naming_the_tensor(
+    forge: Callable[[dict[str, np.ndarray]], None], match: str, tmp_path: Path
+) -> None:
     from safetensors.numpy import save_file
 
     src = write_levjepa_hf_dir(tmp_path / "hf")
     sd = _upstream(src)
-    sd["encoder.patch_embed.proj.weight"] = sd["encoder.patch_embed.proj.weight"][:, :, 0]
+    forge(sd)
     save_file(sd, str(src / "model.safetensors"))
-    with pytest.raises(ValueError, match=r"a Conv3d \[D, C, 1, P, P\] is expected"):
+    with pytest.raises(ValueError, match=match):
         convert(src, tmp_path / "m.gguf")

@@ -54,13 +54,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_engine import AVX2_ENV, git_commit, machine_busy_s, self_busy_s, write_record
 from bench_server import Server, cpu_shares, percentiles, photos, post_plans, same_bits, versions
-from bench_world import AC_FULL, AC_SMOKE, LEWM_FULL, LEWM_SMOKE, cpu_info
+from bench_world import AC_FULL, AC_SMOKE, FTYPES, LEWM_FULL, LEWM_SMOKE, ROOT, cpu_info
 
-ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "tests" / "results" / "bench-world-plan.json"
 AVX2_OUT = ROOT / "tests" / "results" / "bench-world-plan-avx2.json"
 SMOKE_OUT = Path(tempfile.gettempdir()) / "bench-world-plan-smoke.json"
-FTYPES = ("f32", "f16", "bf16")
 AC_HORIZONS = (1, 2, 4)
 PLANNERS = (1, 4)  # concurrent clients posting plans
 AC_ENC_LAYERS = 40  # ViT-g's depth (bench_world's AC_FULL keeps 1: its cells start from latents)

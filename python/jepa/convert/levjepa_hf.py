@@ -108,6 +108,8 @@ class Fields:
             raise ValueError(f"{self.cfg.path}: unsupported {k}={self.cfg[k]!r} ({why})")
 
 
+# Every converter opens with the registry's header (family, modality, detect): the shape is the
+# interface, so `duplicates` pairs it with VJEPA2's.
 @register
 class LeVJEPAHF(Converter):
     family = "levjepa"
