@@ -303,25 +303,35 @@ def export_timm_layout(hf_dir: Path, out_file: Path, *, prefix: str = "backbone.
     return out_file
 
 
-def random_meta_pt(out: Path, width: int, depth: int = 1, ffn: int = 64) -> None:
+def random_meta_pt(out: Path, width: int, depth: int = 1, ffn: int = 64, v2_1: bool = False) -> None:
     """A Meta-layout V-JEPA 2 encoder .pt (module.backbone., fused qkv), random; width 768 is a
-    standard size (ViT-B: 12 heads), so it converts without --n-head."""
+    standard size (ViT-B: 12 heads), so it converts without --n-head. v2_1: a V-JEPA 2.1 one (the
+    image patch embedding, the modality vectors, four level norms for depth 12 and no final norm;
+    bf16, to stay small at a released width)."""
     import torch
 
     g = torch.Generator().manual_seed(0)
 
     def r(*shape: int) -> Any:
-        return 0.02 * torch.randn(*shape, generator=g)
+        x = 0.02 * torch.randn(*shape, generator=g)
+        return x.to(torch.bfloat16) if v2_1 else x
 
-    enc = {"patch_embed.proj.weight": r(width, 3, 2, 16, 16), "patch_embed.proj.bias": r(width),
-           "norm.weight": 1 + r(width), "norm.bias": r(width)}
+    enc = {"patch_embed.proj.weight": r(width, 3, 2, 16, 16), "patch_embed.proj.bias": r(width)}
+    if v2_1:
+        enc |= {"patch_embed_img.proj.weight": r(width, 3, 1, 16, 16), "patch_embed_img.proj.bias": r(width),
+                "video_mod_embed": r(1, 1, width), "img_mod_embed": r(1, 1, width)}
+        enc |= {f"norms_block.{k}.{w}": r(width) + (1 if w == "weight" else 0) for k in range(4)
+                for w in ("weight", "bias")}
+    else:
+        enc |= {"norm.weight": 1 + r(width), "norm.bias": r(width)}
     for i in range(depth):
         shapes = {"norm1": (width,), "norm2": (width,), "attn.qkv": (3 * width, width),
                   "attn.proj": (width, width), "mlp.fc1": (ffn, width), "mlp.fc2": (width, ffn)}
         for name, shape in shapes.items():
             enc[f"blocks.{i}.{name}.weight"] = r(*shape) + (1 if name.startswith("norm") else 0)
             enc[f"blocks.{i}.{name}.bias"] = r(shape[0])
-    torch.save({"target_encoder": {f"module.backbone.{k}": v for k, v in enc.items()}}, out)
+    key = "ema_encoder" if v2_1 else "target_encoder"
+    torch.save({key: {f"module.backbone.{k}": v for k, v in enc.items()}}, out)
 
 
 @pytest.fixture

@@ -53,6 +53,6 @@ def check_file_against_doc(keys: dict[str, Any], tensors: dict[str, np.ndarray],
     assert written_k - every_k == set()
     assert required_k - written_k == set()
     every_t, required_t = documented_tensors(title)
-    written_t = {re.sub(r"blk\.\d+\.", "blk.{i}.", n) for n in tensors if n.startswith(prefixes)}
+    written_t = {re.sub(r"(blk|hier_norm)\.\d+\.", r"\1.{i}.", n) for n in tensors if n.startswith(prefixes)}
     assert written_t - every_t == set()
     assert required_t - written_t == set()

@@ -219,6 +219,9 @@ STAND_INS = [
     StandIn("vjepa2-vitl-fpc16-256-ssv2", "transformers", lambda out: vjepa2_hf_dir(out, classifier=True)),
     StandIn("vitl.pt", "torch", lambda out: random_meta_pt(out, 768)),
     StandIn("tiny.pt", "torch", lambda out: random_meta_pt(out, 64, depth=2)),
+    # V-JEPA 2.1 at ViT-B's width and depth (12 heads from the width), with a narrow MLP.
+    StandIn("vjepa2_1_vitb_384.pt", "torch", lambda out: random_meta_pt(out, 768, depth=12, v2_1=True)),
+    StandIn("tiny21.pt", "torch", link_to(REFERENCE_DIR / "vjepa2_1" / "checkpoint_gg.pt")),
     # The upstream code's tiny models of the reference bundles (../shared/reference): a V-JEPA 2-AC
     # .pt in Meta's layout and a LeWM weights.pt + config.json directory.
     StandIn("vjepa2-ac-vitg.pt", "torch", link_to(AC_BUNDLE / "checkpoint.pt")),

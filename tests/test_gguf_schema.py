@@ -70,7 +70,7 @@ def test_family_lists_agree() -> None:
     from jepa.convert.cli import _parser
 
     # Importing registers the converters.
-    for module in ("bert", "hf_vit", "levjepa_hf", "lewm", "timm_vit", "vjepa2", "vjepa2_ac"):
+    for module in ("bert", "hf_vit", "levjepa_hf", "lewm", "timm_vit", "vjepa2", "vjepa2_1", "vjepa2_ac"):
         importlib.import_module(f"jepa.convert.{module}")
     assert set(REGISTRY) == set(CONVERTER_FAMILIES)
     family = next(a for a in _parser()._actions if a.dest == "family")

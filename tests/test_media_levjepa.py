@@ -31,7 +31,7 @@ def model(size: int = 224, modality: str = "video", n_frames: int = 16, family: 
                           resample=jepa.Resample.BICUBIC, mean=IMAGENET_MEAN, std=IMAGENET_STD,
                           rescale=float(np.float32(1 / 255)))
     info = SimpleNamespace(family=family, modality=modality, tubelet_size=1, n_frames=n_frames,
-                           preprocess=pre)
+                           image_patch_embed=False, preprocess=pre)
     return SimpleNamespace(info=info, has_cls=True, n_prefix=1, world_model=None)
 
 

@@ -38,6 +38,8 @@ def _video(n: int, size: tuple[int, int]) -> bytes:
 class _Info:
     """The ModelInfo fields jepa.media reads, for a 32-pixel image model."""
 
+    image_patch_embed = False
+
     class preprocess:
         mean, std, rescale, resize_short, crop = (0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 1 / 255, 32, 32
 

@@ -31,10 +31,12 @@ RECIPE = SimpleNamespace(  # a jepa.Preprocess stand-in
 )
 
 
-def model(family: str = "hfvit", modality: str = "image", tubelet: int = 1, n_frames: int = 1) -> Any:
+def model(family: str = "hfvit", modality: str = "image", tubelet: int = 1, n_frames: int = 1,
+          image_patch_embed: bool = False) -> Any:
     """A jepa.Model stand-in with only the ModelInfo fields prepare reads."""
     info = SimpleNamespace(
-        family=family, modality=modality, tubelet_size=tubelet, n_frames=n_frames, preprocess=RECIPE
+        family=family, modality=modality, tubelet_size=tubelet, n_frames=n_frames, preprocess=RECIPE,
+        image_patch_embed=image_patch_embed,
     )
     return SimpleNamespace(info=info)
 
@@ -84,6 +86,14 @@ def test_an_image_for_a_tubelet_2_model_repeats_its_frame(photo: np.ndarray) -> 
     x = media.prepare(photo, VIDEO)
     assert x.shape == (3, 2, 32, 32)
     assert np.array_equal(bits(x[:, 0]), bits(x[:, 1]))
+
+
+def test_an_image_for_a_model_with_a_one_frame_embedding_stays_one_frame(photo: np.ndarray) -> None:
+    """V-JEPA 2.1 encodes T = 1 with its own tubelet-1 embedding (upstream: the image path); a clip
+    still fills its last tubelet."""
+    v21 = model("vjepa2_1", "video", tubelet=2, n_frames=4, image_patch_embed=True)
+    assert media.prepare(photo, v21).shape == (3, 1, 32, 32)
+    assert media.prepare([photo, photo, photo], v21).shape == (3, 4, 32, 32)
 
 
 def test_a_list_is_one_clip_of_separately_preprocessed_frames(photo: np.ndarray) -> None:

@@ -15,7 +15,8 @@ from jepa_server.model_info import ENUMS, FIELDS, model_json
 DOCUMENTED = {
     "name", "family", "modality", "backend", "matmul", "n_matmul_packed", "file_type", "n_params",
     "n_bytes", "embed_dim", "n_layer", "n_head", "ffn_dim", "patch_size", "tubelet_size", "img_size",
-    "n_frames", "in_chans", "has_cls", "n_registers", "pos_type", "attn_mode", "ln_eps", "head_kind",
+    "n_frames", "in_chans", "has_cls", "n_registers", "pos_type", "attn_mode", "ln_eps", "n_levels",
+    "image_patch_embed", "head_kind",
     "n_labels", "n_classes", "pred_kind", "pred_embed_dim", "pred_n_layer", "pred_n_head",
     "pred_n_mask_tokens", "pred_grid_size", "pred_action_dim", "pred_state_dim", "pred_n_frames",
     "wm_embed_dim", "pred_norm_reps_eps", "preprocess", "pool",

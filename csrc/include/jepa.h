@@ -200,6 +200,10 @@ typedef struct jepa_model_info {
     float ln_eps;
     int   block_causal;         /* jepa.enc.attn_mode block_causal: a patch token attends the patches
                                    of its frame and earlier ones, a CLS every token (LeVJEPA); 0: full */
+    int   n_levels;             /* jepa.enc.hier_layers: output levels jepa_encode_levels gives (V-JEPA
+                                   2.1: 4); 0: one, the final norm's                                    */
+    int   image_patch_embed;    /* a one-frame input (T = 1) takes its own tubelet-1 embedding
+                                   (V-JEPA 2.1): a still image is encoded as one frame, not repeated */
 
     /* what else the file holds */
     jepa_head_kind head_kind;
@@ -306,6 +310,13 @@ JEPA_API jepa_status jepa_context_check_output(const jepa_context * ctx, const c
 JEPA_API jepa_status jepa_encode(jepa_context * ctx, const float * pixels,
                                  int B, int C, int T, int H, int W,
                                  float * out, size_t out_len);
+
+/* jepa_encode with every output level (info.n_levels > 0, V-JEPA 2.1's return_hierarchical): out is
+ * float32 [B, n_tokens, n_levels * embed_dim], level k's norm at features [k*D, (k+1)*D), the last
+ * level being what jepa_encode returns, bit for bit. JEPA_ERR_UNSUPPORTED for a one-level model. */
+JEPA_API jepa_status jepa_encode_levels(jepa_context * ctx, const float * pixels,
+                                        int B, int C, int T, int H, int W,
+                                        float * out, size_t out_len);
 
 /* Classify B items from their encoder tokens [B, N, D] (what jepa_encode returns; D = embed_dim)
  * with the model's attentive-pool head. logits_out: float32 [B, n_classes]; pooled_out: float32

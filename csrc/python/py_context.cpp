@@ -18,6 +18,7 @@ struct PyContext {
     std::shared_ptr<jepa_model> model;  // keeps the model alive as long as the context
     std::unique_ptr<jepa_context, void (*)(jepa_context *)> handle{nullptr, jepa_context_free};
     int64_t embed_dim = 0;
+    int64_t n_levels = 0;
     int64_t n_classes = 0;
     jepa_pred_kind pred_kind = JEPA_PRED_NONE;
     int64_t wm_embed_dim = 0;
@@ -38,6 +39,7 @@ struct PyContext {
         jepa_model_info i;
         check(jepa_model_get_info(model.get(), &i));
         embed_dim = i.embed_dim;
+        n_levels = i.n_levels;
         n_classes = i.n_classes;
         pred_kind = i.pred_kind;
         wm_embed_dim = i.wm_embed_dim;
@@ -49,18 +51,26 @@ struct PyContext {
         return p;
     }
 
-    py::array_t<float> encode(const py::array_t<float, py::array::c_style> & x) {
+    // levels: every output level side by side (jepa_encode_levels), [B, N, n_levels * D]
+    py::array_t<float> encode(const py::array_t<float, py::array::c_style> & x, bool levels) {
         require_shape(x.ndim() == 5, "encode expects a 5-D float32 array [B, C, T, H, W]");
         check_dims(x, "encode");
         const int B = int(x.shape(0)), C = int(x.shape(1)), T = int(x.shape(2)), H = int(x.shape(3)), W = int(x.shape(4));
         const int64_t n_tok = jepa_model_n_tokens(model.get(), C, T, H, W);
         if (n_tok < 0) raise_status(jepa_error_status());
-        reserve("encode", {B, n_tok, embed_dim});
-        py::array_t<float> out({int64_t(B), n_tok, embed_dim});
+        if (levels && n_levels == 0) {
+            check(jepa_encode_levels(handle.get(), nullptr, B, C, T, H, W, nullptr, 0));  // the engine's refusal
+        }
+        const int64_t width = levels ? embed_dim * n_levels : embed_dim;
+        reserve("encode", {B, n_tok, width});
+        py::array_t<float> out({int64_t(B), n_tok, width});
         const float * src = x.data();
         float * dst = out.mutable_data();
         const size_t out_len = size_t(out.size());
-        run_nogil([&] { return jepa_encode(handle.get(), src, B, C, T, H, W, dst, out_len); });
+        run_nogil([&] {
+            return levels ? jepa_encode_levels(handle.get(), src, B, C, T, H, W, dst, out_len)
+                          : jepa_encode(handle.get(), src, B, C, T, H, W, dst, out_len);
+        });
         return out;
     }
 
@@ -301,7 +311,7 @@ void register_context(py::module_ & m) {
         .def_property_readonly("max_output_bytes", [](const PyContext & c) { return c.params().max_output_bytes; })
         .def("set_threads", [](PyContext & c, int n) { check(jepa_context_set_threads(c.handle.get(), n)); })
         .def("set_max_batch", [](PyContext & c, int n) { check(jepa_context_set_max_batch(c.handle.get(), n)); })
-        .def("encode", &PyContext::encode, py::arg("pixels"))
+        .def("encode", &PyContext::encode, py::arg("pixels"), py::arg("levels") = false)
         .def("encode_memory", &PyContext::encode_memory, py::arg("shape"))
         .def("classify", &PyContext::classify, py::arg("tokens"))
         .def("predict", &PyContext::predict, py::arg("tokens"), py::arg("context_ids"), py::arg("target_ids"),

@@ -129,6 +129,8 @@ void register_info(py::module_ & m) {
         JEPA_FIELD(I, n_frames) JEPA_FIELD(I, in_chans)
         .def_property_readonly("has_cls", [](const ModelInfo & i) { return i.has_cls != 0; })
         .def_property_readonly("block_causal", [](const ModelInfo & i) { return i.block_causal != 0; })
+        .def_readonly("n_levels", &ModelInfo::n_levels)
+        .def_property_readonly("image_patch_embed", [](const ModelInfo & i) { return i.image_patch_embed != 0; })
         JEPA_FIELD(I, n_registers) JEPA_FIELD(I, pos_type) JEPA_FIELD(I, ln_eps) JEPA_FIELD(I, head_kind)
         JEPA_FIELD(I, pred_kind) JEPA_FIELD(I, n_labels)
         .def_property_readonly("preprocess",

@@ -201,11 +201,11 @@ void ac_rope_tables(const Model & m, int64_t t0, int64_t T, int gh, int gw, std:
     std::vector<RopePos> pos(static_cast<size_t>(n_tok));
     for (int64_t i = 0; i < n_tok; ++i) {
         const int64_t t = t0 + i / per, j = i % per - kCond;
-        pos[size_t(i)] = j < 0 ? RopePos{int32_t(t), 0, 0} : RopePos{int32_t(t), int32_t(j / gw), int32_t(j % gw)};
+        pos[size_t(i)] = j < 0 ? RopePos{float(t), 0, 0} : RopePos{float(t), float(j / gw), float(j % gw)};
     }
     cos.assign(size_t(n_tok) * size_t(hd), 0.0f);
     sin.assign(cos.size(), 0.0f);
-    rope3d_tables(hd, p.rope_theta, pos.data(), n_tok, cos.data(), sin.data());
+    rope3d_tables(hd, {p.rope_theta, p.rope_interleaved}, pos.data(), n_tok, cos.data(), sin.data());
 }
 
 void ac_frame_causal_mask(int64_t T, int64_t per_frame, std::vector<float> & mask) {

@@ -133,7 +133,8 @@ int Context::fit_chunk(const std::function<ggml_cgraph *(int)> & build, int want
 void Context::set_encoder_rope(const EncoderGraph & eg, const PatchGrid & g) {
     const EncoderHparams & e = model_.hp.enc;
     if (g.t != rope_grid_.t || g.h != rope_grid_.h || g.w != rope_grid_.w) {
-        rope3d_grid_tables(e.head_dim(), e.rope_theta, e.n_prefix(), g.t, g.h, g.w, rope_cos_, rope_sin_);
+        rope3d_grid_tables(e.head_dim(), {e.rope_theta, e.rope_interleaved}, e.n_prefix(), g.t, g.h, g.w, e.rope_ref_grid,
+                           rope_cos_, rope_sin_);
         rope_grid_ = g;
     }
     ggml_backend_tensor_set(eg.rope_cos, rope_cos_.data(), 0, ggml_nbytes(eg.rope_cos));
@@ -147,7 +148,7 @@ void Context::encode_chunk(const float * pixels, const InputShape & s, float * o
     allocate(eg.graph);
 
     patches_.resize(size_t(ggml_nelements(eg.patches)));
-    patchify(pixels, s, e.tubelet_size, e.patch_size, patches_.data());
+    patchify(pixels, s, e.tubelet_for(s.T), e.patch_size, patches_.data());
     ggml_backend_tensor_set(eg.patches, patches_.data(), 0, ggml_nbytes(eg.patches));
     if (eg.rope_cos) set_encoder_rope(eg, g);
 
@@ -155,11 +156,21 @@ void Context::encode_chunk(const float * pixels, const InputShape & s, float * o
     ggml_backend_tensor_get(eg.out, out, 0, ggml_nbytes(eg.out));
 }
 
+int64_t Context::encoder_width(const InputShape & s) const {
+    const EncoderHparams & e = model_.hp.enc;
+    if (!s.levels) return e.embed_dim;
+    if (e.hier_layers.empty()) {
+        fail(JEPA_ERR_UNSUPPORTED, "encode levels: this model has one output level (no jepa.enc.hier_layers)");
+    }
+    return int64_t(e.embed_dim) * int64_t(e.hier_layers.size());
+}
+
 void Context::encode(const float * pixels, const InputShape & s, float * out, size_t out_len) {
+    const int64_t width = encoder_width(s);  // first: what the model cannot give is said before anything else
     if (!pixels || !out) fail(JEPA_ERR_INVALID_ARG, "encode: pixels and out must not be NULL");
     if (s.B < 1) fail(JEPA_ERR_INVALID_ARG, "encode: batch size must be >= 1, got %d", s.B);
     const int64_t n_tok = encoder_n_tokens(model_, s.C, s.T, s.H, s.W);
-    const int64_t per_item = n_tok * model_.hp.enc.embed_dim;
+    const int64_t per_item = n_tok * width;
     check_output(mul_sat({s.B, per_item}), params_.max_output_bytes, "encode");
     if (out_len / size_t(s.B) < size_t(per_item)) {
         fail(JEPA_ERR_INVALID_ARG, "encode: out holds %zu floats, needs %lld", out_len, (long long) (per_item * s.B));
@@ -284,7 +295,7 @@ void Context::predict(const float * tokens, int B, int64_t n_ctx, int D, const i
             for (int64_t k = 0; k < n_ctx; ++k) pos[size_t(k)] = rope_pos_of_id(ci[k], gh, gw);
             for (int64_t k = 0; k < n_tgt; ++k) pos[size_t(n_ctx + k)] = rope_pos_of_id(ti[k], gh, gw);
             const size_t off = size_t(i) * size_t(n_tok) * size_t(hd);
-            rope3d_tables(hd, p.rope_theta, pos.data(), n_tok, cos.data() + off, sin.data() + off);
+            rope3d_tables(hd, {p.rope_theta, p.rope_interleaved}, pos.data(), n_tok, cos.data() + off, sin.data() + off);
         }
         ggml_backend_tensor_set(pg.tokens, tokens + size_t(b0) * size_t(n_ctx) * size_t(D), 0, ggml_nbytes(pg.tokens));
         ggml_backend_tensor_set(pg.rope_cos, cos.data(), 0, ggml_nbytes(pg.rope_cos));

@@ -38,6 +38,8 @@ public:
     // The compute buffer one encode of shape s takes at this context's max_batch (what max_graph_bytes
     // bounds), measured without computing anything.
     size_t encode_memory(const InputShape & s);
+    // Floats per token encode returns: D, or D x levels for a levels request (refused without levels).
+    int64_t encoder_width(const InputShape & s) const;
     // tokens [B, N, D] -> logits [B, n_classes], pooled [B, D] (pooled may be NULL)
     void classify(const float * tokens, int B, int64_t N, int D, float * logits, size_t logits_len, float * pooled,
                   size_t pooled_len);

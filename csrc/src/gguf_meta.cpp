@@ -111,6 +111,26 @@ std::vector<float> GgufMeta::get_f32_array(const char * key, size_t n) const {
     return out;
 }
 
+std::vector<int64_t> GgufMeta::get_u32_array(const char * key, size_t min_n, size_t max_n) const {
+    const int64_t id = find(key);
+    const bool arr = gguf_get_kv_type(ctx_, id) == GGUF_TYPE_ARRAY;
+    const gguf_type t = arr ? gguf_get_arr_type(ctx_, id) : GGUF_TYPE_COUNT;
+    if (t != GGUF_TYPE_UINT32 && t != GGUF_TYPE_INT32) {
+        fail(JEPA_ERR_BAD_FILE, "metadata key %s: expected an array of u32", key);
+    }
+    const size_t n = gguf_get_arr_n(ctx_, id);
+    if (n < min_n || n > max_n) {
+        fail(JEPA_ERR_BAD_FILE, "metadata key %s: %zu entries, expected %zu to %zu", key, n, min_n, max_n);
+    }
+    std::vector<int64_t> out(n);
+    const void * d = gguf_get_arr_data(ctx_, id);
+    for (size_t i = 0; i < n; ++i) {
+        out[i] = t == GGUF_TYPE_UINT32 ? int64_t(static_cast<const uint32_t *>(d)[i]) : int64_t(static_cast<const int32_t *>(d)[i]);
+        if (out[i] < 0) fail(JEPA_ERR_BAD_FILE, "metadata key %s: value %lld is negative", key, (long long) out[i]);
+    }
+    return out;
+}
+
 std::vector<std::string> GgufMeta::get_str_array(const char * key, size_t max_n) const {
     const int64_t id = find(key);
     if (gguf_get_kv_type(ctx_, id) != GGUF_TYPE_ARRAY || gguf_get_arr_type(ctx_, id) != GGUF_TYPE_STRING) {

@@ -24,6 +24,8 @@ public:
     // A string that must be one of `choices`; returns its index.
     int get_enum(const char * key, const std::vector<std::string> & choices, int fallback) const;
     std::vector<float> get_f32_array(const char * key, size_t n) const;
+    // An array of u32 (or i32 >= 0, as gguf-py writes a list of ints) of min_n..max_n entries.
+    std::vector<int64_t> get_u32_array(const char * key, size_t min_n, size_t max_n) const;
     std::vector<std::string> get_str_array(const char * key, size_t max_n) const;
 
 private:

@@ -9,24 +9,32 @@ namespace {
 
 const std::vector<std::string> kFamilies = {"ijepa", "vjepa", "vjepa2", "vjepa2_1", "levjepa", "hfvit", "lewm", "bert"};
 // Families whose graphs this build runs; the others are refused with a clear message.
-const std::vector<std::string> kSupportedFamilies = {"ijepa", "levjepa", "hfvit", "vjepa2", "lewm", "bert"};
+const std::vector<std::string> kSupportedFamilies = {"ijepa", "levjepa", "hfvit", "vjepa2", "vjepa2_1", "lewm", "bert"};
 
-// RoPE keys under `prefix` (jepa.enc. or jepa.pred.): only the "tiled" layout V-JEPA 2 uses, without
-// grid interpolation, is implemented; the rest is refused by name.
-void parse_rope(const GgufMeta & m, const std::string & prefix, int head_dim, float * theta) {
-    const std::string layout = m.get_str((prefix + "rope_freq_layout").c_str(), "tiled");
-    if (layout != "tiled") {
-        fail(JEPA_ERR_UNSUPPORTED, "%srope_freq_layout \"%s\" is not supported (this build runs \"tiled\")",
-             prefix.c_str(), layout.c_str());
-    }
+// RoPE keys under `prefix` (jepa.enc. or jepa.pred.): the frequency layout (V-JEPA 2's tiled one, or
+// 2.1's interleaved one) and, where `interpolate_ok`, 2.1's grid interpolation onto rope_ref_grid.
+struct RopeKeys {
+    float theta = 10000.0f;
+    bool interleaved = false;
+    int ref_grid = 0;
+};
+
+RopeKeys parse_rope(const GgufMeta & m, const std::string & prefix, int head_dim, bool interpolate_ok) {
+    RopeKeys r;
+    r.interleaved = m.get_enum((prefix + "rope_freq_layout").c_str(), {"tiled", "interleaved"}, 0) == 1;
     if (m.get_bool((prefix + "rope_interpolate").c_str(), false)) {
-        fail(JEPA_ERR_UNSUPPORTED, "%srope_interpolate is not supported by this build yet", prefix.c_str());
+        if (!interpolate_ok) {
+            fail(JEPA_ERR_UNSUPPORTED, "%srope_interpolate is not supported here (only a V-JEPA 2.1 encoder's)",
+                 prefix.c_str());
+        }
+        r.ref_grid = int(m.get_int("jepa.enc.rope_ref_grid", 2, 1024));  // interpolate_ok: the encoder alone
     }
-    *theta = m.get_f32((prefix + "rope_theta").c_str(), 10000.0f);
-    if (!(*theta > 1.0f)) fail(JEPA_ERR_BAD_FILE, "%srope_theta %g must be > 1", prefix.c_str(), *theta);
+    r.theta = m.get_f32((prefix + "rope_theta").c_str(), 10000.0f);
+    if (!(r.theta > 1.0f)) fail(JEPA_ERR_BAD_FILE, "%srope_theta %g must be > 1", prefix.c_str(), r.theta);
     if (head_dim < 6 || head_dim % 2 != 0) {
         fail(JEPA_ERR_BAD_FILE, "%s: 3-D RoPE needs an even head_dim >= 6, got %d", prefix.c_str(), head_dim);
     }
+    return r;
 }
 
 EncoderHparams parse_encoder(const GgufMeta & m) {
@@ -59,7 +67,10 @@ EncoderHparams parse_encoder(const GgufMeta & m) {
     }
     if (!(e.ln_eps > 0.0f && e.ln_eps < 1.0f)) fail(JEPA_ERR_BAD_FILE, "jepa.enc.ln_eps %g out of range (0, 1)", e.ln_eps);
     if (e.pos_type == JEPA_POS_ROPE3D) {
-        parse_rope(m, "jepa.enc.", e.head_dim(), &e.rope_theta);
+        const RopeKeys r = parse_rope(m, "jepa.enc.", e.head_dim(), true);
+        e.rope_theta = r.theta;
+        e.rope_interleaved = r.interleaved;
+        e.rope_ref_grid = r.ref_grid;
         // A CLS carries no rotation (its table rows are the identity: LeVJEPA); registers are not known
         // from any rope3d release.
         if (e.n_registers > 0) {
@@ -70,6 +81,21 @@ EncoderHparams parse_encoder(const GgufMeta & m) {
         fail(JEPA_ERR_UNSUPPORTED, "jepa.enc.pos_type sincos3d (V-JEPA 1) is not supported by this build yet");
     }
     if (e.act == Act::Silu) fail(JEPA_ERR_UNSUPPORTED, "jepa.enc.act silu is not supported for encoders");
+    e.modality_embed = m.get_bool("jepa.enc.modality_embed", false);
+    e.image_patch_embed = m.get_bool("jepa.enc.image_patch_embed", false);
+    if (m.has("jepa.enc.hier_layers")) {
+        for (const int64_t l : m.get_u32_array("jepa.enc.hier_layers", 1, 16)) {
+            if (l < 0 || l >= e.n_layer || (!e.hier_layers.empty() && l <= e.hier_layers.back())) {
+                fail(JEPA_ERR_BAD_FILE, "jepa.enc.hier_layers: block %lld out of order or past jepa.enc.n_layer %d",
+                     (long long) l, e.n_layer);
+            }
+            e.hier_layers.push_back(int(l));
+        }
+        if (e.hier_layers.back() != e.n_layer - 1) {
+            fail(JEPA_ERR_BAD_FILE, "jepa.enc.hier_layers: the last level must follow the last block (%d), got %d",
+                 e.n_layer - 1, e.hier_layers.back());
+        }
+    }
     e.has_proj = m.has("jepa.enc.proj_act");
     if (e.has_proj) e.proj_act = Act(m.get_enum("jepa.enc.proj_act", {"gelu_erf", "gelu_tanh", "silu"}, 0));
     return e;
@@ -174,7 +200,9 @@ void parse_pred_rope(const GgufMeta & m, const EncoderHparams & e, PredHparams &
     if (p.block.act == Act::Silu) {
         fail(JEPA_ERR_UNSUPPORTED, "jepa.pred.act silu is not supported for %s predictors", pred_kind_name(p.kind));
     }
-    parse_rope(m, "jepa.pred.", p.head_dim(), &p.rope_theta);
+    const RopeKeys r = parse_rope(m, "jepa.pred.", p.head_dim(), false);
+    p.rope_theta = r.theta;
+    p.rope_interleaved = r.interleaved;
 }
 
 PredHparams parse_pred(const GgufMeta & m, const EncoderHparams & e) {
@@ -273,7 +301,14 @@ ModelHparams parse_hparams(const gguf_context * ctx) {
     h.enc = parse_encoder(m);
     h.pre = parse_preprocess(m, h.enc);
     h.head = parse_head(m, h);
-    if (m.has("jepa.pred.kind")) h.pred = parse_pred(m, h.enc);
+    if (m.has("jepa.pred.kind")) {
+        // 2.1's predictor (modality vectors, 8 mask tokens, a context projection) is not run yet.
+        if (h.family == "vjepa2_1") fail(JEPA_ERR_UNSUPPORTED, "the V-JEPA 2.1 predictor is not supported by this build yet");
+        h.pred = parse_pred(m, h.enc);
+    }
+    if (h.family == "vjepa2_1" && (h.enc.pos_type != JEPA_POS_ROPE3D || h.enc.hier_layers.empty())) {
+        fail(JEPA_ERR_BAD_FILE, "jepa.family vjepa2_1 needs jepa.enc.pos_type rope3d and jepa.enc.hier_layers");
+    }
     if (h.family == "lewm" && h.pred.kind != JEPA_PRED_LEWM) {
         fail(JEPA_ERR_BAD_FILE, "jepa.family lewm needs jepa.pred.kind \"lewm\"");
     }

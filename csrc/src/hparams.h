@@ -29,7 +29,13 @@ struct EncoderHparams {
     float ln_eps = 1e-6f;
     Act act = Act::GeluErf;
     jepa_pos_type pos_type = JEPA_POS_LEARNED;
-    float rope_theta = 10000.0f;  // rope3d only; the frequency layout is "tiled" (see rope.h)
+    float rope_theta = 10000.0f;  // rope3d only
+    bool rope_interleaved = false; // rope_freq_layout interleaved (V-JEPA 2.1; rope.h), else tiled
+    int rope_ref_grid = 0;        // rope_interpolate: rows and columns scaled onto this grid (0: not)
+    bool modality_embed = false;  // V-JEPA 2.1: enc.mod_embed_img / _video added to every patch token
+    bool image_patch_embed = false;  // V-JEPA 2.1: enc.patch_embed_img, a tubelet-1 embedding for T == 1
+    std::vector<int> hier_layers; // V-JEPA 2.1: enc.hier_norm.{k} after these blocks, the last one the
+                                  // output (no enc.norm); ascending, the last the final block
     bool block_causal = false;    // jepa.enc.attn_mode block_causal: a patch sees the patches of its
                                   // frame and earlier ones, a prefix token every token (LeVJEPA)
     bool has_proj = false;        // LeWM: a projector enc.proj.0 -> proj_act -> enc.proj.2 after the CLS
@@ -40,6 +46,10 @@ struct EncoderHparams {
     int grid() const { return img_size / patch_size; }
     // Patch-embedding input width: C * tubelet * P * P.
     int patch_dim() const { return in_chans * tubelet_size * patch_size * patch_size; }
+    // The image path (V-JEPA 2.1): a one-frame input goes through the tubelet-1 embedding.
+    bool image_path(int T) const { return image_patch_embed && T == 1; }
+    int tubelet_for(int T) const { return image_path(T) ? 1 : tubelet_size; }
+    int patch_dim_for(int T) const { return in_chans * tubelet_for(T) * patch_size * patch_size; }
 };
 
 // What one pre-norm block needs besides its weights.
@@ -71,6 +81,7 @@ struct PredHparams {
     int out_dim = 0;
     int grid_size = 0;          // native patch grid (crop / patch); ids decompose on it by default
     float rope_theta = 10000.0f;
+    bool rope_interleaved = false;  // rope_freq_layout interleaved (V-JEPA 2.1)
     BlockHparams block;
     int hd = 0;                 // jepa.pred.head_dim (0: embed_dim / n_head); LeWM's inner width differs
     // World models.

@@ -65,6 +65,8 @@ jepa_model_info describe(const jepa::Model & m) {
     JEPA_COPY(e, tubelet_size) JEPA_COPY(e, img_size) JEPA_COPY(e, n_frames) JEPA_COPY(e, in_chans)
     i.has_cls = e.cls_token ? 1 : 0;
     i.block_causal = e.block_causal ? 1 : 0;
+    i.n_levels = int(e.hier_layers.size());
+    i.image_patch_embed = e.image_patch_embed ? 1 : 0;
     JEPA_COPY(e, n_registers) JEPA_COPY(e, pos_type) JEPA_COPY(e, ln_eps)
     i.head_kind = m.hp.head.kind;
     i.pred_kind = m.hp.pred.kind;
@@ -293,6 +295,17 @@ jepa_status jepa_encode(jepa_context * ctx, const float * pixels, int B, int C, 
     if (!ctx) return invalid("jepa_encode: ctx must not be NULL");
     JEPA_GUARD({
         as_ctx(ctx)->encode(pixels, pixel_shape("jepa_encode", B, C, T, H, W), out, out_len);
+        return JEPA_OK;
+    })
+}
+
+jepa_status jepa_encode_levels(jepa_context * ctx, const float * pixels, int B, int C, int T, int H, int W,
+                               float * out, size_t out_len) {
+    if (!ctx) return invalid("jepa_encode_levels: ctx must not be NULL");
+    JEPA_GUARD({
+        jepa::InputShape s = pixel_shape("jepa_encode_levels", B, C, T, H, W);
+        s.levels = true;
+        as_ctx(ctx)->encode(pixels, s, out, out_len);
         return JEPA_OK;
     })
 }

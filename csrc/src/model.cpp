@@ -98,7 +98,24 @@ void declare_encoder(TensorTable & t, const EncoderHparams & e, EncoderW & w) {
         w.blocks[size_t(i)] = declare_block(t, "enc.blk." + std::to_string(i) + ".", D, e.ffn_dim, e.qkv_fused,
                                             e.layer_scale);
     }
-    w.norm = {t.require("enc.norm.weight", {D}), t.require("enc.norm.bias", {D})};
+    if (e.hier_layers.empty()) {
+        w.norm = {t.require("enc.norm.weight", {D}), t.require("enc.norm.bias", {D})};
+    } else {
+        // V-JEPA 2.1: one norm per level instead of a final one; the last level is the output.
+        for (size_t k = 0; k < e.hier_layers.size(); ++k) {
+            const std::string p = "enc.hier_norm." + std::to_string(k) + ".";
+            w.hier_norms.push_back({t.require(p + "weight", {D}), t.require(p + "bias", {D})});
+        }
+    }
+    if (e.image_patch_embed) {
+        const int64_t K1 = int64_t(e.in_chans) * e.patch_size * e.patch_size;
+        w.patch_embed_img.w = t.require("enc.patch_embed_img.weight", {K1, D}, TensorKind::Embedding);
+        w.patch_embed_img.b = t.optional("enc.patch_embed_img.bias", {D});
+    }
+    if (e.modality_embed) {
+        w.mod_video = t.require("enc.mod_embed_video", {D});
+        if (e.image_patch_embed) w.mod_img = t.require("enc.mod_embed_img", {D});
+    }
     if (e.has_proj) {
         const int64_t hidden = t.ne("enc.proj.0.weight", 1);
         const int64_t out = t.ne("enc.proj.2.weight", 1);

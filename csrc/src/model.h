@@ -44,6 +44,11 @@ struct EncoderW {
     std::vector<VitBlockW> blocks;
     NormW norm;
     LinearW proj0, proj2;          // LeWM's projector of the CLS (BatchNorm folded into proj0)
+    // V-JEPA 2.1: the tubelet-1 image embedding, the modality vectors, the per-level norms.
+    LinearW patch_embed_img;       // w: [C*P*P, D]
+    ggml_tensor * mod_img = nullptr;    // [D]
+    ggml_tensor * mod_video = nullptr;  // [D]
+    std::vector<NormW> hier_norms;      // one per jepa.enc.hier_layers entry
 };
 
 // The attentive-pool head: self-attention blocks, then one cross-attention from learned queries

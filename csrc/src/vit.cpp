@@ -28,7 +28,13 @@ PatchGrid encoder_grid(const Model & m, int C, int T, int H, int W) {
         fail_arg(JEPA_ERR_INVALID_ARG, "pixels", "input %dx%d is not a multiple of the patch size %d", H, W,
                  e.patch_size);
     }
-    PatchGrid g{(T + e.tubelet_size - 1) / e.tubelet_size, H / e.patch_size, W / e.patch_size};
+    const int tubelet = e.tubelet_for(T);
+    PatchGrid g{(T + tubelet - 1) / tubelet, H / e.patch_size, W / e.patch_size};
+    if (e.rope_ref_grid > 0 && (g.h < 2 || g.w < 2)) {
+        // Upstream's interpolation divides by (side - 1): one patch row or column has no position.
+        fail_arg(JEPA_ERR_INVALID_ARG, "pixels", "input %dx%d is one patch high or wide; this model needs at least 2x2 patches",
+                 H, W);
+    }
     if (m.enc.pos && ggml_nelements(m.enc.pos) > 0) {
         // A stored position table only covers the native grid.
         const int native = e.grid();
@@ -82,12 +88,14 @@ EncoderGraph build_encoder_graph(ggml_context * ctx, const Model & m, const Inpu
 
     EncoderGraph eg;
     eg.graph = ggml_new_graph_custom(ctx, 16384, false);
-    eg.patches = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, e.patch_dim(), Np, B);
+    const bool image = e.image_path(s.T);
+    eg.patches = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, e.patch_dim_for(s.T), Np, B);
     ggml_set_name(eg.patches, "patches");
     ggml_set_input(eg.patches);
 
-    ggml_tensor * x = build_linear(ctx, eg.patches, w.patch_embed);  // [D, Np, B]
+    ggml_tensor * x = build_linear(ctx, eg.patches, image ? w.patch_embed_img : w.patch_embed);  // [D, Np, B]
     ggml_set_name(x, "patch_embed");
+    if (e.modality_embed) x = ggml_add(ctx, x, image ? w.mod_img : w.mod_video);  // V-JEPA 2.1
 
     const int64_t n_pos = w.pos ? w.pos->ne[1] : 0;
     const size_t row = w.pos ? w.pos->nb[1] : 0;
@@ -136,10 +144,22 @@ EncoderGraph build_encoder_graph(ggml_context * ctx, const Model & m, const Inpu
         attn.ranges = eg.ranges.get();
     }
     const BlockHparams bh = m.hp.enc_block();
+    size_t level = 0;  // V-JEPA 2.1: the next of hier_layers
+    ggml_tensor * out = nullptr;
     for (int il = 0; il < e.n_layer; ++il) {
         x = build_vit_block(ctx, x, w.blocks[size_t(il)], bh, attn, il);
+        if (level < e.hier_layers.size() && e.hier_layers[level] == il) {
+            // The last level is the encoder's output (upstream's inference); the others are computed
+            // only when asked for (return_hierarchical: the levels side by side, level 0 first).
+            const bool last = level + 1 == e.hier_layers.size();
+            if (last || s.levels) {
+                ggml_tensor * y = build_norm(ctx, x, w.hier_norms[level], e.ln_eps);
+                out = out ? ggml_concat(ctx, out, y, 0) : y;
+            }
+            ++level;
+        }
     }
-    x = build_norm(ctx, x, w.norm, e.ln_eps);
+    x = out ? out : build_norm(ctx, x, w.norm, e.ln_eps);
     ggml_set_name(x, "enc.out");
     ggml_set_output(x);
     eg.out = x;

@@ -12,6 +12,7 @@ namespace jepa {
 
 struct InputShape {
     int B = 1, C = 3, T = 1, H = 0, W = 0;
+    bool levels = false;  // every level's norm, concatenated [L*D, n_tok, B] (V-JEPA 2.1), not the last one alone
 };
 
 struct EncoderGraph {

@@ -213,9 +213,12 @@ class Context:
     max_graph_bytes = _EngineSetting("max_graph_bytes")
     max_output_bytes = _EngineSetting("max_output_bytes")
 
-    def encode(self, x: np.ndarray) -> np.ndarray:
+    def encode(self, x: np.ndarray, levels: bool = False) -> np.ndarray:
         """Encode float32 images [B, C, H, W] or clips [B, C, T, H, W] -> tokens [B, N, D].
 
+        levels: every output level side by side, [B, N, L * D] with level k at features
+        [k * D, (k + 1) * D) (V-JEPA 2.1's return_hierarchical; model.info.n_levels is L, the last
+        level is what levels=False returns, bit for bit); refused for a one-level model.
         Inputs are already preprocessed (see jepa.media). The GIL is released while it runs."""
         if not isinstance(x, np.ndarray):
             raise InvalidInputError(f"encode expects a numpy array, got {type(x).__name__}")
@@ -232,7 +235,7 @@ class Context:
             raise InvalidInputError(
                 f"encode expects [B, C, H, W] images or [B, C, T, H, W] clips, got shape {list(x.shape)}"
             )
-        return self._native.encode(np.ascontiguousarray(x))
+        return self._native.encode(np.ascontiguousarray(x), bool(levels))
 
     def encode_memory(self, shape: Sequence[int]) -> int:
         """The compute buffer, in bytes, `encode` of pixels of this shape ([B, C, H, W] or [B, C, T, H,

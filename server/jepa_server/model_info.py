@@ -16,9 +16,10 @@ from .metrics import TextStats
 FIELDS = (
     "name", "family", "modality", "backend", "matmul", "n_matmul_packed", "file_type", "n_params",
     "n_bytes", "embed_dim", "n_layer", "n_head", "ffn_dim", "patch_size", "tubelet_size", "img_size",
-    "n_frames", "in_chans", "has_cls", "n_registers", "ln_eps", "n_labels", "n_classes",
-    "pred_embed_dim", "pred_n_layer", "pred_n_head", "pred_n_mask_tokens", "pred_grid_size",
-    "pred_action_dim", "pred_state_dim", "pred_n_frames", "wm_embed_dim", "pred_norm_reps_eps",
+    "n_frames", "in_chans", "has_cls", "n_registers", "ln_eps", "n_levels", "image_patch_embed",
+    "n_labels", "n_classes", "pred_embed_dim", "pred_n_layer", "pred_n_head", "pred_n_mask_tokens",
+    "pred_grid_size", "pred_action_dim", "pred_state_dim", "pred_n_frames", "wm_embed_dim",
+    "pred_norm_reps_eps",
 )
 # Published as the file's lower-case spelling.
 ENUMS = ("pos_type", "head_kind", "pred_kind")

@@ -649,7 +649,43 @@ void value_cases() {
         {"schema_version 2^64-1 as u64", set<gguf_set_val_u64>("jepa.schema_version", ~uint64_t(0)),
          bad({"jepa.schema_version"})},
         // Known to the schema, not runnable by this build: UNSUPPORTED, naming what.
-        {"family vjepa2_1", set<gguf_set_val_str>("jepa.family", "vjepa2_1"), unsupported({"vjepa2_1"})},
+        {"family vjepa", set<gguf_set_val_str>("jepa.family", "vjepa"), unsupported({"vjepa"})},
+        // V-JEPA 2.1 runs, but only as a rope3d encoder with its levels: a plain ViT under that name is a bad file.
+        {"family vjepa2_1 on a plain ViT", set<gguf_set_val_str>("jepa.family", "vjepa2_1"),
+         bad({"vjepa2_1", "jepa.enc.hier_layers"})},
+        {"hier_layers out of order", [](gguf_context * g) {
+             const uint32_t a[2] = {1, 0};
+             gguf_set_arr_data(g, "jepa.enc.hier_layers", GGUF_TYPE_UINT32, a, 2);
+         },
+         bad({"jepa.enc.hier_layers"})},
+        {"hier_layers before the last block", [](gguf_context * g) {
+             const uint32_t a[1] = {0};
+             gguf_set_arr_data(g, "jepa.enc.hier_layers", GGUF_TYPE_UINT32, a, 1);
+         },
+         bad({"jepa.enc.hier_layers", "last block"})},
+        {"hier_layers past n_layer", [](gguf_context * g) {
+             const uint32_t a[1] = {kLayers};
+             gguf_set_arr_data(g, "jepa.enc.hier_layers", GGUF_TYPE_UINT32, a, 1);
+         },
+         bad({"jepa.enc.hier_layers"})},
+        {"hier_layers as floats", [](gguf_context * g) {
+             const float a[1] = {1.0f};
+             gguf_set_arr_data(g, "jepa.enc.hier_layers", GGUF_TYPE_FLOAT32, a, 1);
+         },
+         bad({"jepa.enc.hier_layers", "u32"})},
+        {"hier_layers empty", [](gguf_context * g) {
+             gguf_set_arr_data(g, "jepa.enc.hier_layers", GGUF_TYPE_UINT32, nullptr, 0);
+         },
+         bad({"jepa.enc.hier_layers"})},
+        {"hier_layers without their norms", [](gguf_context * g) {
+             const uint32_t a[1] = {kLayers - 1};
+             gguf_set_arr_data(g, "jepa.enc.hier_layers", GGUF_TYPE_UINT32, a, 1);
+         },
+         bad({"enc.hier_norm.0.weight"})},
+        {"image_patch_embed without its tensor", set<gguf_set_val_bool>("jepa.enc.image_patch_embed", true),
+         bad({"enc.patch_embed_img.weight"})},
+        {"modality_embed without its tensors", set<gguf_set_val_bool>("jepa.enc.modality_embed", true),
+         bad({"enc.mod_embed_video"})},
         // lewm runs now, but only with its predictor and projector: a bare ViT under that name is a bad file.
         {"family lewm without its predictor", set<gguf_set_val_str>("jepa.family", "lewm"), bad({"lewm"})},
         // rope3d takes a CLS now (LeVJEPA), but never a position table beside it.

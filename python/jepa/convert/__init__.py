@@ -34,7 +34,7 @@ def convert(
     max_seq_len: int | None = None,
 ) -> str:
     """Convert the checkpoint at `src` (a directory, a .safetensors or a .pt file) to the GGUF file `out`."""
-    from . import bert, hf_vit, levjepa_hf, lewm, timm_vit, vjepa2, vjepa2_ac  # noqa: F401 - importing registers the converters
+    from . import bert, hf_vit, levjepa_hf, lewm, timm_vit, vjepa2, vjepa2_1, vjepa2_ac  # noqa: F401 - importing registers the converters
     from .base import Options, pick
 
     path = Path(src)

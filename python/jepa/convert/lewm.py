@@ -33,7 +33,7 @@ from .base import Config, Converter, beside, read_json, register
 from .hf_vit import _BLOCK as HF_VIT_BLOCK
 from .hf_vit import hf_encoder
 from .source import TensorSource
-from .vjepa2_meta import ArraySource, _torch_load
+from .vjepa2_meta import ArraySource, torch_load
 
 WEIGHTS = "weights.pt"
 TARGETS = ("wm.lewm.LeWM", "jepa.JEPA")
@@ -152,7 +152,7 @@ class LeWM(Converter):
         path = _weights_path(self.src)
         if not path.is_file():
             raise ValueError(f"{path}: no such file (LeWM ships its weights as {WEIGHTS})")
-        state = _torch_load(path)
+        state = torch_load(path)
         if not isinstance(state, dict):
             raise ValueError(f"{path}: not a state dict")
         arrays: dict[str, np.ndarray] = {}

@@ -30,7 +30,7 @@ from ..gguf.writer import PartSpec
 from .base import Converter, readme_license, register
 from .source import TensorSource
 from .timm_vit import timm_block
-from .vjepa2_meta import SUFFIXES, ArraySource, MetaLayout, UnreadableCheckpoint, _clean, _torch_load
+from .vjepa2_meta import SUFFIXES, ArraySource, MetaLayout, UnreadableCheckpoint, clean_key, torch_load
 from .vjepa2_parts import RopePredictor
 
 FILE_FAMILY = "vjepa2"  # the converter family is vjepa2_ac; the file is a V-JEPA 2 with an AC predictor
@@ -81,7 +81,7 @@ class ACSpec(RopePredictor):
 
 def _predictor_state(ckpt: Any, path: Path) -> dict[str, Any] | None:
     pred = ckpt.get("predictor") if isinstance(ckpt, dict) else None
-    if not isinstance(pred, dict) or not any(_clean(str(k)) == "action_encoder.weight" for k in pred):
+    if not isinstance(pred, dict) or not any(clean_key(str(k)) == "action_encoder.weight" for k in pred):
         return None
     return pred
 
@@ -95,7 +95,7 @@ class VJEPA2AC(Converter):
         if not src.is_file() or src.suffix.lower() not in SUFFIXES:
             return False
         try:
-            return _predictor_state(_torch_load(src), src) is not None
+            return _predictor_state(torch_load(src), src) is not None
         except UnreadableCheckpoint:
             raise
         except (ValueError, OSError, RuntimeError):
@@ -106,7 +106,7 @@ class VJEPA2AC(Converter):
 
         o = self.options
         self.head_dim = o.head_dim or HEAD_DIM
-        ckpt = _torch_load(self.src)
+        ckpt = torch_load(self.src)
         pred = _predictor_state(ckpt, self.src)
         if pred is None:
             raise ValueError(f"{self.src}: no V-JEPA 2-AC predictor (a 'predictor' state dict with "
@@ -115,7 +115,7 @@ class VJEPA2AC(Converter):
         for k, v in pred.items():
             if not isinstance(v, torch.Tensor):
                 raise ValueError(f"{self.src}: entry {k!r} of the predictor state dict is not a tensor")
-            arrays[_clean(str(k))] = v.detach().to(torch.float32).numpy()
+            arrays[clean_key(str(k))] = v.detach().to(torch.float32).numpy()
         self.pred_source = ArraySource(arrays, self.src)
         width = self._encoder_width(ckpt)
         if width % self.head_dim:
@@ -129,7 +129,7 @@ class VJEPA2AC(Converter):
     def _encoder_width(self, ckpt: Any) -> int:
         enc = ckpt.get("encoder") if isinstance(ckpt, dict) else None
         for k, v in (enc or {}).items():
-            if _clean(str(k)) == "patch_embed.proj.weight":
+            if clean_key(str(k)) == "patch_embed.proj.weight":
                 return int(v.shape[0])
         raise ValueError(f"{self.src}: no encoder patch_embed.proj.weight (a V-JEPA 2-AC checkpoint has "
                          "'encoder' and 'predictor' state dicts)")

@@ -40,7 +40,7 @@ class UnreadableCheckpoint(ValueError):
     recognises it')."""
 
 
-def _torch_load(path: Path) -> Any:
+def torch_load(path: Path) -> Any:
     try:
         import torch
     except ImportError:
@@ -59,7 +59,8 @@ def _torch_load(path: Path) -> Any:
                                    f"{first})") from None
 
 
-def _clean(key: str) -> str:
+def clean_key(key: str) -> str:
+    """A state-dict key without DDP's `module.` and upstream's `backbone.` (`_clean_backbone_key`)."""
     return key.replace("module.", "").replace("backbone.", "")
 
 
@@ -69,7 +70,7 @@ def _encoder_state(ckpt: Any, path: Path) -> dict[str, Any]:
     for k in ENCODER_KEYS:
         if isinstance(ckpt.get(k), dict):
             return ckpt[k]
-    if any(_clean(str(k)) == "patch_embed.proj.weight" for k in ckpt):
+    if any(clean_key(str(k)) == "patch_embed.proj.weight" for k in ckpt):
         return ckpt
     looked = ", ".join(ENCODER_KEYS)
     raise ValueError(f"{path}: no encoder state dict (looked for {looked} and a bare state dict)")
@@ -85,15 +86,19 @@ def detect(src: Path) -> bool:
     if not src.is_file() or src.suffix.lower() not in SUFFIXES:
         return False
     try:
-        ckpt = _torch_load(src)
+        ckpt = torch_load(src)
         state = _encoder_state(ckpt, src)
     except UnreadableCheckpoint:
         raise
     except (ValueError, OSError, RuntimeError):
         return False
-    return not _is_action_conditioned(ckpt) and any(
-        _clean(str(k)) == "patch_embed.proj.weight" for k in state
-    )
+    names = {clean_key(str(k)) for k in state}
+    return not _is_action_conditioned(ckpt) and "patch_embed.proj.weight" in names and not _is_2_1(names)
+
+
+def _is_2_1(names: set[str]) -> bool:
+    """A V-JEPA 2.1 encoder (an image patch embedding, per-level norms) is family vjepa2_1's."""
+    return {"patch_embed_img.proj.weight", "norms_block.0.weight"} <= names
 
 
 class ArraySource(TensorSource):
@@ -117,12 +122,12 @@ class MetaLayout:
     def __init__(self, src: Path, n_head: int | None, img_size: int | None = None) -> None:
         import torch
 
-        state = _encoder_state(_torch_load(src), src)
+        state = _encoder_state(torch_load(src), src)
         arrays: dict[str, np.ndarray] = {}
         for k, v in state.items():
             if not isinstance(v, torch.Tensor):
                 raise ValueError(f"{src}: entry {k!r} of the encoder state dict is not a tensor")
-            name = _clean(str(k))
+            name = clean_key(str(k))
             if name in arrays:
                 raise ValueError(f"{src}: source tensor {k!r} clashes with another after removing prefixes")
             arrays[name] = v.detach().to(torch.float32).numpy()
@@ -130,6 +135,9 @@ class MetaLayout:
         self.n_head_flag = n_head
         self.img_size_flag = img_size
         self.config = read_json(beside(src, "config.json")) or Config(beside(src, "config.json"), {})
+        if _is_2_1(set(arrays)):
+            raise ValueError(f"{src}: a V-JEPA 2.1 encoder (patch_embed_img, norms_block): convert it with "
+                             "--family vjepa2_1")
         self.source: TensorSource = ArraySource(arrays, src)
         if self.source.has("blocks.0.mlp.fc3.weight"):
             raise ValueError("unsupported mlp=SwiGLU (blocks.0.mlp.fc3): V-JEPA 2 encoders use a GELU MLP")

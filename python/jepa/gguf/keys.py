@@ -24,6 +24,7 @@ class GType(StrEnum):
     STR = "str"
     F32_3 = "f32[3]"
     STRS = "[str]"
+    U32S = "[u32]"
 
 
 class Scope(StrEnum):
@@ -39,11 +40,12 @@ class Scope(StrEnum):
     AC = "ac predictor"
     LEWM = "lewm predictor"
     LEWM_FAMILY = "family lewm"
+    VJEPA2_1 = "family vjepa2_1"
 
 
 # The loader's family list (kFamilies) and the families this build runs (kSupportedFamilies).
 KNOWN_FAMILIES = ("ijepa", "vjepa", "vjepa2", "vjepa2_1", "levjepa", "hfvit", "lewm", "bert")
-FAMILIES = ("hfvit", "ijepa", "levjepa", "vjepa2", "lewm", "bert")
+FAMILIES = ("hfvit", "ijepa", "levjepa", "vjepa2", "vjepa2_1", "lewm", "bert")
 TEXT_FAMILIES = ("bert",)  # modality text: token ids in, no jepa.pre.* / patch keys
 POOLINGS = ("cls", "mean", "last_token")
 ACTS = ("gelu_erf", "gelu_tanh", "silu")
@@ -96,7 +98,7 @@ class Key:
         """Raise ValueError naming the key when `value` is not one this key may hold."""
         if not _has_type(self.type, value):
             raise ValueError(f"metadata key {self.name}: expected {self.type}, got {value!r}")
-        items = value if self.type == GType.F32_3 else (value,)
+        items = value if self.type in (GType.F32_3, GType.U32S) else (value,)
         if self.range is not None and self.type != GType.STRS and any(v not in self.range for v in items):
             raise ValueError(f"metadata key {self.name}: value {value!r} out of range {self.range}")
         if self.allowed is not None and value not in self.allowed:
@@ -117,6 +119,8 @@ def _has_type(t: GType, v: Any) -> bool:
         return isinstance(v, str)
     if t == GType.F32_3:
         return isinstance(v, list | tuple) and len(v) == 3 and all(_has_type(GType.F32, x) for x in v)
+    if t == GType.U32S:
+        return isinstance(v, list | tuple) and len(v) > 0 and all(_has_type(GType.U32, x) for x in v)
     return isinstance(v, list | tuple) and all(isinstance(x, str) for x in v)
 
 
@@ -128,25 +132,41 @@ ROPE_PRED = (Scope.MASKED, Scope.AC)
 EPS = Range(0, 1, open=True)
 
 
-def _rope(prefix: str, scope: tuple[Scope, ...]) -> tuple[Key, ...]:
-    return (
+def _rope(prefix: str, scope: tuple[Scope, ...], interpolate: bool) -> tuple[Key, ...]:
+    keys = (
         Key(
             f"{prefix}rope_freq_layout",
             STR,
             scope,
-            "the cos/sin layout: `tiled`, V-JEPA 2's (`interleaved` is refused)",
+            "which frequency a rotated pair (2i, 2i+1) takes: `tiled`, V-JEPA 2's (omega[j mod d/2] per "
+            "element), or `interleaved`, V-JEPA 2.1's (omega[i] for the pair)",
             default="tiled",
-            allowed=("tiled",),
+            allowed=("tiled", "interleaved"),
         ),
         Key(
             f"{prefix}rope_interpolate",
             BOOL,
             scope,
-            "RoPE grid interpolation (refused)",
+            "rows and columns scaled onto `rope_ref_grid`: h (ref - 1) / (Hp - 1) (V-JEPA 2.1's encoder)"
+            if interpolate
+            else "RoPE grid interpolation (refused for predictors)",
             default=False,
-            allowed=(False,),
+            allowed=(False, True) if interpolate else (False,),
         ),
         Key(f"{prefix}rope_theta", F32, scope, "the RoPE base", default=10000.0, range=Range(1, open=True)),
+    )
+    if not interpolate:
+        return keys
+    return (
+        *keys,
+        Key(
+            f"{prefix}rope_ref_grid",
+            U32,
+            scope,
+            "the pretraining grid interpolation scales onto (16 for patch 16 at 256 px)",
+            absent="required when `rope_interpolate`",
+            range=Range(2, 1024),
+        ),
     )
 
 
@@ -173,7 +193,7 @@ KEYS: tuple[Key, ...] = (
         "jepa.family",
         STR,
         ALL,
-        "the model family (the loader also knows `vjepa`, `vjepa2_1` and refuses them as unsupported)",
+        "the model family (the loader also knows `vjepa` and refuses it as unsupported)",
         required=True,
         allowed=FAMILIES,
     ),
@@ -266,7 +286,38 @@ KEYS: tuple[Key, ...] = (
         required=True,
         allowed=ACTS,
     ),
-    *_rope("jepa.enc.", ROPE),
+    *_rope("jepa.enc.", ROPE, interpolate=True),
+    Key(
+        "jepa.enc.modality_embed",
+        BOOL,
+        VISION,
+        "`enc.mod_embed_video` (and `enc.mod_embed_img` with `image_patch_embed`) added to every patch "
+        "token after the embedding (V-JEPA 2.1)",
+        default=False,
+    ),
+    Key(
+        "jepa.enc.image_patch_embed",
+        BOOL,
+        VISION,
+        "`enc.patch_embed_img`, a tubelet-1 embedding a one-frame input goes through (V-JEPA 2.1)",
+        default=False,
+    ),
+    Key(
+        "jepa.enc.hier_layers",
+        GType.U32S,
+        VISION,
+        "the blocks after which a level's norm `enc.hier_norm.{k}` reads the residual stream, ascending, "
+        "the last the final block: its level is the output and there is no `enc.norm` (V-JEPA 2.1)",
+        absent="one final `enc.norm`",
+        range=Range(0, 255),
+    ),
+    Key(
+        "jepa.enc.hier_layers",
+        GType.U32S,
+        (Scope.VJEPA2_1,),
+        "V-JEPA 2.1's four levels",
+        required=True,
+    ),
     # -- text encoders (family bert) -------------------------------------------------------------
     Key(
         "jepa.text.pooling",
@@ -429,7 +480,7 @@ KEYS: tuple[Key, ...] = (
         absent="img_size / patch_size",
         range=Range(1, 8192),
     ),
-    *_rope("jepa.pred.", ROPE_PRED),
+    *_rope("jepa.pred.", ROPE_PRED, interpolate=False),
     Key("jepa.pred.n_mask_tokens", U32, MASKED, "learned mask tokens", required=True, range=Range(1, 1024)),
     Key("jepa.pred.n_frames", U32, MASKED, "the clip length it was trained on", read=False),
     Key(
@@ -550,6 +601,8 @@ def scopes_of(values: Mapping[str, Any]) -> set[Scope]:
             out.add(PRED_KINDS[kind])
     if values.get("jepa.family") == "lewm":
         out.add(Scope.LEWM_FAMILY)
+    if values.get("jepa.family") == "vjepa2_1":
+        out.add(Scope.VJEPA2_1)
     return out
 
 

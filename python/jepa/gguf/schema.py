@@ -63,6 +63,13 @@ class Encoder:
     rope_theta: float = ROPE_THETA  # pos_type rope3d only
     # jepa.enc.attn_mode, written when the source says (LeVJEPA); None: not written, the loader's `full`
     attn_mode: str | None = None
+    # V-JEPA 2.1: the interleaved RoPE interpolated onto rope_ref_grid (0: not), the modality vectors,
+    # the tubelet-1 image embedding, and the levels' blocks (empty: one final norm).
+    rope_layout: str = "tiled"
+    rope_ref_grid: int = 0
+    modality_embed: bool = False
+    image_patch_embed: bool = False
+    hier_layers: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.act not in ACTS:
@@ -73,6 +80,13 @@ class Encoder:
             raise ValueError("unsupported pos_type=rope3d with register tokens")
         if self.attn_mode is not None and self.attn_mode not in ATTN_MODES:
             raise ValueError(f"unsupported attn_mode={self.attn_mode} (known: {', '.join(ATTN_MODES)})")
+        if self.rope_layout not in ("tiled", "interleaved"):
+            raise ValueError(f"unsupported rope_layout={self.rope_layout}")
+        if list(self.hier_layers) != sorted(set(self.hier_layers)) or (
+            self.hier_layers and self.hier_layers[-1] != self.n_layer - 1
+        ):
+            raise ValueError(f"unsupported hier_layers={list(self.hier_layers)} (ascending, the last block "
+                             "last)")
         if self.n_head <= 0 or self.embed_dim % self.n_head:
             raise ValueError(f"unsupported n_head={self.n_head} (embed_dim={self.embed_dim})")
         if self.img_size % self.patch_size:
@@ -92,13 +106,23 @@ class Encoder:
         out |= {f"jepa.enc.{k}": bool(getattr(self, k)) for k in ("cls_token", "qkv_fused", "layer_scale")}
         if self.attn_mode is not None:
             out["jepa.enc.attn_mode"] = self.attn_mode
+        if self.modality_embed:
+            out["jepa.enc.modality_embed"] = True
+        if self.image_patch_embed:
+            out["jepa.enc.image_patch_embed"] = True
+        if self.hier_layers:
+            out["jepa.enc.hier_layers"] = [int(v) for v in self.hier_layers]
         return out
 
     def rope_keys(self) -> dict[str, Any]:
         """The RoPE keys of a rope3d encoder (written after the recipe, as every file has them)."""
         if self.pos_type != "rope3d":
             return {}
-        return {"jepa.enc.rope_freq_layout": "tiled", "jepa.enc.rope_theta": float(self.rope_theta)}
+        out: dict[str, Any] = {"jepa.enc.rope_freq_layout": self.rope_layout,
+                               "jepa.enc.rope_theta": float(self.rope_theta)}
+        if self.rope_ref_grid:
+            out |= {"jepa.enc.rope_interpolate": True, "jepa.enc.rope_ref_grid": int(self.rope_ref_grid)}
+        return out
 
     def table(self) -> dict[str, Expected]:
         """Every tensor this encoder may hold (tensors.ENCODER)."""
@@ -110,6 +134,10 @@ class Encoder:
             "cls_token": self.cls_token, "n_registers": self.n_registers, "registers": self.n_registers > 0,
             "pos_table": self.pos_type not in ("none", "rope3d"), "fused": self.qkv_fused,
             "separate": not self.qkv_fused, "layer_scale": self.layer_scale, "qkv_bias": True,
+            "K1": self.in_chans * self.patch_size**2, "image_patch_embed": self.image_patch_embed,
+            "modality_embed": self.modality_embed, "final_norm": not self.hier_layers,
+            "hier": bool(self.hier_layers),
+            "n_levels": len(self.hier_layers),
         })
 
 

@@ -17,6 +17,10 @@ WHEN = {
     "separate": "separate q/k/v",
     "layer_scale": "`enc.layer_scale`",
     "qkv_bias": "the source has q/k/v biases",
+    "image_patch_embed": "`enc.image_patch_embed`",
+    "modality_embed": "`enc.modality_embed`",
+    "final_norm": "no `enc.hier_layers`",
+    "hier": "`enc.hier_layers`, {i} < its length",
 }
 
 

@@ -189,8 +189,21 @@ ENCODER = Part(
         T("enc.cls_token", ("D",), Role.TOKEN, "the CLS token", when="cls_token"),
         T("enc.reg_tokens", ("D", "R"), Role.TOKEN, "register tokens (no position)", when="registers"),
         T("enc.pos_embed", ("D", "N"), Role.TOKEN, "the position table", when="pos_table"),
+        T("enc.patch_embed_img.weight", ("K1", "D"), Role.EMBED,
+          "the tubelet-1 Conv3d kernel a one-frame input takes (V-JEPA 2.1)", when="image_patch_embed"),
+        T("enc.patch_embed_img.bias", ("D",), Role.BIAS, required=False, when="image_patch_embed"),
+        T("enc.mod_embed_video", ("D",), Role.TOKEN, "added to every video patch token",
+          when="modality_embed"),
+        T("enc.mod_embed_img", ("D",), Role.TOKEN, "added to every image patch token",
+          when="modality_embed image_patch_embed"),
         Layers("n_layer", _block("enc.blk", after=LAYER_SCALE), (("I", "D"),)),
-        *_norm("enc.norm", meaning="the final LayerNorm"),
+        T("enc.norm.weight", ("D",), Role.GAIN, "the final LayerNorm", when="final_norm"),
+        T("enc.norm.bias", ("D",), Role.BIAS, when="final_norm"),
+        Layers("n_levels", (
+            T("enc.hier_norm.{i}.weight", ("D",), Role.GAIN, "level {i}'s LayerNorm (V-JEPA 2.1)",
+              when="hier"),
+            T("enc.hier_norm.{i}.bias", ("D",), Role.BIAS, when="hier"),
+        )),
     ),
 )
 

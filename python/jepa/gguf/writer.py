@@ -85,6 +85,8 @@ def _add_key(w: gguf.GGUFWriter, key: str, t: GType, val: Any) -> None:
         w.add_string(key, val)
     elif t == GType.STRS:
         w.add_array(key, list(val))
+    elif t == GType.U32S:
+        w.add_key_value(key, [int(v) for v in val], gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.UINT32)
     else:
         w.add_key_value(key, [float(v) for v in val], gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.FLOAT32)
 

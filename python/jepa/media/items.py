@@ -3,7 +3,8 @@
 An item is a path, bytes, a PIL image or a uint8 [H, W, 3] array (an image, T = 1), a uint8
 [T, H, W, 3] array or a list of frames (one clip), or a video file (path or bytes; `frames` frames
 are sampled from it). Each frame is preprocessed on its own (frames may differ in size), then the
-frames are stacked; a model with tubelet size k repeats the last frame until T is a multiple of k, and
+frames are stacked; a model with tubelet size k repeats the last frame until T is a multiple of k
+(a still image stays one frame for a model with its own one-frame embedding, V-JEPA 2.1), and
 LeVJEPA's video encoder takes a still image as `frames` (default: its n_frames) copies of it."""
 
 from __future__ import annotations
@@ -178,7 +179,8 @@ def prepare(
         )
     if not is_clip and _clip_model(info):
         loaded = loaded * n_video  # a still image: the model's clip of it (one frame, preprocessed once)
-    tubelet = max(1, info.tubelet_size)
+    # A model with its own one-frame embedding (V-JEPA 2.1) takes a still image as T = 1.
+    tubelet = 1 if len(loaded) == 1 and info.image_patch_embed else max(1, info.tubelet_size)
     if len(loaded) % tubelet:
         # Upstream V-JEPA repeats the last frame to fill the last tubelet.
         loaded = loaded + [loaded[-1]] * (tubelet - len(loaded) % tubelet)

@@ -1,0 +1,185 @@
+"""Meta's V-JEPA 2.1 .pt checkpoints (facebookresearch/vjepa2, app/vjepa_2_1): the encoder.
+
+The file is a dict of state dicts, read as upstream's `src/hub/backbones.py::_make_vjepa2_1_model`
+reads it: the encoder from `ema_encoder` (ViT-B/L, distilled from ViT-G) or `target_encoder`
+(ViT-g/G), keys cleaned of `module.` and `backbone.`. Which of the two when a file holds both: the one
+whose predictor it was trained with, told by the predictor's input (a Linear from the final level:
+B/L, `ema_encoder`; an MLP from the 4-level concat: g/G, `target_encoder`).
+
+Layout: `patch_embed.proj` (Conv3d, tubelet 2) and `patch_embed_img.proj` (Conv3d, tubelet 1, the
+path a one-frame input takes), `video_mod_embed` / `img_mod_embed` [1, 1, D] added after the
+embedding, `blocks.{i}` as timm's (fused qkv, rows q;k;v), and `norms_block.{0..3}`: one LayerNorm
+per level after the blocks `HIER_LAYERS[depth]`, the last one the output (no final `norm`). RoPE is
+3-D with the interleaved frequency layout, rows and columns interpolated onto the pretraining grid
+(256 px / patch). The preprocessing is V-JEPA 2's (short side crop·256/224, centre crop, bilinear,
+ImageNet statistics; upstream's eval transforms did not change).
+
+The predictor (modality vectors, 8 mask tokens, a context projection) is not run by this build yet:
+it is left out of the file, said in a log line. Head count and clip size come from a config.json
+beside the file, else --n-head / --img-size, else the released widths' heads (B 768: 12, L 1024: 16,
+g 1408: 22, G 1664: 26), 384 px and 64 frames. Needs torch (read with weights_only=True)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..gguf.schema import Encoder, Preprocess
+from .base import Config, Converter, beside, read_json, register, resolve_n_head
+from .recipes import vjepa2_recipe
+from .source import TensorSource
+from .timm_vit import timm_block, timm_sizes
+from .vjepa2_meta import SUFFIXES, ArraySource, UnreadableCheckpoint, clean_key, torch_load
+
+log = logging.getLogger("jepa.convert")
+
+ENCODER_KEYS = ("ema_encoder", "target_encoder")
+# upstream VisionTransformer: the blocks after which norms_block[k] reads the residual stream.
+HIER_LAYERS = {12: (2, 5, 8, 11), 24: (5, 11, 17, 23), 40: (9, 19, 29, 39), 48: (11, 23, 37, 47)}
+_HEADS_BY_WIDTH = {768: 12, 1024: 16, 1408: 22, 1664: 26}
+MARKERS = ("patch_embed_img.proj.weight", "norms_block.0.weight")  # what no V-JEPA 2 encoder has
+
+
+def is_vjepa2_1_state(state: dict[str, Any]) -> bool:
+    names = {clean_key(str(k)) for k in state}
+    return all(m in names for m in MARKERS)
+
+
+def _encoder_state(ckpt: Any, path: Path) -> tuple[str, dict[str, Any]]:
+    if not isinstance(ckpt, dict):
+        raise ValueError(f"{path}: not a checkpoint dict")
+    found = [k for k in ENCODER_KEYS if isinstance(ckpt.get(k), dict)]
+    if not found:
+        raise ValueError(f"{path}: no encoder state dict (looked for {', '.join(ENCODER_KEYS)})")
+    if len(found) > 1:
+        pred = ckpt.get("predictor")
+        names = [clean_key(str(k)) for k in pred] if isinstance(pred, dict) else []
+        multi = any(n.startswith("predictor_embed.0.") for n in names)
+        found = ["target_encoder" if multi else "ema_encoder"]
+    return found[0], ckpt[found[0]]
+
+
+def detect(src: Path) -> bool:
+    if not src.is_file() or src.suffix.lower() not in SUFFIXES:
+        return False
+    try:
+        _, state = _encoder_state(torch_load(src), src)
+    except UnreadableCheckpoint:
+        raise
+    except (ValueError, OSError, RuntimeError):
+        return False
+    return is_vjepa2_1_state(state)
+
+
+def _vector(a: np.ndarray, name: str, d: int) -> np.ndarray:
+    if a.size != d:
+        raise ValueError(f"{name}: got {list(a.shape)}, expected [1, 1, {d}]")
+    return a.reshape(d)
+
+
+@register
+class VJEPA2_1(Converter):
+    family = "vjepa2_1"
+    modality = "video"
+
+    @classmethod
+    def detect(cls, src: Path) -> bool:
+        return detect(src)
+
+    def open_source(self) -> TensorSource:
+        import torch
+
+        ckpt = torch_load(self.src)
+        key, state = _encoder_state(ckpt, self.src)
+        if not is_vjepa2_1_state(state):
+            raise ValueError(f"{self.src}: {key} is no V-JEPA 2.1 encoder (no {' / '.join(MARKERS)})")
+        arrays: dict[str, np.ndarray] = {}
+        for k, v in state.items():
+            if not isinstance(v, torch.Tensor):
+                raise ValueError(f"{self.src}: entry {k!r} of {key} is not a tensor")
+            name = clean_key(str(k))
+            if name in arrays:
+                raise ValueError(f"{self.src}: source tensor {k!r} clashes with another after removing "
+                                 "prefixes")
+            arrays[name] = v.detach().to(torch.float32).numpy()
+        if isinstance(ckpt.get("predictor"), dict):
+            log.info("%s: the V-JEPA 2.1 predictor is not converted (this build does not run it yet)",
+                     self.src)
+        log.info("%s: the encoder from %s", self.src, key)
+        cfg = beside(self.src, "config.json")
+        self.config = read_json(cfg) or Config(cfg, {})
+        return ArraySource(arrays, self.src)
+
+    def _cfg(self, *keys: str) -> int | None:
+        for k in keys:
+            if self.config.get(k) is not None:
+                return self.config.integer(k, lo=1)
+        return None
+
+    def _n_head(self, d: int) -> int:
+        found = self._cfg("num_heads", "n_head", "num_attention_heads")
+        return resolve_n_head(found, self.options.n_head, d, _HEADS_BY_WIDTH)
+
+    def hparams(self) -> Encoder:
+        s = self.source
+        shape = s.shape("patch_embed.proj.weight")
+        img = s.shape("patch_embed_img.proj.weight")
+        if len(shape) != 5 or shape[3] != shape[4]:
+            raise ValueError(f"patch_embed.proj.weight: got {list(shape)}, a Conv3d [D, C, t, P, P] is "
+                             "expected")
+        d, chans, t, p, _ = shape
+        if tuple(img) != (d, chans, 1, p, p):
+            raise ValueError(f"patch_embed_img.proj.weight: got {list(img)}, expected {[d, chans, 1, p, p]}")
+        sizes = timm_sizes(s, self._n_head)
+        depth = sizes["n_layer"]
+        if depth not in HIER_LAYERS:
+            raise ValueError(f"unsupported depth {depth}: V-JEPA 2.1's levels are defined for 12, 24, 40, "
+                             "48 blocks")
+        n_levels = s.count("norms_block.{i}.weight")
+        if n_levels != len(HIER_LAYERS[depth]):
+            raise ValueError(f"norms_block: {n_levels} levels, V-JEPA 2.1 has {len(HIER_LAYERS[depth])}")
+        return Encoder(
+            **sizes,
+            patch_size=p,
+            img_size=getattr(self.options, "img_size", None) or self._cfg("img_size", "crop_size") or 384,
+            in_chans=chans,
+            ln_eps=1e-6,
+            act="gelu_erf",
+            cls_token=False,
+            qkv_fused=True,
+            pos_type="rope3d",
+            tubelet_size=t,
+            n_frames=self._cfg("num_frames", "frames_per_clip") or 64,
+            rope_layout="interleaved",
+            rope_ref_grid=(256 if p == 16 else 252) // p,  # upstream: 256 / 16, 252 / 14
+            modality_embed=True,
+            image_patch_embed=True,
+            hier_layers=HIER_LAYERS[depth],
+        )
+
+    def preprocess(self) -> Preprocess:
+        return vjepa2_recipe(self.hparams().img_size)
+
+    def default_name(self) -> str:
+        return self.src.stem
+
+    def tensors(self) -> Iterator[tuple[str, np.ndarray]]:
+        enc, s = self.hparams(), self.source
+        d = enc.embed_dim
+        embeds = (("enc.patch_embed", "patch_embed.proj"), ("enc.patch_embed_img", "patch_embed_img.proj"))
+        for dst, src in embeds:
+            w = s.take(f"{src}.weight")
+            yield f"{dst}.weight", w.reshape(w.shape[0], -1)  # [D, C, t, P, P] -> [D, C*t*P*P]
+            if s.has(f"{src}.bias"):
+                yield f"{dst}.bias", s.take(f"{src}.bias")
+        yield "enc.mod_embed_video", _vector(s.take("video_mod_embed"), "video_mod_embed", d)
+        yield "enc.mod_embed_img", _vector(s.take("img_mod_embed"), "img_mod_embed", d)
+        for i in range(enc.n_layer):
+            yield from timm_block(s, f"blocks.{i}", f"enc.blk.{i}")
+        for k in range(len(enc.hier_layers)):
+            yield f"enc.hier_norm.{k}.weight", s.take(f"norms_block.{k}.weight")
+            yield f"enc.hier_norm.{k}.bias", s.take(f"norms_block.{k}.bias")
