@@ -15,6 +15,7 @@ FUZZ_LOGS    := $(FUZZ_BUILD)/logs
 
 .PHONY: run test install venv bench-deps qemu-deps native-test py-test path-test lint clean
 .PHONY: fuzz-deps fuzz-build sanitize fuzz-test fuzz fuzz-corpus
+.PHONY: cuda-core cpu-core gpu-carry gpu-dry-run gpu-rehearse
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -118,6 +119,29 @@ fuzz: fuzz-build bench-deps
 # Rewrite the committed seed corpora and the GGUF dictionary (after a schema change).
 fuzz-corpus: venv
 	$(BIN)/python tests/fuzz/make_corpus.py
+
+# ---- the GPU check (docs/gpu-check.md): everything a lent GPU machine's one call needs, made here -----
+
+# The Python-independent CUDA core (ggml + its CUDA backend for sm_90 + libjepa) into build/cuda-core/dist:
+# about an hour on 2 cores the first time, minutes when only the engine's sources changed.
+cuda-core: venv
+	GPU_CHECK_HOST_PYTHON=$(abspath $(BIN)/python) tools/gpu_check.sh --build-core
+
+# The same core without CUDA (build/cpu-core/dist), for the rehearsal's module build.
+cpu-core: venv
+	GPU_CHECK_HOST_PYTHON=$(abspath $(BIN)/python) tools/gpu_check.sh --build-core --cpu
+
+# build/gpu-carry: the wheels the GPU machine lacks and the reference bundles the suites read.
+gpu-carry: venv
+	GPU_CHECK_HOST_PYTHON=$(abspath $(BIN)/python) tools/gpu_check.sh --prepare
+
+# What the call would take along (<= 64 MiB), the core (sm_90, these sources) and the Python it meets.
+gpu-dry-run: venv
+	GPU_CHECK_HOST_PYTHON=$(abspath $(BIN)/python) tools/gpu_check.sh --dry-run
+
+# Every step of the check on this CPU (device cpu for cuda:0), the module built against build/cpu-core.
+gpu-rehearse: install bench-deps
+	GPU_CHECK_HOST_PYTHON=$(abspath $(BIN)/python) tools/gpu_check.sh --rehearse --budget-s 3000
 
 clean:
 	rm -rf build $(VENV)
