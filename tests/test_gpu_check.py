@@ -181,7 +181,7 @@ def test_a_forged_sm90_core_built_from_these_sources_passes(tmp_path: Path) -> N
         ("missing-lib", "libggml-cuda.a is missing"),
         ("extension", "Python extensions"),
         ("stale-engine", "only libjepa rebuilds"),
-        ("stale-ggml", "the whole core rebuilds"),
+        ("stale-ggml", "up to an hour"),
         ("absent", "no core at"),
     ],
 )

@@ -285,7 +285,7 @@ def core_report(
         stale = [k for k in SOURCE_SETS if built.get(k) != now[k]]
         if stale:
             what = {
-                "ggml": "ggml or CMakeLists.txt (the whole core rebuilds: about an hour)",
+                "ggml": "ggml or CMakeLists.txt (make cuda-core: up to an hour when ggml's flags changed)",
                 "engine": "the engine's sources (only libjepa rebuilds: minutes)",
             }
             msg = "the core was built from other sources than the tree's: " + "; ".join(

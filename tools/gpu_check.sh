@@ -87,6 +87,20 @@ prepare_carry() {
     "$HOST_PY" -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
         -d "$CARRY/wheels" $CARRY_WHEELS || return 1
+    # CPython 3.12's headers, in case the GPU machine's python3 has none (no python3-dev): a 3.12 here
+    # (pyenv's) gives them; any 3.12.x builds extensions for every 3.12.
+    local py312=${GPU_CHECK_PY312:-} c
+    if [ -z "$py312" ]; then
+        for c in python3.12 "$HOME"/.pyenv/versions/3.12.*/bin/python3.12; do
+            if "$c" -c pass 2>/dev/null; then py312=$c; break; fi
+        done
+    fi
+    rm -rf "$CARRY/python3.12-include"
+    if [ -n "$py312" ]; then
+        cp -r "$("$py312" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" "$CARRY/python3.12-include" || return 1
+    else
+        echo "prepare: no python3.12 here: CPython 3.12's headers not carried (the module build needs python3-dev there)"
+    fi
     local ref=${JEPA_REFERENCE_DIR:-$ROOT/../shared/reference}
     for b in vjepa2_ac lewm; do
         rm -rf "$CARRY/reference/$b"
@@ -197,6 +211,15 @@ module() {
     pb=$("$PY" -m pybind11 --cmakedir) || return 1
     [ -n "${CUDA_ROOT:-}" ] && args+=(-DJEPA_CUBLAS_ROOT="$CUDA_ROOT")
     [ -x /usr/local/cuda/bin/nvcc ] && args+=(-DCUDAToolkit_ROOT=/usr/local/cuda)
+    # A python3 without its headers (no python3-dev): the carried ones of the same minor version.
+    if ! "$PY" -c 'import os, sys, sysconfig; sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+        if [ -f "$CARRY/python$PYVER-include/Python.h" ]; then
+            echo "module: $PY has no Python.h: the carried headers $CARRY/python$PYVER-include"
+            args+=(-DPython_INCLUDE_DIR="$ROOT/$CARRY/python$PYVER-include")
+        else
+            echo "module: $PY has no Python.h and none was carried for $PYVER (tools/gpu_check.sh --prepare)"
+        fi
+    fi
     rm -rf "$WORK/module"
     cmake -S . -B "$WORK/module" -G Ninja -DCMAKE_BUILD_TYPE=Release -DJEPA_PREBUILT_CORE="$ROOT/$CORE" \
         -DPython_EXECUTABLE="$py_exe" -Dpybind11_DIR="$pb" -DJEPA_BUILD_TESTS="$1" "${args[@]}" || return 1
