@@ -5,8 +5,10 @@ the ViT-g/G kind, 2 heads of 16, from `target_encoder`), encoded by jepa.Context
 goldens at the project's bars (every token cosine >= 0.99999, max|d| / max|ref| <= 1e-4): the clip
 (tubelet 2, the video modality vector), the still image (T = 1: the tubelet-1 embedding and the image
 modality vector), the non-square clip (RoPE rows and columns interpolated with different factors),
-the four levels side by side (return_hierarchical); the pipeline from the bundle's uint8 frames and
-the server; then batch and thread bit-identity."""
+the four levels side by side (return_hierarchical), the masked encoder on context ids, the predictor
+of both input kinds (x_pred and x_context, clip and image modality, the mask_index variant, the
+anticipation call past the clip), end to end from the engine's own masked encoder; the pipeline from
+the bundle's uint8 frames and the server; then batch and thread bit-identity."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ from numpy_reference import assert_agrees
 BUNDLE = REFERENCE_DIR / "vjepa2_1"
 HEADS = {"bl": 1, "gg": 2}  # the bundle's encoders (hparams.json): no config.json beside them
 WIDTH = {"bl": 64, "gg": 32}
+LEVELS_IN = {"bl": 1, "gg": 4}  # what the predictor reads: the final level (B/L) or the four (g/G)
+PRED_OUT = {"bl": 96, "gg": 128}  # the teacher's width (B/L), four levels of D (g/G)
 pytestmark = [pytest.mark.torch, pytest.mark.every_path]
 
 
@@ -39,7 +43,8 @@ def kind(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="module")
 def path(kind: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     out = tmp_path_factory.mktemp(f"vjepa2_1-{kind}") / f"{kind}.gguf"
-    return convert(BUNDLE / f"checkpoint_{kind}.pt", out, n_head=HEADS[kind], img_size=64)
+    heads = HEADS[kind]
+    return convert(BUNDLE / f"checkpoint_{kind}.pt", out, n_head=heads, pred_n_head=heads, img_size=64)
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +61,10 @@ def test_the_model_reads_the_file(model: jepa.Model, kind: str) -> None:
     info = model.info
     assert (info.family, info.modality, info.tubelet_size) == ("vjepa2_1", "video", 2)
     assert info.embed_dim == WIDTH[kind] and info.image_patch_embed
+    assert info.pred_kind == jepa.PredictorKind.MASKED
+    assert (info.pred_out_dim, info.pred_in_levels) == (PRED_OUT[kind], LEVELS_IN[kind])
+    assert info.pred_modality_embed and info.pred_proj_context
+    assert (info.pred_grid_size, info.pred_n_mask_tokens) == (4, 8)
     assert not model.has_cls and model.n_prefix == 0
     assert model.n_tokens(4, 64, 64) == g(f"{kind}_enc_video").shape[1] == 32
     assert model.n_tokens(1, 64, 64) == g(f"{kind}_enc_image").shape[1] == 16  # tubelet 1 for a still image
@@ -77,6 +86,84 @@ def test_the_levels(ctx: jepa.Context, model: jepa.Model, kind: str, inputs: str
     assert model.info.n_levels == 4 and levels.shape[-1] == 4 * WIDTH[kind]
     assert_agrees(levels, g(golden), golden)
     assert np.array_equal(bits(levels[..., 3 * WIDTH[kind] :]), bits(ctx.encode(x)))
+
+
+def _context_tokens(ctx: jepa.Context, kind: str, inputs: str) -> np.ndarray:
+    """The masked encoder on the bundle's context ids: the final level (B/L) or the four (g/G)."""
+    return ctx.encode(g(f"input_{inputs}"), levels=LEVELS_IN[kind] > 1, ids=g(f"ctx_ids_{inputs}"))
+
+
+@pytest.mark.parametrize("inputs", ["video", "image"])
+def test_the_masked_encoder(ctx: jepa.Context, kind: str, inputs: str) -> None:
+    """encoder(x, masks=ctx_ids): only the context tokens, each at its own (interpolated) position."""
+    golden = f"{kind}_enc_{inputs}_ctx"
+    assert_agrees(_context_tokens(ctx, kind, inputs), g(golden), golden)
+
+
+def _calls(kind: str) -> list[tuple[str, str, int]]:
+    calls = [("video", "video", 1), ("image", "image", 1)]
+    return calls + ([("video_mi", "video", 5)] if kind == "bl" else [])  # the bundle's mask_index variant
+
+
+def test_the_predictor(ctx: jepa.Context, kind: str) -> None:
+    """predictor(ctx tokens, masks_x, masks_y, mod, mask_index) on the bundle's context tokens: x_pred
+    in target-id order, x_context in context-id order."""
+    for name, inputs, mask_index in _calls(kind):
+        tokens = g(f"{kind}_enc_{inputs}_ctx")
+        pred, context = ctx.predict(tokens, g(f"ctx_ids_{inputs}"), g(f"tgt_ids_{inputs}"), gathered=True,
+                                    modality=inputs, mask_index=mask_index, return_context=True)
+        assert_agrees(pred, g(f"{kind}_pred_{name}"), f"{kind}_pred_{name}")
+        assert_agrees(context, g(f"{kind}_pred_{name}_ctx"), f"{kind}_pred_{name}_ctx")
+        alone = ctx.predict(tokens, g(f"ctx_ids_{inputs}"), g(f"tgt_ids_{inputs}"), gathered=True,
+                            modality=inputs, mask_index=mask_index)
+        assert np.array_equal(bits(alone), bits(pred))  # the context rows cost nothing to x_pred
+
+
+def test_the_anticipation_call(ctx: jepa.Context, kind: str) -> None:
+    """Every clip token as context, the next tubelet's grid as targets (ids past the clip), from the
+    engine's own encoder output."""
+    tokens = ctx.encode(g("input_video"), levels=LEVELS_IN[kind] > 1)
+    n = tokens.shape[1]
+    pred, context = ctx.predict(tokens, np.arange(n), n + np.arange(16), return_context=True)
+    assert_agrees(pred, g(f"{kind}_pred_future"), f"{kind}_pred_future")
+    assert_agrees(context, g(f"{kind}_pred_future_ctx"), f"{kind}_pred_future_ctx")
+
+
+@pytest.mark.parametrize("inputs", ["video", "image"])
+def test_end_to_end(ctx: jepa.Context, kind: str, inputs: str) -> None:
+    """The engine's masked encoder into its predictor: upstream's whole masked call."""
+    tokens = _context_tokens(ctx, kind, inputs)
+    pred = ctx.predict(tokens, g(f"ctx_ids_{inputs}"), g(f"tgt_ids_{inputs}"), gathered=True, modality=inputs)
+    assert_agrees(pred, g(f"{kind}_pred_{inputs}"), f"{kind}_pred_{inputs} from the engine's encoder")
+
+
+def test_what_the_predictor_refuses(ctx: jepa.Context, kind: str, tiny_vjepa2_path: str) -> None:
+    tokens = g(f"{kind}_enc_video_ctx")
+    ids, tgt = g("ctx_ids_video"), g("tgt_ids_video")
+    if kind == "gg":  # the final level alone is not what a g/G predictor reads
+        with pytest.raises(jepa.InvalidInputError, match="4 levels side by side"):
+            ctx.predict(tokens[..., :WIDTH[kind]], ids, tgt, gathered=True)
+    with pytest.raises(jepa.InvalidInputError, match="modality"):
+        ctx.predict(tokens, ids, tgt, gathered=True, modality="audio")
+    v2 = jepa.Model(tiny_vjepa2_path).context(threads=1)
+    x = np.zeros((1, 3, 4, 48, 48), np.float32)
+    t = v2.encode(x)
+    with pytest.raises(jepa.UnsupportedError, match="no modality vectors"):
+        v2.predict(t, np.arange(12), np.arange(12, 18), modality="image")
+    with pytest.raises(jepa.UnsupportedError, match="no context projection"):
+        v2.predict(t, np.arange(12), np.arange(12, 18), return_context=True)
+
+
+def test_what_the_masked_encoder_refuses(ctx: jepa.Context, tiny_vit_path: str) -> None:
+    x = g("input_video")
+    with pytest.raises(jepa.InvalidInputError, match="out of range") as e:
+        ctx.encode(x, ids=np.array([0, 32]))
+    assert e.value.param == "ids"
+    with pytest.raises(jepa.InvalidInputError, match="ids"):
+        ctx.encode(x, ids=np.arange(33) % 32)  # more ids than tokens
+    vit = jepa.Model(tiny_vit_path).context(threads=1)
+    with pytest.raises(jepa.UnsupportedError, match="masked call needs a RoPE encoder"):
+        vit.encode(np.zeros((1, 3, 32, 32), np.float32), ids=np.arange(2))
 
 
 def test_a_one_level_model_refuses_levels(tiny_vjepa2_encoder_path: str) -> None:
@@ -107,7 +194,7 @@ def test_the_server_gives_the_pipeline_bits(tmp_path: Path) -> None:
     from PIL import Image
     from test_server_support import b64, decode_embeddings, http, server_process
 
-    path = convert(BUNDLE / "checkpoint_bl.pt", tmp_path / "bl.gguf", n_head=1, img_size=64)
+    path = convert(BUNDLE / "checkpoint_bl.pt", tmp_path / "bl.gguf", n_head=1, pred_n_head=1, img_size=64)
     ctx = jepa.Model(path).context(threads=2)
     buf = io.BytesIO()
     Image.fromarray(g("image_u8")[0, 0]).save(buf, "PNG")
@@ -139,6 +226,18 @@ def test_batch_and_threads_give_the_same_bits(model: jepa.Model) -> None:
     assert np.array_equal(bits(model.context(threads=2).encode(pair)[0]), bits(one.encode(image)[0]))
     levels = model.context(threads=2).encode(x, levels=True)
     assert np.array_equal(bits(levels[1]), bits(one.encode(x[1:], levels=True)[0]))
+    # The masked encoder and the predictor: an item's rows whatever else is in the call.
+    ids = np.stack([g("ctx_ids_video")[0], np.arange(20) + 12])
+    masked = model.context(threads=2).encode(x, ids=ids)
+    for i in range(2):
+        assert np.array_equal(bits(masked[i]), bits(one.encode(x[i : i + 1], ids=ids[i])[0])), i
+    tokens = model.context(threads=2).encode(x, levels=model.info.pred_in_levels > 1, ids=ids)
+    tgt = np.stack([g("tgt_ids_video")[0], np.arange(12)])
+    both = model.context(threads=2).predict(tokens, ids, tgt, gathered=True, return_context=True)
+    for i in range(2):
+        single = one.predict(tokens[i : i + 1], ids[i], tgt[i], gathered=True, return_context=True)
+        assert np.array_equal(bits(both[0][i]), bits(single[0][0])), i
+        assert np.array_equal(bits(both[1][i]), bits(single[1][0])), i
 
 
 def test_the_v_jepa_2_converter_does_not_take_it(tmp_path: Path) -> None:

@@ -226,6 +226,11 @@ typedef struct jepa_model_info {
     int   pred_n_head;
     int   pred_n_mask_tokens;
     int   pred_grid_size;       /* the native patch grid its token ids index           */
+    int   pred_out_dim;         /* the width it predicts: embed_dim, or V-JEPA 2.1's own */
+    int   pred_in_levels;       /* encoder levels its context tokens carry side by side (V-JEPA
+                                   2.1 g/G: 4, tokens from jepa_encode_levels); 1 otherwise */
+    int   pred_modality_embed;  /* jepa_predict_params.image applies (V-JEPA 2.1)          */
+    int   pred_proj_context;    /* jepa_predict_params.context_out applies (V-JEPA 2.1)    */
 
     /* world models (pred_kind JEPA_PRED_AC or JEPA_PRED_LEWM) */
     int   pred_action_dim;      /* action width (ac: 7; lewm: frameskip x env dims)    */
@@ -318,6 +323,16 @@ JEPA_API jepa_status jepa_encode_levels(jepa_context * ctx, const float * pixels
                                         int B, int C, int T, int H, int W,
                                         float * out, size_t out_len);
 
+/* The masked encoder (a RoPE encoder without prefix tokens: V-JEPA 2, 2.1): only the tokens at ids,
+ * int32 [B, n_ids] on the input's token grid (T-major, then H, then W; each in [0, n_tokens)), go
+ * through the blocks, each at its own position, as upstream's encoder(x, masks=ids). out: float32
+ * [B, n_ids, width] in ids order, width = embed_dim, or n_levels x embed_dim with levels != 0.
+ * JEPA_ERR_UNSUPPORTED for other encoders (named "ids"). */
+JEPA_API jepa_status jepa_encode_masked(jepa_context * ctx, const float * pixels,
+                                        int B, int C, int T, int H, int W,
+                                        const int32_t * ids, int n_ids, int levels,
+                                        float * out, size_t out_len);
+
 /* Classify B items from their encoder tokens [B, N, D] (what jepa_encode returns; D = embed_dim)
  * with the model's attentive-pool head. logits_out: float32 [B, n_classes]; pooled_out: float32
  * [B, D], the head's pooled vector before the classifier, or NULL. Lengths are in floats. Softmax
@@ -336,15 +351,21 @@ typedef struct jepa_predict_params {
                         as upstream's predictor)                                              */
     int grid_h;      /* the patch grid the token ids index: id = (t * grid_h + h) * grid_w + w;  */
     int grid_w;      /* 0: the model's native grid (info.pred_grid_size)                        */
+    /* V-JEPA 2.1 predictors (info.pred_modality_embed / info.pred_proj_context; refused elsewhere): */
+    int image;       /* 1: the tokens are an image's (its modality vector); 0: a clip's           */
+    float * context_out;     /* NULL, or float32 [B, n_ctx, pred_out_dim]: the context rows through
+                                the context projection (upstream's x_context), in context_ids order */
+    size_t context_out_len;  /* its length in floats                                                */
 } jepa_predict_params;
 
 JEPA_API jepa_predict_params jepa_predict_default_params(void);
 
 /* Run the masked predictor for B items. tokens: float32 [B, n_ctx, D], the encoder's tokens at the
- * context positions, in the order of context_ids. context_ids: int32 [B, n_ctx] and target_ids:
- * int32 [B, n_tgt], token ids on the encoder grid (T-major, then H, then W). out: float32
- * [B, n_tgt, embed_dim], the predictions for the targets in the order of target_ids. params may be
- * NULL (defaults). JEPA_ERR_UNSUPPORTED when the model has no predictor. */
+ * context positions, in the order of context_ids (D = embed_dim x pred_in_levels: V-JEPA 2.1 g/G
+ * reads jepa_encode_levels' tokens). context_ids: int32 [B, n_ctx] and target_ids: int32 [B, n_tgt],
+ * token ids on the encoder grid (T-major, then H, then W). out: float32 [B, n_tgt, pred_out_dim],
+ * the predictions for the targets in the order of target_ids. params may be NULL (defaults).
+ * JEPA_ERR_UNSUPPORTED when the model has no predictor. */
 JEPA_API jepa_status jepa_predict(jepa_context * ctx, const float * tokens, int B, int n_ctx, int D,
                                   const int32_t * context_ids, const int32_t * target_ids, int n_tgt,
                                   const jepa_predict_params * params, float * out, size_t out_len);

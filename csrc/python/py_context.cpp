@@ -19,6 +19,7 @@ struct PyContext {
     std::unique_ptr<jepa_context, void (*)(jepa_context *)> handle{nullptr, jepa_context_free};
     int64_t embed_dim = 0;
     int64_t n_levels = 0;
+    int64_t pred_out_dim = 0;
     int64_t n_classes = 0;
     jepa_pred_kind pred_kind = JEPA_PRED_NONE;
     int64_t wm_embed_dim = 0;
@@ -40,6 +41,7 @@ struct PyContext {
         check(jepa_model_get_info(model.get(), &i));
         embed_dim = i.embed_dim;
         n_levels = i.n_levels;
+        pred_out_dim = i.pred_out_dim;
         n_classes = i.n_classes;
         pred_kind = i.pred_kind;
         wm_embed_dim = i.wm_embed_dim;
@@ -51,13 +53,23 @@ struct PyContext {
         return p;
     }
 
-    // levels: every output level side by side (jepa_encode_levels), [B, N, n_levels * D]
-    py::array_t<float> encode(const py::array_t<float, py::array::c_style> & x, bool levels) {
+    // levels: every output level side by side (jepa_encode_levels), [B, N, n_levels * D];
+    // ids: int32 [B, n] token ids, the masked encoder (jepa_encode_masked), [B, n, width]
+    py::array_t<float> encode(const py::array_t<float, py::array::c_style> & x, bool levels, const py::object & ids_obj) {
         require_shape(x.ndim() == 5, "encode expects a 5-D float32 array [B, C, T, H, W]");
         check_dims(x, "encode");
         const int B = int(x.shape(0)), C = int(x.shape(1)), T = int(x.shape(2)), H = int(x.shape(3)), W = int(x.shape(4));
-        const int64_t n_tok = jepa_model_n_tokens(model.get(), C, T, H, W);
+        int64_t n_tok = jepa_model_n_tokens(model.get(), C, T, H, W);
         if (n_tok < 0) raise_status(jepa_error_status());
+        py::array_t<int32_t, py::array::c_style> ids;
+        if (!ids_obj.is_none()) {
+            ids = ids_obj.cast<py::array_t<int32_t, py::array::c_style>>();
+            require_shape(ids.ndim() == 2, "encode: ids must be int32 [B, n]");
+            if (ids.shape(0) != B || ids.shape(1) < 1) {
+                raise_arg(JEPA_ERR_INVALID_ARG, "ids", "encode: ids must be [B, n] with n >= 1 for pixels [B, C, T, H, W]");
+            }
+            n_tok = ids.shape(1);
+        }
         if (levels && n_levels == 0) {
             check(jepa_encode_levels(handle.get(), nullptr, B, C, T, H, W, nullptr, 0));  // the engine's refusal
         }
@@ -67,7 +79,10 @@ struct PyContext {
         const float * src = x.data();
         float * dst = out.mutable_data();
         const size_t out_len = size_t(out.size());
+        const int32_t * keep = ids_obj.is_none() ? nullptr : ids.data();
+        const int n_keep = int(n_tok);
         run_nogil([&] {
+            if (keep) return jepa_encode_masked(handle.get(), src, B, C, T, H, W, keep, n_keep, levels ? 1 : 0, dst, out_len);
             return levels ? jepa_encode_levels(handle.get(), src, B, C, T, H, W, dst, out_len)
                           : jepa_encode(handle.get(), src, B, C, T, H, W, dst, out_len);
         });
@@ -99,10 +114,11 @@ struct PyContext {
     }
 
     // context tokens [B, Nc, D], ids [B, Nc] and [B, Nt] -> [B, Nt, D]
-    py::array_t<float> predict(const py::array_t<float, py::array::c_style> & x,
-                               const py::array_t<int32_t, py::array::c_style> & ctx_ids,
-                               const py::array_t<int32_t, py::array::c_style> & tgt_ids, int mask_index, int grid_h,
-                               int grid_w) {
+    // image: V-JEPA 2.1's image modality vector; context: also return the context rows (x_context)
+    py::object predict(const py::array_t<float, py::array::c_style> & x,
+                       const py::array_t<int32_t, py::array::c_style> & ctx_ids,
+                       const py::array_t<int32_t, py::array::c_style> & tgt_ids, int mask_index, int grid_h, int grid_w,
+                       bool image, bool context) {
         require_shape(x.ndim() == 3 && ctx_ids.ndim() == 2 && tgt_ids.ndim() == 2,
                       "predict expects tokens [B, Nc, D] and int32 ids [B, Nc], [B, Nt]");
         check_dims(x, "predict");
@@ -112,19 +128,25 @@ struct PyContext {
             raise_arg(JEPA_ERR_INVALID_ARG, ctx_ids.shape(0) != B || ctx_ids.shape(1) != Nc ? "context_ids" : "target_ids",
                       "predict: the id arrays must be [B, Nc] and [B, Nt] for tokens [B, Nc, D]");
         }
-        reserve("predict", {B, Nt, embed_dim});
-        py::array_t<float> out({int64_t(B), int64_t(Nt), embed_dim});
+        const int64_t W = std::max<int64_t>(pred_out_dim, 1);
+        reserve("predict", {B, int64_t(Nt) + (context ? Nc : 0), W});
+        py::array_t<float> out({int64_t(B), int64_t(Nt), W});
+        py::array_t<float> ctx_out({context ? int64_t(B) : 0, int64_t(Nc), W});
         jepa_predict_params p = jepa_predict_default_params();
         p.mask_index = mask_index;
         p.grid_h = grid_h;
         p.grid_w = grid_w;
+        p.image = image ? 1 : 0;
+        p.context_out = context ? ctx_out.mutable_data() : nullptr;
+        p.context_out_len = context ? size_t(ctx_out.size()) : 0;
         const float * src = x.data();
         const int32_t * ci = ctx_ids.data();
         const int32_t * ti = tgt_ids.data();
         float * dst = out.mutable_data();
         const size_t out_len = size_t(out.size());
         run_nogil([&] { return jepa_predict(handle.get(), src, B, Nc, D, ci, ti, Nt, &p, dst, out_len); });
-        return out;
+        if (context) return py::make_tuple(out, ctx_out);
+        return std::move(out);
     }
 
     // encoder tokens [B, N, E] -> the world model's latents (ac: [B, N, E]; lewm: [B, 1, D])
@@ -311,11 +333,12 @@ void register_context(py::module_ & m) {
         .def_property_readonly("max_output_bytes", [](const PyContext & c) { return c.params().max_output_bytes; })
         .def("set_threads", [](PyContext & c, int n) { check(jepa_context_set_threads(c.handle.get(), n)); })
         .def("set_max_batch", [](PyContext & c, int n) { check(jepa_context_set_max_batch(c.handle.get(), n)); })
-        .def("encode", &PyContext::encode, py::arg("pixels"), py::arg("levels") = false)
+        .def("encode", &PyContext::encode, py::arg("pixels"), py::arg("levels") = false, py::arg("ids") = py::none())
         .def("encode_memory", &PyContext::encode_memory, py::arg("shape"))
         .def("classify", &PyContext::classify, py::arg("tokens"))
         .def("predict", &PyContext::predict, py::arg("tokens"), py::arg("context_ids"), py::arg("target_ids"),
-             py::arg("mask_index") = pd.mask_index, py::arg("grid_h") = pd.grid_h, py::arg("grid_w") = pd.grid_w)
+             py::arg("mask_index") = pd.mask_index, py::arg("grid_h") = pd.grid_h, py::arg("grid_w") = pd.grid_w,
+             py::arg("image") = false, py::arg("context") = false)
         .def("world_latents", &PyContext::world_latents, py::arg("tokens"))
         .def("encode_text", &PyContext::encode_text, py::arg("ids"), py::arg("seq_len"), py::arg("type_ids") = py::none(),
              py::arg("pool") = int(JEPA_POOLING_NONE), py::arg("normalize") = false)

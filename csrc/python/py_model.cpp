@@ -144,12 +144,15 @@ void register_info(py::module_ & m) {
                                                      i.resample};
                                })
         JEPA_FIELD(I, n_classes) JEPA_FIELD(I, pred_embed_dim) JEPA_FIELD(I, pred_n_layer) JEPA_FIELD(I, pred_n_head)
-        JEPA_FIELD(I, pred_n_mask_tokens) JEPA_FIELD(I, pred_grid_size) JEPA_FIELD(I, pred_action_dim)
+        JEPA_FIELD(I, pred_n_mask_tokens) JEPA_FIELD(I, pred_grid_size) JEPA_FIELD(I, pred_out_dim)
+        JEPA_FIELD(I, pred_in_levels) JEPA_FIELD(I, pred_action_dim)
         JEPA_FIELD(I, pred_state_dim) JEPA_FIELD(I, pred_n_frames) JEPA_FIELD(I, wm_embed_dim)
         JEPA_FIELD(I, pred_norm_reps_eps) JEPA_FIELD(I, vocab_size) JEPA_FIELD(I, n_token_types)
         JEPA_FIELD(I, n_positions) JEPA_FIELD(I, pos_offset) JEPA_FIELD(I, max_tokens) JEPA_FIELD(I, max_seq_len)
         JEPA_FIELD(I, pooling)
         .def_property_readonly("text_normalize", [](const ModelInfo & i) { return i.text_normalize != 0; })
+        .def_property_readonly("pred_modality_embed", [](const ModelInfo & i) { return i.pred_modality_embed != 0; })
+        .def_property_readonly("pred_proj_context", [](const ModelInfo & i) { return i.pred_proj_context != 0; })
         .def("__repr__", [](const ModelInfo & i) {
             return "ModelInfo(family=" + i.family_s + ", embed_dim=" + std::to_string(i.embed_dim) +
                    ", n_layer=" + std::to_string(i.n_layer) + ", backend=" + i.backend_s + ")";

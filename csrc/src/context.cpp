@@ -130,18 +130,32 @@ int Context::fit_chunk(const std::function<ggml_cgraph *(int)> & build, int want
     }
 }
 
-void Context::set_encoder_rope(const EncoderGraph & eg, const PatchGrid & g) {
+void Context::set_encoder_rope(const EncoderGraph & eg, const PatchGrid & g, const int32_t * keep_ids, int64_t n_keep,
+                               int B) {
     const EncoderHparams & e = model_.hp.enc;
     if (g.t != rope_grid_.t || g.h != rope_grid_.h || g.w != rope_grid_.w) {
         rope3d_grid_tables(e.head_dim(), {e.rope_theta, e.rope_interleaved}, e.n_prefix(), g.t, g.h, g.w, e.rope_ref_grid,
                            rope_cos_, rope_sin_);
         rope_grid_ = g;
     }
-    ggml_backend_tensor_set(eg.rope_cos, rope_cos_.data(), 0, ggml_nbytes(eg.rope_cos));
-    ggml_backend_tensor_set(eg.rope_sin, rope_sin_.data(), 0, ggml_nbytes(eg.rope_sin));
+    if (n_keep == 0) {
+        ggml_backend_tensor_set(eg.rope_cos, rope_cos_.data(), 0, ggml_nbytes(eg.rope_cos));
+        ggml_backend_tensor_set(eg.rope_sin, rope_sin_.data(), 0, ggml_nbytes(eg.rope_sin));
+        return;
+    }
+    // The masked encoder: each kept token's row of the grid's tables (the same numbers as unmasked).
+    const size_t hd = size_t(e.head_dim());
+    std::vector<float> cos(size_t(B) * size_t(n_keep) * hd), sin(cos.size());
+    for (size_t r = 0; r < size_t(B) * size_t(n_keep); ++r) {
+        const size_t src = size_t(keep_ids[r]) * hd;
+        std::copy_n(rope_cos_.data() + src, hd, cos.data() + r * hd);
+        std::copy_n(rope_sin_.data() + src, hd, sin.data() + r * hd);
+    }
+    ggml_backend_tensor_set(eg.rope_cos, cos.data(), 0, ggml_nbytes(eg.rope_cos));
+    ggml_backend_tensor_set(eg.rope_sin, sin.data(), 0, ggml_nbytes(eg.rope_sin));
 }
 
-void Context::encode_chunk(const float * pixels, const InputShape & s, float * out) {
+void Context::encode_chunk(const float * pixels, const InputShape & s, float * out, const int32_t * keep_ids) {
     const EncoderHparams & e = model_.hp.enc;
     const PatchGrid g = encoder_grid(model_, s.C, s.T, s.H, s.W);
     EncoderGraph eg = build_encoder_graph(graph_ctx(), model_, s, use_flash());
@@ -150,7 +164,8 @@ void Context::encode_chunk(const float * pixels, const InputShape & s, float * o
     patches_.resize(size_t(ggml_nelements(eg.patches)));
     patchify(pixels, s, e.tubelet_for(s.T), e.patch_size, patches_.data());
     ggml_backend_tensor_set(eg.patches, patches_.data(), 0, ggml_nbytes(eg.patches));
-    if (eg.rope_cos) set_encoder_rope(eg, g);
+    if (eg.keep) ggml_backend_tensor_set(eg.keep, keep_ids, 0, ggml_nbytes(eg.keep));
+    if (eg.rope_cos) set_encoder_rope(eg, g, keep_ids, s.n_keep, s.B);
 
     compute(eg.graph);
     ggml_backend_tensor_get(eg.out, out, 0, ggml_nbytes(eg.out));
@@ -165,11 +180,33 @@ int64_t Context::encoder_width(const InputShape & s) const {
     return int64_t(e.embed_dim) * int64_t(e.hier_layers.size());
 }
 
-void Context::encode(const float * pixels, const InputShape & s, float * out, size_t out_len) {
+void Context::check_keep(const InputShape & s, const int32_t * keep_ids) const {
+    const EncoderHparams & e = model_.hp.enc;
+    if (e.pos_type != JEPA_POS_ROPE3D || e.n_prefix() > 0 || e.block_causal) {
+        fail_arg(JEPA_ERR_UNSUPPORTED, "ids", "encode: a masked call needs a RoPE encoder without prefix tokens or "
+                 "block-causal attention (V-JEPA 2, 2.1)");
+    }
+    if (!keep_ids) fail(JEPA_ERR_INVALID_ARG, "encode: the token ids must not be NULL");
+    const int64_t Np = encoder_grid(model_, s.C, s.T, s.H, s.W).n();
+    if (s.n_keep > Np) {
+        fail_arg(JEPA_ERR_INVALID_ARG, "ids", "encode: %lld token ids for an input of %lld tokens", (long long) s.n_keep,
+                 (long long) Np);
+    }
+    for (int64_t i = 0; i < int64_t(s.B) * s.n_keep; ++i) {
+        if (keep_ids[i] < 0 || keep_ids[i] >= Np) {
+            fail_arg(JEPA_ERR_INVALID_ARG, "ids", "encode: token id %d at %lld is out of range [0, %lld)", keep_ids[i],
+                     (long long) i, (long long) Np);
+        }
+    }
+}
+
+void Context::encode(const float * pixels, const InputShape & s, float * out, size_t out_len, const int32_t * keep_ids) {
     const int64_t width = encoder_width(s);  // first: what the model cannot give is said before anything else
     if (!pixels || !out) fail(JEPA_ERR_INVALID_ARG, "encode: pixels and out must not be NULL");
     if (s.B < 1) fail(JEPA_ERR_INVALID_ARG, "encode: batch size must be >= 1, got %d", s.B);
-    const int64_t n_tok = encoder_n_tokens(model_, s.C, s.T, s.H, s.W);
+    if (s.n_keep < 0) fail_arg(JEPA_ERR_INVALID_ARG, "ids", "encode: %lld token ids", (long long) s.n_keep);
+    if (s.n_keep > 0) check_keep(s, keep_ids);
+    const int64_t n_tok = s.n_keep > 0 ? s.n_keep : encoder_n_tokens(model_, s.C, s.T, s.H, s.W);
     const int64_t per_item = n_tok * width;
     check_output(mul_sat({s.B, per_item}), params_.max_output_bytes, "encode");
     if (out_len / size_t(s.B) < size_t(per_item)) {
@@ -188,7 +225,8 @@ void Context::encode(const float * pixels, const InputShape & s, float * out, si
     for (int b0 = 0; b0 < s.B; b0 += chunk) {
         InputShape c = s;
         c.B = std::min(chunk, s.B - b0);
-        encode_chunk(pixels + size_t(b0) * in_item, c, out + size_t(b0) * size_t(per_item));
+        encode_chunk(pixels + size_t(b0) * in_item, c, out + size_t(b0) * size_t(per_item),
+                     keep_ids ? keep_ids + size_t(b0) * size_t(s.n_keep) : nullptr);
     }
 }
 
@@ -247,8 +285,19 @@ void Context::predict(const float * tokens, int B, int64_t n_ctx, int D, const i
         fail_arg(JEPA_ERR_INVALID_ARG, "tokens", "predict: bad shape (B %d, %lld context, %lld target tokens)", B, (long long) n_ctx,
              (long long) n_tgt);
     }
-    if (D != m.hp.enc.embed_dim) {
+    const int64_t D_in = int64_t(m.hp.enc.embed_dim) * p.in_levels;
+    if (D != D_in) {
+        if (p.in_levels > 1) {
+            fail_arg(JEPA_ERR_INVALID_ARG, "tokens", "predict: tokens have width %d; this predictor reads the encoder's %d levels "
+                     "side by side, %lld wide (encode(levels=True))", D, p.in_levels, (long long) D_in);
+        }
         fail_arg(JEPA_ERR_INVALID_ARG, "tokens", "predict: tokens have width %d, the model's encoder gives %d", D, m.hp.enc.embed_dim);
+    }
+    if (opt.context_out && !p.proj_context) {
+        fail_arg(JEPA_ERR_UNSUPPORTED, "context", "predict: this predictor has no context projection (pred.proj_context)");
+    }
+    if (opt.image && !p.modality_embed) {
+        fail_arg(JEPA_ERR_UNSUPPORTED, "modality", "predict: this predictor has no modality vectors: it takes no modality");
     }
     if (n_ctx + n_tgt > (1 << 20)) fail_arg(JEPA_ERR_INVALID_ARG, "target_ids", "predict: %lld tokens is too many", (long long) (n_ctx + n_tgt));
     const int gh = opt.grid_h > 0 ? opt.grid_h : p.grid_size;
@@ -273,10 +322,21 @@ void Context::predict(const float * tokens, int B, int64_t n_ctx, int D, const i
     if (out_len / size_t(B) < size_t(out_item)) {
         fail(JEPA_ERR_INVALID_ARG, "predict: out holds %zu floats, needs %lld", out_len, (long long) (out_item * B));
     }
-    const int mask_index = ((opt.mask_index % p.n_mask_tokens) + p.n_mask_tokens) % p.n_mask_tokens;
+    const int64_t ctx_item = n_ctx * p.out_dim;
+    if (opt.context_out) {
+        check_output(mul_sat({B, out_item + ctx_item}), params_.max_output_bytes, "predict");
+        if (opt.context_out_len / size_t(B) < size_t(ctx_item)) {
+            fail(JEPA_ERR_INVALID_ARG, "predict: context_out holds %zu floats, needs %lld", opt.context_out_len,
+                 (long long) (ctx_item * B));
+        }
+    }
+    PredRequest req;
+    req.mask_index = ((opt.mask_index % p.n_mask_tokens) + p.n_mask_tokens) % p.n_mask_tokens;
+    req.image = opt.image;
+    req.context = opt.context_out != nullptr;
     const int64_t n_tok = n_ctx + n_tgt;
     const bool flash = use_flash();
-    auto build = [&](int b) { return build_pred_graph(graph_ctx(), m, n_ctx, n_tgt, b, mask_index, flash).graph; };
+    auto build = [&](int b) { return build_pred_graph(graph_ctx(), m, n_ctx, n_tgt, b, req, flash).graph; };
     const int chunk = fit_chunk(build, std::min(B, params_.max_batch),
                                 format("prediction of %lld tokens", (long long) n_tok));
 
@@ -285,7 +345,7 @@ void Context::predict(const float * tokens, int B, int64_t n_ctx, int D, const i
     std::vector<float> cos, sin;
     for (int b0 = 0; b0 < B; b0 += chunk) {
         const int b = std::min(chunk, B - b0);
-        PredGraph pg = build_pred_graph(graph_ctx(), m, n_ctx, n_tgt, b, mask_index, flash);
+        PredGraph pg = build_pred_graph(graph_ctx(), m, n_ctx, n_tgt, b, req, flash);
         allocate(pg.graph);
         cos.resize(size_t(b) * size_t(n_tok) * size_t(hd));
         sin.resize(cos.size());
@@ -302,6 +362,9 @@ void Context::predict(const float * tokens, int B, int64_t n_ctx, int D, const i
         ggml_backend_tensor_set(pg.rope_sin, sin.data(), 0, ggml_nbytes(pg.rope_sin));
         compute(pg.graph);
         ggml_backend_tensor_get(pg.out, out + size_t(b0) * size_t(out_item), 0, ggml_nbytes(pg.out));
+        if (pg.ctx_out) {
+            ggml_backend_tensor_get(pg.ctx_out, opt.context_out + size_t(b0) * size_t(ctx_item), 0, ggml_nbytes(pg.ctx_out));
+        }
     }
 }
 

@@ -19,6 +19,9 @@ struct PredictOptions {
     int mask_index = 1;  // the learned mask token for the targets (mod n_mask_tokens), upstream's default
     int grid_h = 0;      // the patch grid the ids index (0: the model's native grid)
     int grid_w = 0;
+    bool image = false;  // V-JEPA 2.1: the image modality vector
+    float * context_out = nullptr;  // V-JEPA 2.1: the context rows through pred.proj_context [B, n_ctx, out_dim]
+    size_t context_out_len = 0;
 };
 
 class Context {
@@ -34,12 +37,16 @@ public:
     void set_max_batch(int n);
 
     // pixels [B, C, T, H, W] -> out [B, n_tok, D]
-    void encode(const float * pixels, const InputShape & s, float * out, size_t out_len);
+    // keep_ids: int32 [B, s.n_keep] when s.n_keep > 0 (the masked encoder), else unused.
+    void encode(const float * pixels, const InputShape & s, float * out, size_t out_len,
+                const int32_t * keep_ids = nullptr);
     // The compute buffer one encode of shape s takes at this context's max_batch (what max_graph_bytes
     // bounds), measured without computing anything.
     size_t encode_memory(const InputShape & s);
     // Floats per token encode returns: D, or D x levels for a levels request (refused without levels).
     int64_t encoder_width(const InputShape & s) const;
+    // A masked encode's ids (s.n_keep > 0): a model that takes them, each in the input's token range.
+    void check_keep(const InputShape & s, const int32_t * keep_ids) const;
     // tokens [B, N, D] -> logits [B, n_classes], pooled [B, D] (pooled may be NULL)
     void classify(const float * tokens, int B, int64_t N, int D, float * logits, size_t logits_len, float * pooled,
                   size_t pooled_len);
@@ -63,7 +70,7 @@ public:
 private:
     // A ggml context for graph metadata, reset before each build.
     ggml_context * graph_ctx();
-    void encode_chunk(const float * pixels, const InputShape & s, float * out);
+    void encode_chunk(const float * pixels, const InputShape & s, float * out, const int32_t * keep_ids);
     // Largest chunk (<= want) whose compute buffer fits max_graph_bytes; build(b) builds the graph for b items.
     int fit_chunk(const std::function<ggml_cgraph *(int)> & build, int want, const std::string & what);
     size_t graph_bytes(ggml_cgraph * graph);  // the compute buffer graph needs (a measuring allocator)
@@ -74,7 +81,7 @@ private:
     // Throws JEPA_ERR_BAD_FILE when the model's mapped file changed since it was loaded (weights.h).
     void check_file() const;
     // The encoder's RoPE tables for a grid, built once per grid and kept.
-    void set_encoder_rope(const EncoderGraph & eg, const PatchGrid & g);
+    void set_encoder_rope(const EncoderGraph & eg, const PatchGrid & g, const int32_t * keep_ids, int64_t n_keep, int B);
     // One graph's worth of sequences [s0, s1) of an encode_text call; hidden states to `tokens`.
     void encode_text_chunk(const int32_t * ids, const int32_t * type_ids, const int64_t * offsets, int s0, int s1,
                            float * tokens);

@@ -180,7 +180,8 @@ void parse_pred_common(const GgufMeta & m, const EncoderHparams & e, PredHparams
     p.block.ln_eps = m.get_f32("jepa.pred.ln_eps", e.ln_eps);
     p.block.act = Act(m.get_enum("jepa.pred.act", kActs, int(e.act)));
     check_eps(p.block.ln_eps, "jepa.pred.ln_eps");
-    if (p.out_dim != e.embed_dim) {
+    // A V-JEPA 2.1 predictor (an encoder with levels) predicts its own width: the teacher's, or levels x D.
+    if (p.out_dim != e.embed_dim && e.hier_layers.empty()) {
         fail(JEPA_ERR_BAD_FILE, "jepa.pred.out_dim %d differs from the encoder width %d", p.out_dim, e.embed_dim);
     }
 }
@@ -223,6 +224,13 @@ PredHparams parse_pred(const GgufMeta & m, const EncoderHparams & e) {
     parse_pred_common(m, e, p);
     if (p.kind == JEPA_PRED_MASKED) {
         p.n_mask_tokens = int(m.get_int("jepa.pred.n_mask_tokens", 1, 1024));
+        p.in_levels = int(m.get_int("jepa.pred.in_levels", 1, 64, 1));
+        if (p.in_levels > 1 && size_t(p.in_levels) != e.hier_layers.size()) {
+            fail(JEPA_ERR_BAD_FILE, "jepa.pred.in_levels %d: the encoder has %zu levels (jepa.enc.hier_layers)", p.in_levels,
+                 e.hier_layers.size());
+        }
+        p.modality_embed = m.get_bool("jepa.pred.modality_embed", false);
+        p.proj_context = m.get_bool("jepa.pred.proj_context", false);
         parse_pred_rope(m, e, p);
     } else if (p.kind == JEPA_PRED_AC) {
         p.action_dim = int(m.get_int("jepa.pred.action_dim", 1, 1024));
@@ -299,15 +307,16 @@ ModelHparams parse_hparams(const gguf_context * ctx) {
     }
     if (h.modality == "text") fail(JEPA_ERR_BAD_FILE, "jepa.modality text needs a text family (jepa.family bert)");
     h.enc = parse_encoder(m);
+    if (h.family == "vjepa2_1" && (h.enc.pos_type != JEPA_POS_ROPE3D || h.enc.hier_layers.empty() || h.enc.rope_ref_grid == 0)) {
+        fail(JEPA_ERR_BAD_FILE, "jepa.family vjepa2_1 needs jepa.enc.pos_type rope3d, jepa.enc.hier_layers and "
+             "jepa.enc.rope_interpolate with jepa.enc.rope_ref_grid");
+    }
     h.pre = parse_preprocess(m, h.enc);
     h.head = parse_head(m, h);
-    if (m.has("jepa.pred.kind")) {
-        // 2.1's predictor (modality vectors, 8 mask tokens, a context projection) is not run yet.
-        if (h.family == "vjepa2_1") fail(JEPA_ERR_UNSUPPORTED, "the V-JEPA 2.1 predictor is not supported by this build yet");
-        h.pred = parse_pred(m, h.enc);
-    }
-    if (h.family == "vjepa2_1" && (h.enc.pos_type != JEPA_POS_ROPE3D || h.enc.hier_layers.empty())) {
-        fail(JEPA_ERR_BAD_FILE, "jepa.family vjepa2_1 needs jepa.enc.pos_type rope3d and jepa.enc.hier_layers");
+    if (m.has("jepa.pred.kind")) h.pred = parse_pred(m, h.enc);
+    if (h.family == "vjepa2_1" && h.pred.kind != JEPA_PRED_NONE && h.pred.kind != JEPA_PRED_MASKED) {
+        fail(JEPA_ERR_BAD_FILE, "jepa.family vjepa2_1 takes a masked predictor, not jepa.pred.kind \"%s\"",
+             pred_kind_name(h.pred.kind));
     }
     if (h.family == "lewm" && h.pred.kind != JEPA_PRED_LEWM) {
         fail(JEPA_ERR_BAD_FILE, "jepa.family lewm needs jepa.pred.kind \"lewm\"");

@@ -82,6 +82,11 @@ struct PredHparams {
     int grid_size = 0;          // native patch grid (crop / patch); ids decompose on it by default
     float rope_theta = 10000.0f;
     bool rope_interleaved = false;  // rope_freq_layout interleaved (V-JEPA 2.1)
+    // V-JEPA 2.1's masked predictor: the encoder levels its context tokens carry (1: pred.embed; more:
+    // pred.embed.0 -> GELU -> pred.embed.2), modality vectors on every token, a context projection.
+    int in_levels = 1;
+    bool modality_embed = false;
+    bool proj_context = false;
     BlockHparams block;
     int hd = 0;                 // jepa.pred.head_dim (0: embed_dim / n_head); LeWM's inner width differs
     // World models.

@@ -82,6 +82,10 @@ jepa_model_info describe(const jepa::Model & m) {
     i.pred_n_head = m.hp.pred.kind == JEPA_PRED_NONE ? 0 : m.hp.pred.block.n_head;
     i.pred_n_mask_tokens = m.hp.pred.n_mask_tokens;
     i.pred_grid_size = m.hp.pred.grid_size;
+    i.pred_out_dim = m.hp.pred.out_dim;
+    i.pred_in_levels = m.hp.pred.kind == JEPA_PRED_NONE ? 0 : m.hp.pred.in_levels;
+    i.pred_modality_embed = m.hp.pred.modality_embed ? 1 : 0;
+    i.pred_proj_context = m.hp.pred.proj_context ? 1 : 0;
     i.pred_action_dim = m.hp.pred.action_dim;
     i.pred_state_dim = m.hp.pred.state_dim;
     i.pred_n_frames = m.hp.pred.n_frames;
@@ -310,6 +314,19 @@ jepa_status jepa_encode_levels(jepa_context * ctx, const float * pixels, int B, 
     })
 }
 
+jepa_status jepa_encode_masked(jepa_context * ctx, const float * pixels, int B, int C, int T, int H, int W,
+                               const int32_t * ids, int n_ids, int levels, float * out, size_t out_len) {
+    if (!ctx) return invalid("jepa_encode_masked: ctx must not be NULL");
+    JEPA_GUARD({
+        jepa::InputShape s = pixel_shape("jepa_encode_masked", B, C, T, H, W);
+        if (n_ids < 1) jepa::fail_arg(JEPA_ERR_INVALID_ARG, "ids", "jepa_encode_masked: %d token ids", n_ids);
+        s.levels = levels != 0;
+        s.n_keep = n_ids;
+        as_ctx(ctx)->encode(pixels, s, out, out_len, ids);
+        return JEPA_OK;
+    })
+}
+
 jepa_status jepa_encode_memory(jepa_context * ctx, int B, int C, int T, int H, int W, size_t * bytes) {
     if (!ctx || !bytes) return invalid("jepa_encode_memory: ctx and bytes must not be NULL");
     JEPA_GUARD({
@@ -332,6 +349,9 @@ jepa_predict_params jepa_predict_default_params(void) {
     p.mask_index = 1;
     p.grid_h = 0;
     p.grid_w = 0;
+    p.image = 0;
+    p.context_out = nullptr;
+    p.context_out_len = 0;
     return p;
 }
 
@@ -345,6 +365,9 @@ jepa_status jepa_predict(jepa_context * ctx, const float * tokens, int B, int n_
         o.mask_index = p.mask_index;
         o.grid_h = p.grid_h;
         o.grid_w = p.grid_w;
+        o.image = p.image != 0;
+        o.context_out = p.context_out;
+        o.context_out_len = p.context_out_len;
         as_ctx(ctx)->predict(tokens, B, n_ctx, D, context_ids, target_ids, n_tgt, o, out, out_len);
         return JEPA_OK;
     })

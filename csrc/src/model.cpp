@@ -160,9 +160,19 @@ void declare_pred_trunk(TensorTable & t, const PredHparams & h, PredW & w) {
 }
 
 void declare_pred_masked(TensorTable & t, const PredHparams & h, int64_t D_enc, PredW & w) {
-    w.embed = t.linear("pred.embed", D_enc, h.embed_dim);
+    if (h.in_levels > 1) {  // V-JEPA 2.1 g/G: Linear(L*D, D) -> GELU -> Linear(D, Dp)
+        w.embed = t.linear("pred.embed.0", D_enc * h.in_levels, D_enc);
+        w.embed2 = t.linear("pred.embed.2", D_enc, h.embed_dim);
+    } else {
+        w.embed = t.linear("pred.embed", D_enc, h.embed_dim);
+    }
     w.mask_tokens = t.require("pred.mask_tokens", {h.embed_dim, h.n_mask_tokens});
+    if (h.modality_embed) {
+        w.mod_video = t.require("pred.mod_embed_video", {h.embed_dim});
+        w.mod_img = t.require("pred.mod_embed_img", {h.embed_dim});
+    }
     declare_pred_trunk(t, h, w);
+    if (h.proj_context) w.proj_context = t.linear("pred.proj_context", h.embed_dim, h.out_dim);
 }
 
 void declare_pred_ac(TensorTable & t, const PredHparams & h, int64_t D_enc, PredW & w) {

@@ -67,8 +67,12 @@ struct HeadW {
 // ac: embed, action / state embeds, blocks, norm, proj. lewm: pos_embed, action embedder, adaLN
 // blocks, norm, proj0 -> act -> proj2.
 struct PredW {
-    LinearW embed;                       // [D_enc, D_pred] (masked, ac)
+    LinearW embed;                       // [D_enc, D_pred] (masked, ac); pred.embed.0 [L*D_enc, D_enc] with levels
+    LinearW embed2;                      // pred.embed.2 [D_enc, D_pred] (masked, in_levels > 1)
     ggml_tensor * mask_tokens = nullptr; // [D_pred, n_mask_tokens] (masked)
+    ggml_tensor * mod_video = nullptr;   // [D_pred] (masked, modality_embed)
+    ggml_tensor * mod_img = nullptr;
+    LinearW proj_context;                // [D_pred, out_dim] (masked, proj_context)
     LinearW action_embed, state_embed;   // [7, D_pred] (ac)
     ggml_tensor * pos_embed = nullptr;   // [D, n_frames] (lewm)
     LinearW action_embed0, action_embed2;  // [A, M], [M, D] (lewm)

@@ -14,10 +14,16 @@ struct PredGraph {
     ggml_tensor * rope_cos = nullptr;  // input  [head_dim, 1, n_ctx + n_tgt, B] (context, then targets)
     ggml_tensor * rope_sin = nullptr;
     ggml_tensor * out = nullptr;       // output [out_dim, n_tgt, B]
+    ggml_tensor * ctx_out = nullptr;   // output [out_dim, n_ctx, B]: the context rows (pred.proj_context), when asked
 };
 
-// mask_index selects the learned mask token (already reduced mod n_mask_tokens).
-PredGraph build_pred_graph(ggml_context * ctx, const Model & m, int64_t n_ctx, int64_t n_tgt, int B, int mask_index,
-                           bool flash);
+struct PredRequest {
+    int mask_index = 0;    // the learned mask token (already reduced mod n_mask_tokens)
+    bool image = false;    // V-JEPA 2.1: the image modality vector, not the video one
+    bool context = false;  // also project the context rows (pred.proj_context)
+};
+
+PredGraph build_pred_graph(ggml_context * ctx, const Model & m, int64_t n_ctx, int64_t n_tgt, int B,
+                           const PredRequest & req, bool flash);
 
 }  // namespace jepa

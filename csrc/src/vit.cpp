@@ -96,6 +96,14 @@ EncoderGraph build_encoder_graph(ggml_context * ctx, const Model & m, const Inpu
     ggml_tensor * x = build_linear(ctx, eg.patches, image ? w.patch_embed_img : w.patch_embed);  // [D, Np, B]
     ggml_set_name(x, "patch_embed");
     if (e.modality_embed) x = ggml_add(ctx, x, image ? w.mod_img : w.mod_video);  // V-JEPA 2.1
+    if (s.n_keep > 0) {
+        // The masked encoder: only the kept tokens go on, their positions from their ids (a RoPE
+        // encoder without prefix tokens: Context::encode checks).
+        eg.keep = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, s.n_keep, B);
+        ggml_set_name(eg.keep, "keep_ids");
+        ggml_set_input(eg.keep);
+        x = ggml_get_rows(ctx, x, eg.keep);  // [D, n_keep, B]
+    }
 
     const int64_t n_pos = w.pos ? w.pos->ne[1] : 0;
     const size_t row = w.pos ? w.pos->nb[1] : 0;
@@ -125,9 +133,10 @@ EncoderGraph build_encoder_graph(ggml_context * ctx, const Model & m, const Inpu
     AttnOptions attn = attn_options(m, e.n_head, e.head_dim(), flash);
     if (e.pos_type == JEPA_POS_ROPE3D) {
         // Host-built tables (Context::set_rope_inputs), broadcast over heads and items.
-        const int64_t n_tok = Np + n_prefix;
-        eg.rope_cos = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, e.head_dim(), 1, n_tok, 1);
-        eg.rope_sin = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, e.head_dim(), 1, n_tok, 1);
+        const int64_t n_tok = s.n_keep > 0 ? s.n_keep : Np + n_prefix;
+        const int64_t per_item = s.n_keep > 0 ? B : 1;  // a masked call's positions differ per item
+        eg.rope_cos = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, e.head_dim(), 1, n_tok, per_item);
+        eg.rope_sin = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, e.head_dim(), 1, n_tok, per_item);
         ggml_set_name(eg.rope_cos, "rope_cos");
         ggml_set_name(eg.rope_sin, "rope_sin");
         ggml_set_input(eg.rope_cos);

@@ -13,13 +13,15 @@ namespace jepa {
 struct InputShape {
     int B = 1, C = 3, T = 1, H = 0, W = 0;
     bool levels = false;  // every level's norm, concatenated [L*D, n_tok, B] (V-JEPA 2.1), not the last one alone
+    int64_t n_keep = 0;   // > 0: the masked encoder, on n_keep patch tokens per item (ids given with the pixels)
 };
 
 struct EncoderGraph {
     ggml_cgraph * graph = nullptr;
     ggml_tensor * patches = nullptr;  // input  [C*t*P*P, n_patch, B]
     ggml_tensor * out = nullptr;      // output [D, n_tok, B]
-    ggml_tensor * rope_cos = nullptr; // input [head_dim, 1, n_tok, 1] (rope3d models; see rope.h)
+    ggml_tensor * keep = nullptr;     // input int32 [n_keep, B]: the masked encoder's token ids
+    ggml_tensor * rope_cos = nullptr; // input [head_dim, 1, n_tok, 1] (rope3d models; see rope.h); [.., n_keep, B] masked
     ggml_tensor * rope_sin = nullptr;
     // Block-causal encoders: the attention's key range per query group, read by the graph's
     // attention nodes while it computes (so it lives as long as this graph).

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Literal, cast, overload
 
 import numpy as np
 
@@ -213,12 +213,15 @@ class Context:
     max_graph_bytes = _EngineSetting("max_graph_bytes")
     max_output_bytes = _EngineSetting("max_output_bytes")
 
-    def encode(self, x: np.ndarray, levels: bool = False) -> np.ndarray:
+    def encode(self, x: np.ndarray, levels: bool = False, ids: np.ndarray | None = None) -> np.ndarray:
         """Encode float32 images [B, C, H, W] or clips [B, C, T, H, W] -> tokens [B, N, D].
 
         levels: every output level side by side, [B, N, L * D] with level k at features
         [k * D, (k + 1) * D) (V-JEPA 2.1's return_hierarchical; model.info.n_levels is L, the last
         level is what levels=False returns, bit for bit); refused for a one-level model.
+        ids: the masked encoder (V-JEPA 2 / 2.1, upstream's encoder(x, masks=ids)): only the tokens at
+        these ids ([n] for every item or [B, n], on the input's token grid) go through the blocks, at
+        their own positions; the result is [B, n, D] in ids order, what the predictor's context is.
         Inputs are already preprocessed (see jepa.media). The GIL is released while it runs."""
         if not isinstance(x, np.ndarray):
             raise InvalidInputError(f"encode expects a numpy array, got {type(x).__name__}")
@@ -235,7 +238,8 @@ class Context:
             raise InvalidInputError(
                 f"encode expects [B, C, H, W] images or [B, C, T, H, W] clips, got shape {list(x.shape)}"
             )
-        return self._native.encode(np.ascontiguousarray(x), bool(levels))
+        keep = None if ids is None else _ids(ids, x.shape[0], "ids")
+        return self._native.encode(np.ascontiguousarray(x), bool(levels), keep)
 
     def encode_memory(self, shape: Sequence[int]) -> int:
         """The compute buffer, in bytes, `encode` of pixels of this shape ([B, C, H, W] or [B, C, T, H,
@@ -259,6 +263,20 @@ class Context:
         logits, pooled = self._native.classify(tokens)
         return logits, pooled
 
+    @overload
+    def predict(
+        self, tokens: np.ndarray, context_ids: np.ndarray, target_ids: np.ndarray, *, gathered: bool = ...,
+        mask_index: int = ..., grid: tuple[int, int] | None = ..., modality: str = ...,
+        return_context: Literal[False] = ...,
+    ) -> np.ndarray: ...
+
+    @overload
+    def predict(
+        self, tokens: np.ndarray, context_ids: np.ndarray, target_ids: np.ndarray, *, gathered: bool = ...,
+        mask_index: int = ..., grid: tuple[int, int] | None = ..., modality: str = ...,
+        return_context: Literal[True],
+    ) -> tuple[np.ndarray, np.ndarray]: ...
+
     def predict(
         self,
         tokens: np.ndarray,
@@ -268,18 +286,27 @@ class Context:
         gathered: bool = False,
         mask_index: int = PREDICT_DEFAULTS.mask_index,
         grid: tuple[int, int] | None = None,
-    ) -> np.ndarray:
-        """The masked predictor's predictions [B, Nt, D] at `target_ids`, from the context tokens.
+        modality: str = "video",
+        return_context: bool = False,
+    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        """The masked predictor's predictions [B, Nt, W] at `target_ids`, from the context tokens
+        (W: the encoder width D, or a V-JEPA 2.1 predictor's own, model.info.pred_out_dim).
 
         tokens: [B, N, D], the encoder output for the whole clip (what `encode` returns): the context
         rows are taken at `context_ids`, as transformers' VJEPA2Model does. With gathered=True, tokens
         are already the context rows [B, Nc, D], in the order of context_ids (an encoder that saw the
         context only). Ids are token indices on the encoder grid (T-major, then H, then W), [Nc] / [Nt]
         for every item or [B, Nc] / [B, Nt] per item. mask_index picks the learned mask token (upstream
-        default 1); grid (h, w) is the patch grid the ids index (default: the model's native grid)."""
+        default 1); grid (h, w) is the patch grid the ids index (default: the model's native grid).
+        V-JEPA 2.1: a g/G predictor reads the four levels (`encode(x, levels=True)`, D = 4 x width);
+        modality "image" adds the image modality vector instead of the clip's; return_context=True
+        also returns the context rows through the context projection, (x_pred, x_context) as upstream."""
         tokens = _float_array(tokens, "predict", "tokens")
         if tokens.ndim != 3:
             raise InvalidInputError(f"predict expects tokens [B, N, D], got shape {list(tokens.shape)}")
+        if modality not in ("video", "image"):
+            message = f"modality must be 'video' or 'image', got {modality!r}"
+            raise InvalidInputError(message, param="modality")
         b = tokens.shape[0]
         ctx = _ids(context_ids, b, "context_ids")
         tgt = _ids(target_ids, b, "target_ids")
@@ -297,10 +324,14 @@ class Context:
                 param="tokens",
             )
         gh, gw = grid if grid is not None else (PREDICT_DEFAULTS.grid_h, PREDICT_DEFAULTS.grid_w)
-        return self._native.predict(
-            np.ascontiguousarray(tokens), ctx, tgt, int(mask_index), int(gh), int(gw)
+        out = self._native.predict(
+            np.ascontiguousarray(tokens), ctx, tgt, int(mask_index), int(gh), int(gw), modality == "image",
+            bool(return_context),
         )
-
+        if return_context:
+            pred, context = out
+            return pred, context
+        return cast(np.ndarray, out)
 
     # ---- world models: one pair of calls for every predictor kind (jepa_world_*) ---------------
 

@@ -29,6 +29,7 @@ def convert(
     description: str | None = None,
     img_size: int | None = None,
     head_dim: int | None = None,
+    pred_n_head: int | None = None,
     pooling: str | None = None,
     normalize: bool | None = None,
     max_seq_len: int | None = None,
@@ -41,6 +42,6 @@ def convert(
     if not path.exists():
         raise ValueError(f"{path}: no such file or directory")
     opts = Options(name=name, n_head=n_head, license=license, source_url=source_url, description=description,
-                   img_size=img_size, head_dim=head_dim, pooling=pooling, normalize=normalize,
-                   max_seq_len=max_seq_len)
+                   img_size=img_size, head_dim=head_dim, pred_n_head=pred_n_head, pooling=pooling,
+                   normalize=normalize, max_seq_len=max_seq_len)
     return pick(path, family)(path, opts).convert(Path(out), ftype)

@@ -30,6 +30,7 @@ class Options:
     description: str | None = None
     img_size: int | None = None  # native input size, for checkpoints whose shapes cannot tell it
     head_dim: int | None = None  # attention head width, where the head count is not recorded
+    pred_n_head: int | None = None  # a predictor's heads, where the checkpoint does not record them
     pooling: str | None = None  # text models: cls / mean / last_token, where the checkpoint does not say
     normalize: bool | None = None  # text models: L2-normalise the pooled vector (None: the checkpoint's)
     max_seq_len: int | None = None  # text models: the truncation length (None: the checkpoint's)
@@ -138,14 +139,16 @@ def pick(src: Path, family: str = "auto") -> type[Converter]:
     return _one(src, [c for c in layouts if c.detect(src)], f" among family {family}'s layouts ({names})")
 
 
-def resolve_n_head(found: int | None, flag: int | None, width: int, by_width: dict[int, int]) -> int:
+def resolve_n_head(found: int | None, flag: int | None, width: int, by_width: dict[int, int],
+                   option: str = "--n-head") -> int:
     """The head count shapes cannot tell: config.json's, else --n-head (which must agree with a
     config), else the family's standard head count for the width."""
     if found and flag and flag != found:
-        raise ValueError(f"unsupported n_head={flag}: config.json says {found}")
+        name = option.lstrip("-").replace("-", "_")
+        raise ValueError(f"unsupported {name}={flag}: config.json says {found}")
     n = found or flag or by_width.get(width)
     if not n:
-        raise ValueError(f"unsupported embed_dim={width} without a head count: pass --n-head")
+        raise ValueError(f"unsupported embed_dim={width} without a head count: pass {option}")
     return n
 
 

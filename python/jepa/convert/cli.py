@@ -40,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="native image size of a V-JEPA 2-AC .pt checkpoint (default 256)")
     p.add_argument("--head-dim", type=int,
                    help="attention head width of a V-JEPA 2-AC .pt checkpoint (default 64, every release)")
+    p.add_argument("--pred-n-head", type=int,
+                   help="predictor attention heads of a V-JEPA 2.1 .pt checkpoint without a config.json "
+                   "(default: 12 at width 384)")
     p.add_argument("--pooling", choices=("cls", "mean", "last_token"),
                    help="text models: how a sequence becomes one vector; required when the checkpoint does "
                    "not say (a plain transformers directory), and overrides a sentence-transformers Pooling "
@@ -75,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             out = convert(
                 args.src, args.out, family=args.family, ftype=args.ftype, name=args.name, n_head=args.n_head,
                 license=args.license, source_url=args.source_url, description=args.description,
-                img_size=args.img_size, head_dim=args.head_dim, pooling=args.pooling,
+                img_size=args.img_size, head_dim=args.head_dim, pred_n_head=args.pred_n_head,
+                pooling=args.pooling,
                 normalize=args.normalize, max_seq_len=args.max_seq_len,
             )
     except (ValueError, OSError) as exc:

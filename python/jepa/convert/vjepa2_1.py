@@ -1,4 +1,4 @@
-"""Meta's V-JEPA 2.1 .pt checkpoints (facebookresearch/vjepa2, app/vjepa_2_1): the encoder.
+"""Meta's V-JEPA 2.1 .pt checkpoints (facebookresearch/vjepa2, app/vjepa_2_1): encoder and predictor.
 
 The file is a dict of state dicts, read as upstream's `src/hub/backbones.py::_make_vjepa2_1_model`
 reads it: the encoder from `ema_encoder` (ViT-B/L, distilled from ViT-G) or `target_encoder`
@@ -14,10 +14,17 @@ per level after the blocks `HIER_LAYERS[depth]`, the last one the output (no fin
 (256 px / patch). The preprocessing is V-JEPA 2's (short side crop·256/224, centre crop, bilinear,
 ImageNet statistics; upstream's eval transforms did not change).
 
-The predictor (modality vectors, 8 mask tokens, a context projection) is not run by this build yet:
-it is left out of the file, said in a log line. Head count and clip size come from a config.json
-beside the file, else --n-head / --img-size, else the released widths' heads (B 768: 12, L 1024: 16,
-g 1408: 22, G 1664: 26), 384 px and 64 frames. Needs torch (read with weights_only=True)."""
+The predictor (`predictor`, keys cleaned the same way): `predictor_embed` (a Linear from the final
+level, B/L; `predictor_embed.{0,2}`, Linear(4D, D) -> GELU -> Linear(D, Dp) from the four levels side by
+side, g/G), `mask_tokens.{0..7}` [1, 1, Dp], `video_mod_embed` / `img_mod_embed` [1, 1, Dp] added to
+every token, `predictor_blocks.{i}` (the encoder's block layout), `predictor_norm`, `predictor_proj` and
+`predictor_proj_context` (targets and context rows out, the teacher's width or 4D). Its RoPE is the
+interleaved layout on the native grid (img_size / patch), not interpolated.
+
+Head counts and clip size come from a config.json beside the file (`num_heads`, `pred_num_heads`,
+`img_size` / `crop_size`, `num_frames`), else --n-head / --pred-n-head / --img-size, else the released
+widths' heads (encoder B 768: 12, L 1024: 16, g 1408: 22, G 1664: 26; predictor 384: 12, V-JEPA 2's
+layout), 384 px and 64 frames. Needs torch (read with weights_only=True)."""
 
 from __future__ import annotations
 
@@ -29,11 +36,13 @@ from typing import Any
 import numpy as np
 
 from ..gguf.schema import Encoder, Preprocess
+from ..gguf.writer import PartSpec
 from .base import Config, Converter, beside, read_json, register, resolve_n_head
 from .recipes import vjepa2_recipe
 from .source import TensorSource
 from .timm_vit import timm_block, timm_sizes
 from .vjepa2_meta import SUFFIXES, ArraySource, UnreadableCheckpoint, clean_key, torch_load
+from .vjepa2_parts import PredictorSpec
 
 log = logging.getLogger("jepa.convert")
 
@@ -41,6 +50,8 @@ ENCODER_KEYS = ("ema_encoder", "target_encoder")
 # upstream VisionTransformer: the blocks after which norms_block[k] reads the residual stream.
 HIER_LAYERS = {12: (2, 5, 8, 11), 24: (5, 11, 17, 23), 40: (9, 19, 29, 39), 48: (11, 23, 37, 47)}
 _HEADS_BY_WIDTH = {768: 12, 1024: 16, 1408: 22, 1664: 26}
+_PRED_HEADS_BY_WIDTH = {384: 12}
+PRED = "predictor."  # the predictor's tensors in the one source, beside the encoder's
 MARKERS = ("patch_embed_img.proj.weight", "norms_block.0.weight")  # what no V-JEPA 2 encoder has
 
 
@@ -98,18 +109,19 @@ class VJEPA2_1(Converter):
         if not is_vjepa2_1_state(state):
             raise ValueError(f"{self.src}: {key} is no V-JEPA 2.1 encoder (no {' / '.join(MARKERS)})")
         arrays: dict[str, np.ndarray] = {}
-        for k, v in state.items():
-            if not isinstance(v, torch.Tensor):
-                raise ValueError(f"{self.src}: entry {k!r} of {key} is not a tensor")
-            name = clean_key(str(k))
-            if name in arrays:
-                raise ValueError(f"{self.src}: source tensor {k!r} clashes with another after removing "
-                                 "prefixes")
-            arrays[name] = v.detach().to(torch.float32).numpy()
-        if isinstance(ckpt.get("predictor"), dict):
-            log.info("%s: the V-JEPA 2.1 predictor is not converted (this build does not run it yet)",
-                     self.src)
-        log.info("%s: the encoder from %s", self.src, key)
+        pred = ckpt.get("predictor")
+        tables = [(key, state, "")] + ([("predictor", pred, PRED)] if isinstance(pred, dict) and pred else [])
+        for where, table, prefix in tables:
+            for k, v in table.items():
+                if not isinstance(v, torch.Tensor):
+                    raise ValueError(f"{self.src}: entry {k!r} of {where} is not a tensor")
+                name = prefix + clean_key(str(k))
+                if name in arrays:
+                    raise ValueError(f"{self.src}: source tensor {k!r} clashes with another after removing "
+                                     "prefixes")
+                arrays[name] = v.detach().to(torch.float32).numpy()
+        self.has_predictor = len(tables) > 1
+        log.info("%s: the encoder from %s%s", self.src, key, ", the predictor" if self.has_predictor else "")
         cfg = beside(self.src, "config.json")
         self.config = read_json(cfg) or Config(cfg, {})
         return ArraySource(arrays, self.src)
@@ -161,6 +173,50 @@ class VJEPA2_1(Converter):
             hier_layers=HIER_LAYERS[depth],
         )
 
+    def predictor(self) -> PredictorSpec | None:
+        s = self.source  # opens the checkpoint: has_predictor is known from then on
+        if not self.has_predictor:
+            return None
+        enc = self.hparams()
+        d = enc.embed_dim
+        dp = s.shape(f"{PRED}mask_tokens.0")[-1]
+        levels = s.has(f"{PRED}predictor_embed.0.weight")
+        if levels:
+            w0, w2 = s.shape(f"{PRED}predictor_embed.0.weight"), s.shape(f"{PRED}predictor_embed.2.weight")
+            in_levels, rest = divmod(w0[1], d)
+            want0, want2 = (d, len(enc.hier_layers) * d), (dp, d)
+            if rest or tuple(w0) != want0 or tuple(w2) != want2:
+                raise ValueError(f"predictor_embed: got {list(w0)} and {list(w2)}, expected {list(want0)} "
+                                 f"and {list(want2)} (Linear(4D, D), GELU, Linear(D, Dp))")
+        else:
+            in_levels = 1
+            got = s.shape(f"{PRED}predictor_embed.weight")
+            if tuple(got) != (dp, d):
+                raise ValueError(f"predictor_embed.weight: got {list(got)}, expected {[dp, d]}")
+        found = self._cfg("pred_num_heads", "predictor_num_heads")
+        n_head = resolve_n_head(found, self.options.pred_n_head, dp, _PRED_HEADS_BY_WIDTH, "--pred-n-head")
+        return PredictorSpec(
+            embed_dim=dp,
+            n_layer=s.count(PRED + "predictor_blocks.{i}.norm1.weight"),
+            n_head=n_head,
+            ffn_dim=s.shape(f"{PRED}predictor_blocks.0.mlp.fc1.weight")[0],
+            n_mask_tokens=s.count(PRED + "mask_tokens.{i}"),
+            out_dim=s.shape(f"{PRED}predictor_proj.weight")[0],
+            grid_size=enc.img_size // enc.patch_size,
+            n_frames=enc.n_frames,
+            ln_eps=1e-6,
+            qkv_fused=True,
+            enc_dim=d,
+            in_levels=in_levels,
+            modality_embed=True,
+            proj_context=True,
+            rope_freq_layout="interleaved",
+        )
+
+    def parts(self) -> list[PartSpec]:
+        pred = self.predictor()
+        return [pred] if pred is not None else []
+
     def preprocess(self) -> Preprocess:
         return vjepa2_recipe(self.hparams().img_size)
 
@@ -183,3 +239,25 @@ class VJEPA2_1(Converter):
         for k in range(len(enc.hier_layers)):
             yield f"enc.hier_norm.{k}.weight", s.take(f"norms_block.{k}.weight")
             yield f"enc.hier_norm.{k}.bias", s.take(f"norms_block.{k}.bias")
+        pred = self.predictor()
+        if pred is not None:
+            yield from self._predictor_tensors(pred)
+
+    def _predictor_tensors(self, pred: PredictorSpec) -> Iterator[tuple[str, np.ndarray]]:
+        s, dp = self.source, pred.embed_dim
+        if pred.in_levels > 1:
+            yield from s.linear("pred.embed.0", f"{PRED}predictor_embed.0")
+            yield from s.linear("pred.embed.2", f"{PRED}predictor_embed.2")
+        else:
+            yield from s.linear("pred.embed", f"{PRED}predictor_embed")
+        tokens = [_vector(s.take(f"{PRED}mask_tokens.{i}"), f"mask_tokens.{i}", dp)
+                  for i in range(pred.n_mask_tokens)]
+        yield "pred.mask_tokens", np.stack(tokens)
+        mods = (("pred.mod_embed_video", "video_mod_embed"), ("pred.mod_embed_img", "img_mod_embed"))
+        for dst, src in mods:
+            yield dst, _vector(s.take(PRED + src), f"predictor {src}", dp)
+        for i in range(pred.n_layer):
+            yield from timm_block(s, f"{PRED}predictor_blocks.{i}", f"pred.blk.{i}")
+        yield from s.linear("pred.norm", f"{PRED}predictor_norm")
+        yield from s.linear("pred.proj", f"{PRED}predictor_proj")
+        yield from s.linear("pred.proj_context", f"{PRED}predictor_proj_context")

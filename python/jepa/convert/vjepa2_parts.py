@@ -29,18 +29,24 @@ class RopePredictor:
 
 @dataclass(frozen=True)
 class PredictorSpec(RopePredictor):
-    """The masked predictor (jepa.pred.*)."""
+    """The masked predictor (jepa.pred.*); V-JEPA 2.1's with its extras (levels in, modality vectors,
+    a context projection, its own output width, interleaved RoPE)."""
 
     embed_dim: int
     n_layer: int
     n_head: int
     ffn_dim: int
     n_mask_tokens: int
-    out_dim: int  # the encoder's width: the predictor reads and predicts encoder tokens
+    out_dim: int  # V-JEPA 2: the encoder's width (the predictor reads and predicts encoder tokens)
     grid_size: int
     n_frames: int
     ln_eps: float
     qkv_fused: bool = False
+    enc_dim: int = 0  # the encoder's width when out_dim is not it (V-JEPA 2.1); 0: out_dim
+    in_levels: int = 1
+    modality_embed: bool = False
+    proj_context: bool = False
+    rope_freq_layout: str = "tiled"
 
     def __post_init__(self) -> None:
         if self.n_head <= 0 or self.embed_dim % self.n_head:
@@ -52,14 +58,20 @@ class PredictorSpec(RopePredictor):
     kind = "masked"
 
     def keys(self) -> dict[str, Any]:
-        return pred_keys(self, "kind embed_dim n_layer n_head head_dim ffn_dim n_mask_tokens out_dim "
-                               "grid_size n_frames ln_eps act rope_freq_layout rope_theta")
+        out = pred_keys(self, "kind embed_dim n_layer n_head head_dim ffn_dim n_mask_tokens out_dim "
+                              "grid_size n_frames ln_eps act rope_freq_layout rope_theta")
+        # V-JEPA 2.1's keys, written only where they say something (V-JEPA 2 files stay as they were).
+        extras = {"in_levels": self.in_levels != 1, "modality_embed": self.modality_embed,
+                  "proj_context": self.proj_context}
+        return out | pred_keys(self, " ".join(k for k, on in extras.items() if on))
 
     def table(self) -> dict[str, Expected]:
         return gguf_tensors.MASKED.table({
-            "D": self.out_dim, "Dp": self.embed_dim, "Fp": self.ffn_dim, "M": self.n_mask_tokens,
-            "n_layer": self.n_layer, "fused": self.qkv_fused, "separate": not self.qkv_fused,
-            "qkv_bias": True,
+            "D": self.enc_dim or self.out_dim, "W": self.out_dim, "L": self.in_levels, "Dp": self.embed_dim,
+            "Fp": self.ffn_dim, "M": self.n_mask_tokens, "n_layer": self.n_layer, "fused": self.qkv_fused,
+            "separate": not self.qkv_fused, "qkv_bias": True, "one_level": self.in_levels == 1,
+            "levels": self.in_levels > 1, "pred_modality": self.modality_embed,
+            "proj_context": self.proj_context,
         })
 
 

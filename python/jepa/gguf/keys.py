@@ -318,6 +318,22 @@ KEYS: tuple[Key, ...] = (
         "V-JEPA 2.1's four levels",
         required=True,
     ),
+    Key(
+        "jepa.enc.rope_interpolate",
+        BOOL,
+        (Scope.VJEPA2_1,),
+        "V-JEPA 2.1's encoder interpolates",
+        required=True,
+        allowed=(True,),
+    ),
+    Key(
+        "jepa.enc.rope_ref_grid",
+        U32,
+        (Scope.VJEPA2_1,),
+        "V-JEPA 2.1's pretraining grid",
+        required=True,
+        range=Range(2, 1024),
+    ),
     # -- text encoders (family bert) -------------------------------------------------------------
     Key(
         "jepa.text.pooling",
@@ -439,7 +455,8 @@ KEYS: tuple[Key, ...] = (
         "jepa.pred.out_dim",
         U32,
         PRED,
-        "the width it reads and predicts: the encoder's",
+        "the width it predicts: the encoder's (a V-JEPA 2.1 predictor's own: its teacher's width, or "
+        "levels x D)",
         absent="`jepa.enc.embed_dim`",
         range=Range(1, 16384),
     ),
@@ -482,6 +499,30 @@ KEYS: tuple[Key, ...] = (
     ),
     *_rope("jepa.pred.", ROPE_PRED, interpolate=False),
     Key("jepa.pred.n_mask_tokens", U32, MASKED, "learned mask tokens", required=True, range=Range(1, 1024)),
+    Key(
+        "jepa.pred.in_levels",
+        U32,
+        MASKED,
+        "encoder levels the context tokens carry side by side: 1 reads `pred.embed`; L > 1 (V-JEPA 2.1 "
+        "g/G: the encoder's `hier_layers` count) reads `pred.embed.0` -> GELU -> `pred.embed.2`",
+        default=1,
+        range=Range(1, 64),
+    ),
+    Key(
+        "jepa.pred.modality_embed",
+        BOOL,
+        MASKED,
+        "`pred.mod_embed_video` / `pred.mod_embed_img` added to every token after the mask tokens are "
+        "placed, by the request's modality (V-JEPA 2.1)",
+        default=False,
+    ),
+    Key(
+        "jepa.pred.proj_context",
+        BOOL,
+        MASKED,
+        "`pred.proj_context` projects the context rows too (V-JEPA 2.1's x_context)",
+        default=False,
+    ),
     Key("jepa.pred.n_frames", U32, MASKED, "the clip length it was trained on", read=False),
     Key(
         "jepa.pred.n_frames",

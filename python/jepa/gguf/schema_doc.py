@@ -21,6 +21,10 @@ WHEN = {
     "modality_embed": "`enc.modality_embed`",
     "final_norm": "no `enc.hier_layers`",
     "hier": "`enc.hier_layers`, {i} < its length",
+    "one_level": "`pred.in_levels` 1",
+    "levels": "`pred.in_levels` > 1",
+    "pred_modality": "`pred.modality_embed`",
+    "proj_context": "`pred.proj_context`",
 }
 
 

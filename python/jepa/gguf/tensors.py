@@ -230,14 +230,23 @@ HEAD = Part(
 
 MASKED = Part(
     "Masked predictor",
-    "`jepa.pred.kind` = `masked` (V-JEPA 2)",
-    "D the encoder width, Dp `pred.embed_dim`, Fp `pred.ffn_dim`, M `pred.n_mask_tokens`",
+    "`jepa.pred.kind` = `masked` (V-JEPA 2, 2.1)",
+    "D the encoder width, Dp `pred.embed_dim`, Fp `pred.ffn_dim`, M `pred.n_mask_tokens`, "
+    "L `pred.in_levels`, W `pred.out_dim`",
     (
-        *_linear("pred.embed", "D", "Dp", "context tokens -> predictor width"),
+        *_linear("pred.embed", "D", "Dp", "context tokens -> predictor width", when="one_level"),
+        *_linear("pred.embed.0", "L*D", "D", "the levels side by side -> D, then GELU (V-JEPA 2.1 g/G)",
+                 when="levels"),
+        *_linear("pred.embed.2", "D", "Dp", "-> predictor width", when="levels"),
         T("pred.mask_tokens", ("Dp", "M"), Role.TOKEN, "one is put at every target"),
+        T("pred.mod_embed_video", ("Dp",), Role.TOKEN, "added to every token of a clip's call",
+          when="pred_modality"),
+        T("pred.mod_embed_img", ("Dp",), Role.TOKEN, "added to every token of an image's call",
+          when="pred_modality"),
         Layers("n_layer", _block("pred.blk"), PRED_RENAME),
         *_norm("pred.norm", "Dp"),
-        *_linear("pred.proj", "Dp", "D", "back to the encoder width"),
+        *_linear("pred.proj", "Dp", "W", "the target rows out (W: the encoder width but for V-JEPA 2.1)"),
+        *_linear("pred.proj_context", "Dp", "W", "the context rows out (V-JEPA 2.1)", when="proj_context"),
     ),
 )
 
