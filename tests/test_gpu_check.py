@@ -306,6 +306,7 @@ def test_a_quick_rehearsal_runs_the_steps_end_to_end(tmp_path: Path) -> None:
     steps = {x["step"]: x["status"] for x in s["steps"]}
     assert done.returncode == 0, (steps, done.stdout[-3000:], (out / "gpu-check.log").read_text()[-4000:])
     assert steps == {
+        "machine": "passed",
         "preflight": "passed", "module": "skipped", "ctest": "skipped", "parity": "passed",
         "identity": "passed", "batch": "passed", "server": "passed", "bench": "passed",
     }

@@ -137,6 +137,8 @@ else
     CORE=$CPU_CORE_DIR/dist
     OUT_DIR=${OUT_DIR:-$ROOT/build/gpu-check/rehearsal}
 fi
+# The steps' time boxes are the GPU machine's (16 cores); a rehearsal on 2 cores gets 4 times as long.
+STEP_SCALE=${GPU_CHECK_STEP_SCALE:-$([ "$MODE" = rehearse ] && echo 4 || echo 1)}
 WORK=${GPU_CHECK_WORK:-$ROOT/build/gpu-check/work}
 mkdir -p "$OUT_DIR" "$WORK"
 rm -f "$OUT_DIR"/{summary.json,gpu-check.log,ctest.xml,parity.xml,identity.xml,batch-rule.json,server.json,bench-gpu.json}
@@ -152,7 +154,7 @@ left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 # step NAME SECONDS CMD...: CMD under `timeout`, at most SECONDS and never past the budget (less a 20 s
 # reserve for the summary); its output in the log; rc 200 = skipped (no time left or a step it needs failed).
 step() {
-    local name=$1 want=$2 t s rc
+    local name=$1 want=$(( $2 * STEP_SCALE )) t s rc
     shift 2
     t=$(( $(left) - 20 ))
     [ "$t" -gt "$want" ] && t=$want
@@ -163,7 +165,11 @@ step() {
     fi
     echo "== $name (at most $t s)"
     s=$(date +%s)
-    timeout -k 10 "$t" "$@" > "$LOGS/$name.log" 2>&1
+    if declare -F "$1" > /dev/null; then  # a function of this script: timeout runs programs, so a bash runs it
+        timeout -k 10 "$t" bash -c '"$@"' "$name" "$@" > "$LOGS/$name.log" 2>&1
+    else
+        timeout -k 10 "$t" "$@" > "$LOGS/$name.log" 2>&1
+    fi
     rc=$?
     printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$(( $(date +%s) - s ))" "$(tail -n 1 "$LOGS/$name.log" | tr '\t' ' ' | cut -c1-200)" >> "$STEPS"
     echo "   rc $rc in $(( $(date +%s) - s )) s: $(tail -n 1 "$LOGS/$name.log" | cut -c1-160)"
@@ -234,7 +240,7 @@ sys.exit(0 if e.has_cuda() or sys.argv[1] != "gpu" else "a CUDA core was carried
 }
 
 summary() {
-    machine_info > "$WORK/machine.txt" 2>&1
+    cp "$LOGS/machine.log" "$WORK/machine.txt" 2>/dev/null || machine_info > "$WORK/machine.txt" 2>&1
     printf '{"mode": "%s", "quick": %s, "device": "%s", "mixed": "%s", "budget_s": %s, "seconds": %s}\n' \
         "$MODE" "$([ "$QUICK" = 1 ] && echo true || echo false)" "$DEV" "$MIXED" "$BUDGET" "$(( $(date +%s) - T0 ))" \
         > "$WORK/run.json"
@@ -242,10 +248,14 @@ summary() {
         --extra "$WORK/run.json" "$WORK/preflight.json" "$WORK/stage.json" "$WORK/machine.txt" 2>&1 | tee "$WORK/summary.txt"
     local rc=${PIPESTATUS[0]}
     # The log: the machine, every step's output and the summary, capped at 15 MiB (the tool brings back 16).
-    { cat "$WORK/machine.txt"; for f in "$LOGS"/*.log; do echo; echo "==== $(basename "$f" .log)"; cat "$f"; done
+    { for f in "$LOGS"/*.log; do echo; echo "==== $(basename "$f" .log)"; cat "$f"; done
       echo; cat "$WORK/summary.txt"; } | tail -c 15000000 > "$OUT_DIR/gpu-check.log"
     return "$rc"
 }
+
+# What the steps' functions read, for the bash that `step` runs them in.
+export -f build_core wheels cuda_libs module machine_info
+export ROOT MODE CARRY CORE CPU_CORE_DIR HOST_PY CUBLAS_WHEEL PY WORK
 
 echo "gpu_check.sh: $MODE$([ "$QUICK" = 1 ] && echo ' --quick'), device $DEV, mixed $MIXED, budget $BUDGET s, out $OUT_DIR"
 PYTEST=("$PY" -m pytest -q -p no:cacheprovider -W default -o console_output_style=classic)
@@ -258,11 +268,14 @@ if [ "$MODE" = gpu ]; then
     step wheels 60 wheels
     export PYTHONPATH=$WORK/wheels-site${PYTHONPATH:+:$PYTHONPATH}
     CUDA_ROOT=$(cuda_libs)
+    export CUDA_ROOT
     [ -n "$CUDA_ROOT" ] && export LD_LIBRARY_PATH=$CUDA_ROOT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
+step machine 30 machine_info  # the GPU, the driver, python, torch, nvcc, the core (into summary.json)
 # The dry-run's checks where the check runs (the core against these sources, this python): a failure is
 # reported and the steps go on (a stale core whose API did not change still builds and runs).
 PYVER=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+export PYVER
 PRE=(--python "$PYVER" --json "$WORK/preflight.json")
 if [ "$QUICK" = 0 ]; then  # --quick builds nothing: the tree alone
     PRE+=(--core "$CORE" --carry "$CORE")
