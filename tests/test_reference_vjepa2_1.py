@@ -198,12 +198,60 @@ def test_the_server_gives_the_pipeline_bits(tmp_path: Path) -> None:
     ctx = jepa.Model(path).context(threads=2)
     buf = io.BytesIO()
     Image.fromarray(g("image_u8")[0, 0]).save(buf, "PNG")
+    image = g("image_u8")[0, 0]
     with server_process("-m", path, "--port", "0") as server:
-        body = {"input": [{"b64": b64(buf.getvalue())}], "encoding_format": "base64"}
+        for pool in (None, "levels"):
+            body: dict[str, object] = {"input": [{"b64": b64(buf.getvalue())}], "encoding_format": "base64"}
+            if pool:
+                body["pool"] = pool
+            reply = http(server.url + "/v1/embeddings", "POST", body)
+            assert reply.status == 200, reply.body
+            served = decode_embeddings(reply.json())
+            assert np.array_equal(bits(served), bits(jepa.embed(ctx, [image], pool=pool))), pool
+        assert served.shape == (1, 4 * 64)
+        # The levels' width bounds `dimensions` (a prefix of the four levels is the client's to ask for).
+        body |= {"dimensions": 4 * 64 + 1}
         reply = http(server.url + "/v1/embeddings", "POST", body)
-        assert reply.status == 200, reply.body
-        served = decode_embeddings(reply.json())
-    assert np.array_equal(bits(served), bits(jepa.embed(ctx, [g("image_u8")[0, 0]])))
+        assert reply.status == 400 and b"larger than the model's width 256" in reply.body, reply.body
+        health = http(server.url + "/health", "GET").json()
+    assert "levels" in str(health)
+
+
+def test_the_levels_pool(ctx: jepa.Context, model: jepa.Model, kind: str) -> None:
+    """pool 'levels': every level's mean of the patch tokens side by side, [4D], the bits of pooling
+    encode(levels=True) itself; a one-level model does not list or take it."""
+    assert "levels" in jepa.pool_modes(model)
+    clip = g("frames_u8")[0]
+    vectors = jepa.embed(ctx, [clip, g("image_u8")[0, 0]], pool="levels")
+    assert vectors.shape == (2, 4 * WIDTH[kind])
+    levels = ctx.encode(jepa.media.prepare(clip, model)[None], levels=True)
+    assert np.array_equal(bits(vectors[:1]), bits(levels.mean(axis=1, dtype=np.float32)))
+    assert np.array_equal(bits(vectors[:1, 3 * WIDTH[kind] :]), bits(jepa.embed(ctx, [clip], pool="mean")))
+    with pytest.raises(jepa.InvalidInputError, match="every level's tokens"):
+        jepa.pool(ctx.encode(g("input_video")), "levels", model)
+
+
+def test_jepa_embed_writes_the_levels(path: str, ctx: jepa.Context, tmp_path: Path) -> None:
+    """jepa-embed --pool levels: the library's bits, [n, 4D]."""
+    import subprocess
+    import sys
+
+    from PIL import Image
+
+    Image.fromarray(g("image_u8")[0, 0]).save(tmp_path / "still.png")
+    out = tmp_path / "v.npy"
+    done = subprocess.run([sys.executable, "-m", "jepa.cli.embed", "-m", path, str(tmp_path / "still.png"),
+                           "--pool", "levels", "-o", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    expected = jepa.embed(ctx, [np.asarray(Image.open(tmp_path / "still.png").convert("RGB"))], pool="levels")
+    assert np.array_equal(bits(np.load(out)), bits(expected))
+
+
+def test_levels_are_for_a_model_with_levels(tiny_vjepa2_encoder_path: str) -> None:
+    v2 = jepa.Model(tiny_vjepa2_encoder_path)
+    assert "levels" not in jepa.pool_modes(v2)
+    with pytest.raises(jepa.InvalidInputError, match="one output level"):
+        jepa.check_pool(v2, "levels")
 
 
 def test_one_patch_row_is_refused(ctx: jepa.Context) -> None:

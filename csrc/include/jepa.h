@@ -165,8 +165,10 @@ typedef enum jepa_pooling_type {
     JEPA_POOLING_CLS  = 1, /* the first token's (the CLS token)                                    */
     JEPA_POOLING_MEAN = 2, /* the mean over the tokens (images and video: over the patch tokens)   */
     JEPA_POOLING_LAST = 3, /* the last token's (text)                                              */
-    JEPA_POOLING_LEWM = 4  /* a LeWM file's embedding: the CLS through its projector
+    JEPA_POOLING_LEWM = 4, /* a LeWM file's embedding: the CLS through its projector
                               (jepa_world_latents)                                                 */
+    JEPA_POOLING_LEVELS = 5 /* V-JEPA 2.1: the mean over the patch tokens of every output level side
+                              by side (jepa_encode_levels), n_levels x embed_dim                   */
 } jepa_pooling_type;
 
 /* What a model is. Strings point into the model and live as long as it. */

@@ -101,7 +101,8 @@ void register_enums(py::module_ & m) {
                               {"SINCOS3D", JEPA_POS_SINCOS3D}, {"ROPE3D", JEPA_POS_ROPE3D}});
     bind_enum<jepa_pooling_type>(m, "Pooling", "How an item's tokens become one vector (jepa_pooling_type).",
                                  {{"NONE", JEPA_POOLING_NONE}, {"CLS", JEPA_POOLING_CLS}, {"MEAN", JEPA_POOLING_MEAN},
-                                  {"LAST", JEPA_POOLING_LAST}, {"LEWM", JEPA_POOLING_LEWM}});
+                                  {"LAST", JEPA_POOLING_LAST}, {"LEWM", JEPA_POOLING_LEWM},
+                                  {"LEVELS", JEPA_POOLING_LEVELS}});
     bind_enum<jepa_resize_mode>(m, "ResizeMode", "How a frame is resized (jepa.pre.resize_mode).",
                                 {{"SHORTEST_EDGE", JEPA_RESIZE_SHORTEST_EDGE}, {"SQUASH", JEPA_RESIZE_SQUASH}});
     bind_enum<jepa_resample>(m, "Resample", "The resize filter (jepa.pre.resample).",

@@ -74,6 +74,7 @@ class Pooling(_PybindEnum):
     """How an item's tokens become one vector (jepa_pooling_type)."""
     CLS: typing.ClassVar[Pooling]
     LAST: typing.ClassVar[Pooling]
+    LEVELS: typing.ClassVar[Pooling]
     LEWM: typing.ClassVar[Pooling]
     MEAN: typing.ClassVar[Pooling]
     NONE: typing.ClassVar[Pooling]

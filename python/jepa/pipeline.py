@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from .errors import InvalidInputError, JepaError
-from .pooling import check_pool, default_pool
+from .pooling import check_pool, default_pool, encodes_levels, pool_width
 from .pooling import pool as pool_tokens
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ class Encoder(Protocol):
     model: Model
     max_batch: int
 
-    def encode(self, x: np.ndarray) -> np.ndarray: ...
+    def encode(self, x: np.ndarray, levels: bool = False) -> np.ndarray: ...
 
     def world_latents(self, tokens: np.ndarray) -> np.ndarray: ...
 
@@ -48,13 +48,13 @@ def encode_prepared(
     context: Encoder, inputs: Sequence[np.ndarray], pool: str | None = None
 ) -> list[np.ndarray]:
     """Prepared inputs (jepa.media.prepare) -> one pooled float32 array per input, in input order:
-    [D] for 'mean' / 'cls', [N, D] for 'none'. Same-shaped inputs share encodes of up to
-    context.max_batch."""
+    [D] for 'mean' / 'cls', [N, D] for 'none', [L x D] for 'levels'. Same-shaped inputs share encodes
+    of up to context.max_batch."""
     model = context.model
     mode = check_pool(model, pool)
     out: list[np.ndarray | None] = [None] * len(inputs)
     for chunk in batch_groups(inputs, context.max_batch):
-        tokens = context.encode(np.stack([inputs[i] for i in chunk]))
+        tokens = context.encode(np.stack([inputs[i] for i in chunk]), levels=encodes_levels(mode))
         for j, i in enumerate(chunk):
             # Pool row by row: a row's result must not depend on the batch it was encoded in.
             out[i] = pool_tokens(tokens[j : j + 1], mode, context)[0].copy()
@@ -65,7 +65,8 @@ def stack_rows(rows: Sequence[np.ndarray], model: Model, pool: str | None = None
     """encode_prepared's rows as one float32 array: [n, D], or [n, N, D] for pool 'none'."""
     mode = pool or default_pool(model)
     if not rows:
-        return np.zeros((0, 0, model.embed_dim) if mode == "none" else (0, model.embed_dim), np.float32)
+        width = pool_width(model, mode)
+        return np.zeros((0, 0, width) if mode == "none" else (0, width), np.float32)
     if len({r.shape for r in rows}) > 1:
         shapes = sorted({r.shape[0] for r in rows})
         raise InvalidInputError(

@@ -24,12 +24,14 @@ POOLINGS: dict[str, Pooling] = {
     "none": Pooling.NONE,
     "lewm": Pooling.LEWM,
     "last_token": Pooling.LAST,
+    "levels": Pooling.LEVELS,
 }
 POOL_NAMES = {v: k for k, v in POOLINGS.items()}
 POOL_MODES = tuple(POOLINGS)
 # The modes a model of each kind may take, in the order /health lists them: image and video models
-# pool patch tokens (a LeWM file also through its projector), text models pool their tokens.
-MEDIA_POOL_MODES = ("mean", "cls", "none", "lewm")
+# pool patch tokens (a LeWM file also through its projector, a V-JEPA 2.1 file every level of them),
+# text models pool their tokens.
+MEDIA_POOL_MODES = ("mean", "cls", "none", "lewm", "levels")
 TEXT_POOL_MODES = ("cls", "mean", "last_token")
 
 
@@ -88,7 +90,19 @@ def _refusal(model: Model, mode: str) -> str | None:
         return f"pool 'cls': the model ({model.info.family}) has no CLS token"
     if mode == "lewm" and kind_pool(model) != mode:
         return f"pool 'lewm': the model ({model.info.family}) is not a LeWM world model"
+    if mode == "levels" and model.info.n_levels == 0:
+        return f"pool 'levels': the model ({model.info.family}) has one output level (V-JEPA 2.1 has four)"
     return None
+
+
+def pool_width(model: Model, mode: str) -> int:
+    """The width of one pooled row (of one token's row for 'none'): D, or D x levels for 'levels'."""
+    return int(model.embed_dim) * (int(model.info.n_levels) if mode == "levels" else 1)
+
+
+def encodes_levels(mode: str) -> bool:
+    """Whether the tokens `mode` pools are every level's (Context.encode(levels=True))."""
+    return mode == "levels"
 
 
 def pool(tokens: np.ndarray, mode: str | None, source: Model | ContextLike) -> np.ndarray:
@@ -96,7 +110,8 @@ def pool(tokens: np.ndarray, mode: str | None, source: Model | ContextLike) -> n
 
     `source` is the Model, or the Context the tokens came from. 'lewm' is a LeWM file's embedding:
     the CLS through the model's projector (Context.world_latents, bit for bit), so it runs on the
-    network and needs the Context."""
+    network and needs the Context. 'levels' pools tokens of every level (encode(x, levels=True),
+    [B, N, L x D]) as 'mean' does; tokens of another width are refused."""
     model = cast("Model", getattr(source, "model", source))  # a Context carries its model
     mode = check_pool(model, mode)
     if tokens.ndim != 3:
@@ -112,6 +127,11 @@ def pool(tokens: np.ndarray, mode: str | None, source: Model | ContextLike) -> n
                 "pool 'lewm' runs the model's projector: pass the Context, not the Model", param="pool"
             )
         return cast(ContextLike, source).world_latents(np.ascontiguousarray(tokens[:, :1]))[:, 0]
-    # mean: over patch tokens only, CLS and registers carry no patch content.
+    if mode == "levels" and tokens.shape[2] != pool_width(model, mode):
+        raise InvalidInputError(
+            f"pool 'levels' takes every level's tokens ({pool_width(model, mode)} wide: "
+            f"Context.encode(x, levels=True)), got {tokens.shape[2]}", param="tokens",
+        )
+    # mean (and levels): over patch tokens only, CLS and registers carry no patch content.
     patches = tokens[:, model.n_prefix :]
     return patches.mean(axis=1, dtype=np.float32)

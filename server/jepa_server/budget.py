@@ -60,7 +60,7 @@ def embedding_bytes(
 ) -> int:
     """The largest answer /v1/embeddings or /embed can give these inputs, before any is decoded or
     tokenized (a text is one pooled vector)."""
-    width = dims or int(model.embed_dim)
+    width = dims or jepa.pooling.pool_width(model, pool)
     if isinstance(inputs, TextInputs):
         return _HEAD_BYTES + len(inputs) * (_ENTRY_BYTES + _float_bytes(width, fmt))
     crop = int(model.info.preprocess.crop) or int(model.info.img_size)

@@ -142,12 +142,12 @@ def _use(request: web.Request, body: dict[str, Any]) -> Any:
     return request.app[RUNTIME].use(_model_name(body), _keep_alive(body))
 
 
-def _dimensions(engine: Engine, body: dict[str, Any], key: str = "dimensions") -> int | None:
+def _dimensions(engine: Engine, body: dict[str, Any], pool: str, key: str = "dimensions") -> int | None:
     dims = opt_int(body, key, 1)
-    if dims is not None and dims > engine.model.embed_dim:
-        raise bad_request(
-            f"'{key}' is {dims}, larger than the model's width {engine.model.embed_dim}", param=key
-        )
+    width = jepa.pooling.pool_width(engine.model, pool)
+    if dims is not None and dims > width:
+        message = f"'{key}' is {dims}, larger than the model's width {width} (pool '{pool}')"
+        raise bad_request(message, param=key)
     return dims
 
 
@@ -172,7 +172,7 @@ async def embeddings(request: web.Request) -> web.StreamResponse:
 
 async def _embeddings(request: web.Request, engine: Engine, body: dict[str, Any]) -> web.StreamResponse:
     fmt = opt_str(body, "encoding_format", ("float", "base64")) or "float"
-    dims = _dimensions(engine, body)
+    dims = _dimensions(engine, body, _pool(engine.model, body))
     inputs, pool = _embedding_inputs(request, engine, body, "input", fmt, dims)
     result = await _embed(request, engine, inputs, pool)
     return await json_response(answers.embeddings(result, fmt, dims, engine.model_id), result)
@@ -186,7 +186,7 @@ async def embed_tei(request: web.Request) -> web.StreamResponse:
 
 
 async def _embed_tei(request: web.Request, engine: Engine, body: dict[str, Any]) -> web.StreamResponse:
-    dims = _dimensions(engine, body)
+    dims = _dimensions(engine, body, _pool(engine.model, body))
     normalize = opt_bool(body, "normalize", False)
     inputs, pool = _embedding_inputs(request, engine, body, "inputs", "float", dims)
     result = await _embed(request, engine, inputs, pool)

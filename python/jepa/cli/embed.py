@@ -122,8 +122,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="out.npy (vectors) or out.npz (vectors and names); default: text",
     )
     p.add_argument(
-        "--pool", choices=("mean", "cls", "none", "last_token"),
-        help="default: cls if the model has one, else mean; a text model's default is its file's pooling",
+        "--pool", choices=("mean", "cls", "none", "last_token", "levels"),
+        help="default: cls if the model has one, else mean; a text model's default is its file's pooling; "
+        "levels: a V-JEPA 2.1 model's four levels side by side, each the mean of the patch tokens",
     )
     group = p.add_mutually_exclusive_group()
     group.add_argument(
