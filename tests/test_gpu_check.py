@@ -171,6 +171,11 @@ def test_a_forged_sm90_core_built_from_these_sources_passes(tmp_path: Path) -> N
     r = gc.dry_run(root, ["build/core"], core)
     assert r["ok"], r
     assert r["core"]["info"]["stale"] == []
+    pack = root / "build" / "pack"  # the pack beside it, of this core
+    pack.mkdir(parents=True)
+    (pack / "jepa-core.tar.xz").write_bytes(b"xz")
+    shutil.copy(core / "jepa-core.json", pack / "jepa-core.json")
+    assert gc.dry_run(root, ["build/pack"], core, pack=pack)["ok"]
 
 
 @pytest.mark.parametrize(
@@ -183,6 +188,8 @@ def test_a_forged_sm90_core_built_from_these_sources_passes(tmp_path: Path) -> N
         ("stale-engine", "only libjepa rebuilds"),
         ("stale-ggml", "up to an hour"),
         ("absent", "no core at"),
+        ("no-pack", "no pack at"),
+        ("other-pack", "is of another core"),
     ],
 )
 def test_the_core_check_names_what_is_wrong(tmp_path: Path, case: str, words: str) -> None:
@@ -201,7 +208,14 @@ def test_the_core_check_names_what_is_wrong(tmp_path: Path, case: str, words: st
         (root / "csrc" / "src" / "a.cpp").write_text("int a = 1;\n")
     elif case == "stale-ggml":
         (root / "CMakeLists.txt").write_text("project(y)\n")
-    r = gc.core_report(core, root)
+    pack = None
+    if case.endswith("pack"):
+        pack = root / "build" / "pack"
+        pack.mkdir(parents=True)
+        if case == "other-pack":
+            (pack / "jepa-core.tar.xz").write_bytes(b"xz")
+            (pack / "jepa-core.json").write_text("{}")
+    r = gc.core_report(core, root, pack=pack)
     assert not r["ok"]
     assert any(words in p for p in r["problems"]), r["problems"]
     if case.startswith("stale"):
@@ -223,10 +237,11 @@ def test_the_cpu_core_is_checked_as_a_cpu_build(tmp_path: Path) -> None:
 def test_the_built_cuda_core_passes_the_dry_run(tmp_path: Path) -> None:
     """The real carry: the core as built here plus build/gpu-carry when prepared. The engine's sources
     may have moved on since the core was built (a note then)."""
-    carry = ["build/cuda-core/dist"] + (
+    pack = ROOT / "build" / "cuda-core" / "pack"
+    carry = ["build/cuda-core/pack"] + (
         ["build/gpu-carry"] if (ROOT / "build" / "gpu-carry").is_dir() else []
     )
-    r = gc.dry_run(ROOT, carry, CUDA_CORE, allow_stale=True)
+    r = gc.dry_run(ROOT, carry, CUDA_CORE, allow_stale=True, pack=pack)
     assert r["ok"], r
     assert r["core"]["info"]["cuda"] and r["core"]["info"]["elf_archs"] in (None, ["sm_90"])
 
@@ -274,12 +289,12 @@ def test_the_script_parses_and_names_every_step_and_the_run_call() -> None:
         "gpu_check.py batch",
         "gpu_check.py server",
         "command: bash tools/gpu_check.sh --out $OUT",
-        'carry:   ["build/cuda-core/dist", "build/gpu-carry"]',
+        'carry:   ["build/cuda-core/pack", "build/gpu-carry"]',
     ):
         assert s in text, s
     docs = (ROOT / "docs" / "gpu-check.md").read_text()
     assert (
-        "bash tools/gpu_check.sh --out $OUT" in docs and '"build/cuda-core/dist", "build/gpu-carry"' in docs
+        "bash tools/gpu_check.sh --out $OUT" in docs and '"build/cuda-core/pack", "build/gpu-carry"' in docs
     )
 
 
@@ -307,8 +322,14 @@ def test_a_quick_rehearsal_runs_the_steps_end_to_end(tmp_path: Path) -> None:
     assert done.returncode == 0, (steps, done.stdout[-3000:], (out / "gpu-check.log").read_text()[-4000:])
     assert steps == {
         "machine": "passed",
-        "preflight": "passed", "module": "skipped", "ctest": "skipped", "parity": "passed",
-        "identity": "passed", "batch": "passed", "server": "passed", "bench": "passed",
+        "preflight": "passed",
+        "module": "skipped",
+        "ctest": "skipped",
+        "parity": "passed",
+        "identity": "passed",
+        "batch": "passed",
+        "server": "passed",
+        "bench": "passed",
     }
     assert s["run"]["device"] == "cpu" and s["run"]["mixed"] == "cpu,cpu" and s["run"]["quick"]
     assert s["batch-rule"]["all_within_rule"] and s["server"]["ok"] and s["parity"]["failures"] == 0
@@ -342,8 +363,10 @@ def test_the_module_builds_against_a_prebuilt_core_and_imports(tmp_path: Path) -
     core = CUDA_CORE if (CUDA_CORE / "jepa-core.cmake").is_file() else CPU_CORE
     stale = gc.core_report(core, ROOT, cuda=core == CUDA_CORE, allow_stale=True)["info"].get("stale")
     if stale:
-        pytest.skip(f"the core at {core} was built from other {' and '.join(stale)} sources than this tree's "
-                    "(make cuda-core / make cpu-core rebuilds it)")
+        pytest.skip(
+            f"the core at {core} was built from other {' and '.join(stale)} sources than this tree's "
+            "(make cuda-core / make cpu-core rebuilds it)"
+        )
     build = tmp_path / "module"
     pb = subprocess.run(
         [sys.executable, "-m", "pybind11", "--cmakedir"], capture_output=True, text=True, check=True

@@ -234,9 +234,15 @@ def elf_archs(lib: Path) -> list[str] | None:
 
 
 def core_report(
-    core: Path, root: Path, arch: str = GPU_ARCH, cuda: bool = True, allow_stale: bool = False
+    core: Path,
+    root: Path,
+    arch: str = GPU_ARCH,
+    cuda: bool = True,
+    allow_stale: bool = False,
+    pack: Path | None = None,
 ) -> dict[str, Any]:
-    """The prebuilt core exists, is what the GPU machine needs and was built from these sources."""
+    """The prebuilt core exists, is what the GPU machine needs and was built from these sources; and
+    its pack (what travels: jepa-core.tar.xz beside a copy of its jepa-core.json) is of this core."""
     problems: list[str] = []
     notes: list[str] = []
     info_path = core / "jepa-core.json"
@@ -275,6 +281,14 @@ def core_report(
         problems.append(
             f"the core holds Python extensions ({', '.join(exts)}): it must be Python-independent"
         )
+    if pack is not None:
+        packed = pack / "jepa-core.json"
+        if not (pack / "jepa-core.tar.xz").is_file() or not packed.is_file():
+            problems.append(
+                f"no pack at {pack} (jepa-core.tar.xz, jepa-core.json): tools/gpu_check.sh --pack"
+            )
+        elif packed.read_bytes() != info_path.read_bytes():
+            problems.append(f"the pack at {pack} is of another core than {core}: tools/gpu_check.sh --pack")
     built = info.get("sources_sha256")
     if built is None:
         notes.append(
@@ -306,13 +320,14 @@ def dry_run(
     py: tuple[int, int] = GPU_PYTHON,
     limit_mib: float = LIMIT_MIB,
     allow_stale: bool = False,
+    pack: Path | None = None,
 ) -> dict[str, Any]:
     report: dict[str, Any] = {
         "size": size_report(root, carry, limit_mib),
         "python": python_report(root, carry, py),
     }
     if core is not None:
-        report["core"] = core_report(core, root, arch, cuda, allow_stale)
+        report["core"] = core_report(core, root, arch, cuda, allow_stale, pack)
     report["ok"] = all(v["ok"] for v in report.values() if isinstance(v, dict))
     return report
 
@@ -366,6 +381,34 @@ def core_info(core: Path, src: Path, build_seconds: float | None) -> dict[str, A
     info["built"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     path.write_text(json.dumps(info, indent=1) + "\n")
     return info
+
+
+def core_record(core: Path, pack: Path, extra: dict[str, Any]) -> dict[str, Any]:
+    """What tests/results/gpu-core-build.json keeps of a built core: its build, its sizes, what travels."""
+    info = json.loads((core / "jepa-core.json").read_text())
+    keep = (
+        "version",
+        "cuda",
+        "cuda_architectures",
+        "cuda_compiler_version",
+        "native",
+        "openmp",
+        "fa_quants",
+        "cxx_compiler",
+        "commit",
+        "built",
+        "build_seconds",
+        "total_mib",
+        "sources_sha256",
+    )
+    packed = sum(_size(p) for p in walk(pack))
+    return {
+        **{k: info.get(k) for k in keep},
+        "lib_mib": {k: round(v / MIB, 2) for k, v in info["bytes"].items() if k.startswith("lib/")},
+        "pack_mib": round(packed / MIB, 2),
+        "cpus": os.cpu_count(),
+        **extra,
+    }
 
 
 # ---- staging the module -------------------------------------------------------------------------------
@@ -744,6 +787,9 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--root", type=Path, default=ROOT)
     d.add_argument("--core", type=Path, default=None)
     d.add_argument("--cpu-core", action="store_true", help="the core is a CPU build (the rehearsal's)")
+    d.add_argument(
+        "--pack", type=Path, default=None, help="the core's pack (what travels), checked against it"
+    )
     d.add_argument("--carry", nargs="*", default=[])
     d.add_argument("--limit-mib", type=float, default=LIMIT_MIB)
     d.add_argument("--python", default=f"{GPU_PYTHON[0]}.{GPU_PYTHON[1]}")
@@ -755,6 +801,11 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--core", type=Path, required=True)
     c.add_argument("--src", type=Path, default=ROOT)
     c.add_argument("--build-seconds", type=float, default=None)
+    rec = sub.add_parser("record", help="a built core's facts -> tests/results/gpu-core-build.json")
+    rec.add_argument("--core", type=Path, required=True)
+    rec.add_argument("--pack", type=Path, required=True)
+    rec.add_argument("--set", nargs="*", default=[], metavar="KEY=NUMBER", help="measured numbers to add")
+    rec.add_argument("--out", type=Path, default=ROOT / "tests" / "results" / "gpu-core-build.json")
     s = sub.add_parser("stage", help="lay out python/jepa with a built module for PYTHONPATH")
     s.add_argument("--engine", type=Path, required=True)
     s.add_argument("--site", type=Path, required=True)
@@ -785,6 +836,7 @@ def main(argv: list[str] | None = None) -> int:
             py=(py[0], py[1]),
             limit_mib=a.limit_mib,
             allow_stale=a.allow_stale,
+            pack=None if a.pack is None else a.root / a.pack,
         )
         print_dry_run(r)
         if a.json:
@@ -794,6 +846,12 @@ def main(argv: list[str] | None = None) -> int:
     def do_core() -> int:
         info = core_info(a.core, a.src, a.build_seconds)
         print(f"core {a.core}: {info['total_mib']} MiB, sources {info['sources_sha256']}")
+        return 0
+
+    def do_record() -> int:
+        extra = {k: float(v) for k, v in (x.split("=", 1) for x in a.set)}
+        _write(a.out, core_record(a.core, a.pack, extra))
+        print(f"wrote {a.out}")
         return 0
 
     def do_stage() -> int:
@@ -847,6 +905,7 @@ def main(argv: list[str] | None = None) -> int:
     run.update(
         {
             "dry-run": do_dry,
+            "record": do_record,
             "core-info": do_core,
             "stage": do_stage,
             "batch": do_batch,

@@ -4,8 +4,9 @@
 # Ahead, on a CPU machine (this one):
 #   tools/gpu_check.sh --build-core      the Python-independent core: vendored ggml + its CUDA backend
 #                                        (sm_90 only) + libjepa, static, into build/cuda-core, installed
-#                                        to build/cuda-core/dist (about an hour on 2 cores; then minutes
-#                                        when only the engine's sources changed)
+#                                        to build/cuda-core/dist and packed (xz) into build/cuda-core/pack,
+#                                        what travels (about an hour on 2 cores; then minutes when only
+#                                        the engine's sources changed). --pack: pack dist again
 #   tools/gpu_check.sh --prepare         build/gpu-carry: the wheels the GPU machine lacks (gguf, the
 #                                        world-model peers) and the two reference bundles the suites read
 #   tools/gpu_check.sh --dry-run         what the call takes along (<= 64 MiB), the core (sm_90, these
@@ -14,7 +15,7 @@
 #                                        module built against a CPU core (build/cpu-core/dist)
 # On the GPU machine, the one device call (the `run` tool):
 #   command: bash tools/gpu_check.sh --out $OUT
-#   carry:   ["build/cuda-core/dist", "build/gpu-carry"]
+#   carry:   ["build/cuda-core/pack", "build/gpu-carry"]
 #   timeout_s: 600
 # It builds jepa._engine and the native suites against the carried core with the machine's python3
 # (seconds on 16 cores), then runs, each step time-boxed and the next one run whatever the last gave:
@@ -36,6 +37,7 @@ while [ $# -gt 0 ]; do
         --build-core) MODE=build-core ;;
         --cpu) CPU_CORE=1 ;;
         --prepare) MODE=prepare ;;
+        --pack) MODE=pack ;;
         --dry-run) MODE=dry-run ;;
         --rehearse) MODE=rehearse ;;
         --quick) QUICK=1 ;;
@@ -78,7 +80,18 @@ build_core() {  # build_core DIR CUDA(0|1): configure, build and install the cor
     rm -rf "$dir/dist"
     cmake --install "$dir" --component core --prefix "$dir/dist" || return 1
     strip --strip-debug "$dir"/dist/lib/*.a 2>/dev/null
-    "$HOST_PY" tools/gpu_check.py core-info --core "$dir/dist" --src . --build-seconds $(( $(date +%s) - t0 ))
+    "$HOST_PY" tools/gpu_check.py core-info --core "$dir/dist" --src . --build-seconds $(( $(date +%s) - t0 )) \
+        || return 1
+    pack_core "$dir"
+}
+
+pack_core() {  # pack_core DIR: DIR/dist -> DIR/pack/jepa-core.tar.xz (+ its jepa-core.json, read unpacked)
+    local dir=$1
+    rm -rf "$dir/pack"
+    mkdir -p "$dir/pack"
+    tar -C "$dir/dist" -cf - . | xz -T0 -6 > "$dir/pack/jepa-core.tar.xz" || return 1
+    cp "$dir/dist/jepa-core.json" "$dir/pack/"
+    du -sh "$dir/dist" "$dir/pack"
 }
 
 prepare_carry() {
@@ -116,8 +129,12 @@ case "$MODE" in
     prepare)
         prepare_carry
         exit $? ;;
+    pack)
+        if [ "$CPU_CORE" = 1 ]; then pack_core "$CPU_CORE_DIR"; else pack_core "$CUDA_CORE"; fi
+        exit $? ;;
     dry-run)
-        exec "$HOST_PY" tools/gpu_check.py dry-run --core "$CUDA_CORE/dist" --carry "$CUDA_CORE/dist" "$CARRY" \
+        exec "$HOST_PY" tools/gpu_check.py dry-run --core "$CUDA_CORE/dist" --pack "$CUDA_CORE/pack" \
+            --carry "$CUDA_CORE/pack" "$CARRY" \
             ${OUT_DIR:+--json "$OUT_DIR/dry-run.json"} ;;
 esac
 
@@ -127,14 +144,14 @@ if [ "$MODE" = gpu ]; then
     PY=${GPU_CHECK_PYTHON:-python3}
     DEV=cuda:0
     MIXED=cpu,cuda:0
-    CORE=$CUDA_CORE/dist
+    CORE_DIR=$CUDA_CORE
     export JEPA_REFERENCE_DIR=$ROOT/$CARRY/reference
     OUT_DIR=${OUT_DIR:-$ROOT/build/gpu-check/out}
 else
     PY=$HOST_PY
     DEV=cpu
     MIXED=cpu,cpu
-    CORE=$CPU_CORE_DIR/dist
+    CORE_DIR=$CPU_CORE_DIR
     OUT_DIR=${OUT_DIR:-$ROOT/build/gpu-check/rehearsal}
 fi
 # The steps' time boxes are the GPU machine's (16 cores); a rehearsal on 2 cores gets 4 times as long.
@@ -227,7 +244,7 @@ module() {
         fi
     fi
     rm -rf "$WORK/module"
-    cmake -S . -B "$WORK/module" -G Ninja -DCMAKE_BUILD_TYPE=Release -DJEPA_PREBUILT_CORE="$ROOT/$CORE" \
+    cmake -S . -B "$WORK/module" -G Ninja -DCMAKE_BUILD_TYPE=Release -DJEPA_PREBUILT_CORE="$CORE" \
         -DPython_EXECUTABLE="$py_exe" -Dpybind11_DIR="$pb" -DJEPA_BUILD_TESTS="$1" "${args[@]}" || return 1
     local nice=()
     [ "$MODE" = rehearse ] && nice=(nice -n 19)
@@ -254,8 +271,8 @@ summary() {
 }
 
 # What the steps' functions read, for the bash that `step` runs them in.
-export -f build_core wheels cuda_libs module machine_info
-export ROOT MODE CARRY CORE CPU_CORE_DIR HOST_PY CUBLAS_WHEEL PY WORK
+export -f build_core pack_core wheels cuda_libs module machine_info
+export ROOT MODE CARRY CPU_CORE_DIR HOST_PY CUBLAS_WHEEL PY WORK
 
 echo "gpu_check.sh: $MODE$([ "$QUICK" = 1 ] && echo ' --quick'), device $DEV, mixed $MIXED, budget $BUDGET s, out $OUT_DIR"
 PYTEST=("$PY" -m pytest -q -p no:cacheprovider -W default -o console_output_style=classic)
@@ -271,6 +288,19 @@ if [ "$MODE" = gpu ]; then
     export CUDA_ROOT
     [ -n "$CUDA_ROOT" ] && export LD_LIBRARY_PATH=$CUDA_ROOT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
+# The core: unpacked from the pack that travels (build/cuda-core/pack), else the installed folder.
+CORE=$ROOT/$CORE_DIR/dist
+PACK=$ROOT/$CORE_DIR/pack
+if [ "$QUICK" = 0 ]; then
+    if [ "$MODE" = rehearse ] && [ ! -f "$PACK/jepa-core.tar.xz" ]; then
+        step cpu-core 750 build_core "$CPU_CORE_DIR" 0   # the rehearsal's own core (minutes, once)
+    fi
+    if [ -f "$PACK/jepa-core.tar.xz" ]; then
+        step core 60 bash -c 'rm -rf "$1" && mkdir -p "$1" && xz -dc "$2/jepa-core.tar.xz" | tar -x -C "$1"' core \
+            "$WORK/core" "$PACK" && CORE=$WORK/core
+    fi
+fi
+export CORE
 step machine 30 machine_info  # the GPU, the driver, python, torch, nvcc, the core (into summary.json)
 # The dry-run's checks where the check runs (the core against these sources, this python): a failure is
 # reported and the steps go on (a stale core whose API did not change still builds and runs).
@@ -278,7 +308,7 @@ PYVER=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 export PYVER
 PRE=(--python "$PYVER" --json "$WORK/preflight.json")
 if [ "$QUICK" = 0 ]; then  # --quick builds nothing: the tree alone
-    PRE+=(--core "$CORE" --carry "$CORE")
+    PRE+=(--core "$CORE" --pack "$PACK" --carry "$CORE_DIR/pack")
     [ "$MODE" = rehearse ] && PRE+=(--cpu-core)
 fi
 step preflight 60 "$HOST_OR_PY" tools/gpu_check.py dry-run "${PRE[@]}"
@@ -289,12 +319,8 @@ if [ "$QUICK" = 1 ]; then
     "$PY" tools/gpu_check.py stage --engine "$ENGINE" --site "$WORK/site" > "$WORK/stage.json"
     BUILT=1
 else
-    if [ "$MODE" = rehearse ] && [ ! -f "$CORE/jepa-core.cmake" ]; then
-        step cpu-core 3000 build_core "$CPU_CORE_DIR" 0   # the rehearsal's own core (minutes, once)
-    fi
     if step module 300 module ON; then
         BUILT=1
-        tail -n 1 "$LOGS/module.log" > /dev/null
         grep -o '{"site".*}' "$LOGS/module.log" | tail -n 1 > "$WORK/stage.json"
     else
         BUILT=0
