@@ -411,3 +411,46 @@ def test_the_module_builds_against_a_prebuilt_core_and_imports(tmp_path: Path) -
     path, has_cuda = got.stdout.split()
     assert Path(path).parent == site / "jepa" and has_cuda == str(cuda)
     shutil.rmtree(build)
+
+
+# ---- the measured blocks -----------------------------------------------------------------------------
+
+
+def test_the_docs_measured_blocks_are_what_the_record_gives() -> None:
+    """docs/gpu-check.md and docs/performance.md say the core's build time and sizes as
+    tests/results/gpu-core-build.json has them (`python tools/gpu_check.py render` rewrites them)."""
+    assert gc.render_docs(check=True) == []
+    if gc.RECORD.is_file():
+        r = json.loads(gc.RECORD.read_text())
+        assert r["cuda"] and r["cuda_architectures"] == "90-real" and r["call_mib"] <= gc.LIMIT_MIB
+        assert f"{r['pack_mib']:.1f} MiB" in (ROOT / "docs" / "performance.md").read_text()
+
+
+def test_a_measured_block_says_the_numbers() -> None:
+    r = {
+        "built": "2026-12-03T07:00:00Z",
+        "commit": "0123456789abcdef",
+        "cpus": 2,
+        "build_seconds": 3600,
+        "libjepa_rebuild_seconds": 300,
+        "total_mib": 50.0,
+        "lib_mib": {"lib/libggml-cuda.a": 44.0, "lib/libjepa.a": 1.2},
+        "pack_mib": 15.0,
+        "tree_mib": 11.3,
+        "carry_mib": 8.3,
+        "call_mib": 34.6,
+        "module_build_seconds": 120,
+    }
+    text = gc.render_measured("gpu-core", r)
+    for s in (
+        "60 min",
+        "300 s",
+        "50.0 MiB",
+        "libggml-cuda.a 44.0",
+        "15.0 MiB pack",
+        "34.6 MiB of 64",
+        "120 s",
+        "`0123456789ab`",
+    ):
+        assert s in text, s
+    assert "60 min" in gc.render_measured("gpu-build", r) and "34.6 MiB" in gc.render_measured("gpu-build", r)

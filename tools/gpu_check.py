@@ -411,6 +411,60 @@ def core_record(core: Path, pack: Path, extra: dict[str, Any]) -> dict[str, Any]
     }
 
 
+RECORD = ROOT / "tests" / "results" / "gpu-core-build.json"
+MEASURED = re.compile(
+    r"(<!-- BEGIN MEASURED: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- END MEASURED: (?P=name) -->)", re.S
+)
+DOCS_MEASURED = {"gpu-check.md": "gpu-core", "performance.md": "gpu-build"}
+
+
+def render_measured(name: str, r: dict[str, Any]) -> str:
+    """The docs' measured blocks, from tests/results/gpu-core-build.json."""
+    libs = ", ".join(
+        f"{k.removeprefix('lib/')} {v:.1f}" for k, v in sorted(r["lib_mib"].items(), key=lambda kv: -kv[1])
+    )
+    when = f"Measured {r['built'][:10]} at commit `{str(r['commit'])[:12]}` on {r['cpus']} shared cores"
+    if name == "gpu-core":
+        return (
+            f"{when} (`tests/results/gpu-core-build.json`): the first build of the CUDA core took "
+            f"{r['build_seconds'] / 60:.0f} min (niced, beside other work); after an engine change "
+            f"only libjepa rebuilds ({r['libjepa_rebuild_seconds']:.0f} s). The core is "
+            f"{r['total_mib']:.1f} MiB "
+            f"(MiB: {libs}) and travels as a {r['pack_mib']:.1f} MiB pack: with the tree "
+            f"({r['tree_mib']:.1f} MiB) and build/gpu-carry ({r['carry_mib']:.1f} MiB) a call takes "
+            f"{r['call_mib']:.1f} MiB of 64. The module alone against it built in "
+            f"{r['module_build_seconds']:.0f} s here (5 files and an LTO link on 2 busy cores; no ggml or "
+            f"engine source compiled), and imports without a GPU: has_cuda() is true, and a model asked "
+            f"for cuda:0 is refused with the engine's error.\n"
+        )
+    return (
+        f"{when}: the CUDA core (ggml's CUDA backend for sm_90 and libjepa) took "
+        f"{r['build_seconds'] / 60:.0f} min to build; {r['pack_mib']:.1f} MiB of it travel, and a call "
+        f"takes {r['call_mib']:.1f} MiB of the tool's 64 ([gpu-check.md](gpu-check.md)).\n"
+    )
+
+
+def render_docs(check: bool, record: Path = RECORD) -> list[str]:
+    """Rewrite (or, check: compare) the measured blocks; returns the docs that were stale."""
+    if not record.is_file():
+        return []
+    r = json.loads(record.read_text())
+    stale = []
+    for doc, block in DOCS_MEASURED.items():
+        path = ROOT / "docs" / doc
+        text = path.read_text()
+
+        def one(m: re.Match[str], block: str = block) -> str:
+            return m.group(1) + render_measured(block, r) + m.group(4) if m["name"] == block else m.group(0)
+
+        new = MEASURED.sub(one, text)
+        if new != text:
+            stale.append(doc)
+            if not check:
+                path.write_text(new)
+    return stale
+
+
 # ---- staging the module -------------------------------------------------------------------------------
 
 SITECUSTOMIZE = """\
@@ -806,6 +860,8 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("--pack", type=Path, required=True)
     rec.add_argument("--set", nargs="*", default=[], metavar="KEY=NUMBER", help="measured numbers to add")
     rec.add_argument("--out", type=Path, default=ROOT / "tests" / "results" / "gpu-core-build.json")
+    rd = sub.add_parser("render", help="the docs' measured blocks from tests/results/gpu-core-build.json")
+    rd.add_argument("--check", action="store_true", help="fail when a block is not what the record gives")
     s = sub.add_parser("stage", help="lay out python/jepa with a built module for PYTHONPATH")
     s.add_argument("--engine", type=Path, required=True)
     s.add_argument("--site", type=Path, required=True)
@@ -853,6 +909,12 @@ def main(argv: list[str] | None = None) -> int:
         _write(a.out, core_record(a.core, a.pack, extra))
         print(f"wrote {a.out}")
         return 0
+
+    def do_render() -> int:
+        stale = render_docs(a.check)
+        if stale:
+            print(("stale: " if a.check else "rewrote: ") + ", ".join(stale))
+        return 1 if stale and a.check else 0
 
     def do_stage() -> int:
         print(json.dumps(stage(a.engine, a.site)))
@@ -906,6 +968,7 @@ def main(argv: list[str] | None = None) -> int:
         {
             "dry-run": do_dry,
             "record": do_record,
+            "render": do_render,
             "core-info": do_core,
             "stage": do_stage,
             "batch": do_batch,
