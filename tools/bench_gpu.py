@@ -150,7 +150,8 @@ def rel_errors(
 
 
 class Encoders:
-    """Each encoder built, converted and loaded once, for all its batch sizes."""
+    """Each encoder built, converted and loaded once, for all its batch sizes (kept: the cells come in
+    the goals' order, not grouped by model, and an H200 holds them all)."""
 
     def __init__(self, device: str, work: Path, seed: int) -> None:
         self.device, self.work, self.seed = device, work, seed
@@ -164,7 +165,6 @@ class Encoders:
         import jepa
         from jepa.convert import convert
 
-        self.ready.clear()  # one encoder's weights on the device at a time
         spec = {**be.MODELS, **be.SMOKE_MODELS}[name]
         model = be.build_torch(spec, self.seed)
         src = self.work / f"{name}-hf"
