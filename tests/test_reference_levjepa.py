@@ -15,7 +15,7 @@ import pytest
 import jepa
 from jepa.convert import convert
 
-from conftest import REFERENCE_DIR, bits
+from conftest import REFERENCE_DIR, bits, model_and_context
 from numpy_reference import assert_agrees
 
 BUNDLE = REFERENCE_DIR / "levjepa"
@@ -47,14 +47,7 @@ def full_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     return convert(d, d / "full.gguf")
 
 
-@pytest.fixture(scope="module")
-def model(path: str) -> jepa.Model:
-    return jepa.Model(path)
-
-
-@pytest.fixture(scope="module")
-def ctx(model: jepa.Model) -> jepa.Context:
-    return model.context(threads=2)
+model, ctx = model_and_context("path")  # over this module's converted file
 
 
 def test_the_model_reads_the_file(model: jepa.Model) -> None:

@@ -48,7 +48,7 @@ def path(kind: str, tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
-def model(path: str) -> jepa.Model:
+def model(path: str) -> jepa.Model:  # not conftest's model_and_context: it would not follow `kind`
     return jepa.Model(path)
 
 

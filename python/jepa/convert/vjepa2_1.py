@@ -41,7 +41,15 @@ from .base import Config, Converter, beside, read_json, register, resolve_n_head
 from .recipes import vjepa2_recipe
 from .source import TensorSource
 from .timm_vit import timm_block, timm_sizes
-from .vjepa2_meta import SUFFIXES, ArraySource, UnreadableCheckpoint, clean_key, torch_load
+from .vjepa2_meta import (
+    SUFFIXES,
+    ArraySource,
+    UnreadableCheckpoint,
+    clean_key,
+    meta_encoder,
+    state_arrays,
+    torch_load,
+)
 from .vjepa2_parts import PredictorSpec
 
 log = logging.getLogger("jepa.convert")
@@ -102,24 +110,13 @@ class VJEPA2_1(Converter):
         return detect(src)
 
     def open_source(self) -> TensorSource:
-        import torch
-
         ckpt = torch_load(self.src)
         key, state = _encoder_state(ckpt, self.src)
         if not is_vjepa2_1_state(state):
             raise ValueError(f"{self.src}: {key} is no V-JEPA 2.1 encoder (no {' / '.join(MARKERS)})")
-        arrays: dict[str, np.ndarray] = {}
         pred = ckpt.get("predictor")
         tables = [(key, state, "")] + ([("predictor", pred, PRED)] if isinstance(pred, dict) and pred else [])
-        for where, table, prefix in tables:
-            for k, v in table.items():
-                if not isinstance(v, torch.Tensor):
-                    raise ValueError(f"{self.src}: entry {k!r} of {where} is not a tensor")
-                name = prefix + clean_key(str(k))
-                if name in arrays:
-                    raise ValueError(f"{self.src}: source tensor {k!r} clashes with another after removing "
-                                     "prefixes")
-                arrays[name] = v.detach().to(torch.float32).numpy()
+        arrays = state_arrays(self.src, tables)
         self.has_predictor = len(tables) > 1
         log.info("%s: the encoder from %s%s", self.src, key, ", the predictor" if self.has_predictor else "")
         cfg = beside(self.src, "config.json")
@@ -154,18 +151,9 @@ class VJEPA2_1(Converter):
         n_levels = s.count("norms_block.{i}.weight")
         if n_levels != len(HIER_LAYERS[depth]):
             raise ValueError(f"norms_block: {n_levels} levels, V-JEPA 2.1 has {len(HIER_LAYERS[depth])}")
-        return Encoder(
-            **sizes,
-            patch_size=p,
-            img_size=getattr(self.options, "img_size", None) or self._cfg("img_size", "crop_size") or 384,
-            in_chans=chans,
-            ln_eps=1e-6,
-            act="gelu_erf",
-            cls_token=False,
-            qkv_fused=True,
-            pos_type="rope3d",
-            tubelet_size=t,
-            n_frames=self._cfg("num_frames", "frames_per_clip") or 64,
+        img_size = self.options.img_size or self._cfg("img_size", "crop_size") or 384
+        return meta_encoder(
+            sizes, p, img_size, chans, t, self._cfg("num_frames", "frames_per_clip") or 64,
             rope_layout="interleaved",
             rope_ref_grid=(256 if p == 16 else 252) // p,  # upstream: 256 / 16, 252 / 14
             modality_embed=True,

@@ -30,7 +30,15 @@ from ..gguf.writer import PartSpec
 from .base import Converter, readme_license, register
 from .source import TensorSource
 from .timm_vit import timm_block
-from .vjepa2_meta import SUFFIXES, ArraySource, MetaLayout, UnreadableCheckpoint, clean_key, torch_load
+from .vjepa2_meta import (
+    SUFFIXES,
+    ArraySource,
+    MetaLayout,
+    UnreadableCheckpoint,
+    clean_key,
+    state_arrays,
+    torch_load,
+)
 from .vjepa2_parts import RopePredictor
 
 FILE_FAMILY = "vjepa2"  # the converter family is vjepa2_ac; the file is a V-JEPA 2 with an AC predictor
@@ -102,8 +110,6 @@ class VJEPA2AC(Converter):
             return False
 
     def open_source(self) -> TensorSource:
-        import torch
-
         o = self.options
         self.head_dim = o.head_dim or HEAD_DIM
         ckpt = torch_load(self.src)
@@ -111,11 +117,7 @@ class VJEPA2AC(Converter):
         if pred is None:
             raise ValueError(f"{self.src}: no V-JEPA 2-AC predictor (a 'predictor' state dict with "
                              "action_encoder.weight)")
-        arrays: dict[str, np.ndarray] = {}
-        for k, v in pred.items():
-            if not isinstance(v, torch.Tensor):
-                raise ValueError(f"{self.src}: entry {k!r} of the predictor state dict is not a tensor")
-            arrays[clean_key(str(k))] = v.detach().to(torch.float32).numpy()
+        arrays = state_arrays(self.src, [("the predictor state dict", pred, "")])
         self.pred_source = ArraySource(arrays, self.src)
         width = self._encoder_width(ckpt)
         if width % self.head_dim:

@@ -26,7 +26,7 @@ from ..gguf.schema import Encoder, Preprocess
 from .base import Config, beside, read_json, resolve_n_head
 from .recipes import vjepa2_recipe
 from .source import TensorSource
-from .timm_vit import timm_block, timm_sizes
+from .timm_vit import TimmSizes, timm_block, timm_sizes
 from .vjepa2_parts import HeadSpec, PredictorSpec
 
 SUFFIXES = (".pt", ".pth", ".tar", ".ckpt")
@@ -101,6 +101,32 @@ def _is_2_1(names: set[str]) -> bool:
     return {"patch_embed_img.proj.weight", "norms_block.0.weight"} <= names
 
 
+def state_arrays(src: Path, tables: list[tuple[str, Any, str]]) -> dict[str, np.ndarray]:
+    """float32 arrays by cleaned name from (what, state dict, name prefix) tables: every entry a tensor,
+    no two names equal once the prefixes are gone."""
+    import torch
+
+    arrays: dict[str, np.ndarray] = {}
+    for what, table, prefix in tables:
+        for k, v in table.items():
+            if not isinstance(v, torch.Tensor):
+                raise ValueError(f"{src}: entry {k!r} of {what} is not a tensor")
+            name = prefix + clean_key(str(k))
+            if name in arrays:
+                raise ValueError(f"{src}: source tensor {k!r} clashes with another after removing prefixes")
+            arrays[name] = v.detach().to(torch.float32).numpy()
+    return arrays
+
+
+def meta_encoder(sizes: TimmSizes, patch: int, img_size: int, chans: int, tubelet: int, n_frames: int,
+                 **extra: Any) -> Encoder:
+    """What Meta's V-JEPA encoders (2, 2-AC, 2.1) share: timm blocks with fused qkv, exact GELU, LayerNorm
+    1e-6, 3-D RoPE, no CLS; `extra` for what a version adds."""
+    return Encoder(**sizes, patch_size=patch, img_size=img_size, in_chans=chans, ln_eps=1e-6,
+                   act="gelu_erf", cls_token=False, qkv_fused=True, pos_type="rope3d", tubelet_size=tubelet,
+                   n_frames=n_frames, **extra)
+
+
 class ArraySource(TensorSource):
     """A TensorSource over in-memory arrays (a torch state dict), with the same bookkeeping."""
 
@@ -120,17 +146,8 @@ class ArraySource(TensorSource):
 
 class MetaLayout:
     def __init__(self, src: Path, n_head: int | None, img_size: int | None = None) -> None:
-        import torch
-
         state = _encoder_state(torch_load(src), src)
-        arrays: dict[str, np.ndarray] = {}
-        for k, v in state.items():
-            if not isinstance(v, torch.Tensor):
-                raise ValueError(f"{src}: entry {k!r} of the encoder state dict is not a tensor")
-            name = clean_key(str(k))
-            if name in arrays:
-                raise ValueError(f"{src}: source tensor {k!r} clashes with another after removing prefixes")
-            arrays[name] = v.detach().to(torch.float32).numpy()
+        arrays = state_arrays(src, [("the encoder state dict", state, "")])
         self.src = src
         self.n_head_flag = n_head
         self.img_size_flag = img_size
@@ -163,19 +180,9 @@ class MetaLayout:
             raise ValueError(f"unsupported patch_embed.proj.weight shape={list(shape)}")
         if p != p2:
             raise ValueError(f"unsupported patch_size={[p, p2]}")
-        return Encoder(
-            **timm_sizes(s, self._n_head),
-            patch_size=p,
-            img_size=self.img_size_flag or self._cfg("img_size", "crop_size") or 256,
-            in_chans=chans,
-            ln_eps=1e-6,
-            act="gelu_erf",
-            cls_token=False,
-            qkv_fused=True,
-            pos_type="rope3d",
-            tubelet_size=t,
-            n_frames=self._cfg("num_frames", "frames_per_clip") or 64,
-        )
+        img_size = self.img_size_flag or self._cfg("img_size", "crop_size") or 256
+        n_frames = self._cfg("num_frames", "frames_per_clip") or 64
+        return meta_encoder(timm_sizes(s, self._n_head), p, img_size, chans, t, n_frames)
 
     def predictor(self) -> PredictorSpec | None:
         return None
