@@ -616,6 +616,69 @@ def render_bench_video(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+FAMILY_VARIANTS = {"torch-f32": "upstream PyTorch (f32)", "ort-f32": "ONNX Runtime f32 (its export)",
+                   "ov-f32": "OpenVINO f32 (its export)", "jepa-f32": "jepa f32", "jepa-bf16": "jepa bf16"}
+
+
+def _export_note(cell: dict[str, Any]) -> str:
+    """Which exporter fed the ONNX peers, or why there are none (each attempt's first line)."""
+    exp = cell.get("onnx_export")
+    if exp is None:
+        return "no ONNX peers in this run."
+    if exp["exporter"]:
+        return f"ONNX peers on the `{exp['exporter']}` export (opset {exp['opset']})."
+    why = []
+    for exporter, tried in exp["attempts"].items():
+        for step, msg in tried.items():
+            if not msg.startswith("ok"):
+                first = msg.splitlines()[0][:160].replace("|", "\\|")
+                why.append(f"{exporter} {'export' if step == 'export' else 'file, ' + step}: `{first}`")
+    return "no ONNX peer: the upstream module exports but no runtime takes the file (" + "; ".join(why) + ")."
+
+
+def render_bench_video_families(data: dict[str, Any]) -> str:
+    """bench-video-families.json (tools/bench_video_families.py): V-JEPA 2.1 and LeVJEPA encoders beside
+    their upstream code, ORT and OpenVINO on its export, one clip."""
+    lines = [run_record(data) + (" A `--smoke` run (tiny sizes)." if data.get("smoke") else ""), ""]
+    for c in data["cells"]:
+        s = c["spec"]
+        sec, best, rat = c["seconds_per_clip"], c["best_seconds_per_clip"], c["ratios"]
+        par = c["parity_vs_torch"]
+        exact = [p for p in ("ort-f32", "ov-f32") if p in sec]
+        lines += [f"**{c['model']}**: width {s['width']}, {s['depth']} blocks, {s['heads']} heads, "
+                  f"{s['frames']} frames at {s['img']} px, tubelet {s['tubelet']} = {s['n_tokens']} tokens; "
+                  f"{c['threads']} threads, {c['rounds']} timed rounds (interleaved, after a warm-up). "
+                  + _export_note(c), ""]
+        rows = []
+        for k, label in FAMILY_VARIANTS.items():
+            if k not in sec:
+                continue
+            p = par.get(k)
+            rows.append([label, f"{sec[k]:.2f}", f"{best[k]:.2f}",
+                         _ratio(rat.get(f"torch-f32 / {k}")) if k.startswith("jepa") else "",
+                         (_ratio(rat.get(f"faster of ORT/OV / {k}")) if exact else "no ONNX peer")
+                         if k.startswith("jepa") else "",
+                         "reference" if p is None else f"{_one_minus(p['min_cos'])}, rel {p['rel']:.1e}"])
+        header = ["variant", "s/clip (median)", "best round", "PyTorch / this", "faster of ORT, OV / this",
+                  "tokens vs PyTorch (min cosine, max\\|Δ\\| / max\\|ref\\|)"]
+        lines += _table(header, rows, "lrrrrl")
+        key, goal = ("faster of ORT/OV / jepa-f32", 1.0) if exact else ("torch-f32 / jepa-f32", 1.5)
+        got = rat[key]
+        met = "met" if got >= goal else "**not met**"
+        lines += ["", f"Goal: {c['goal']}: {got:.2f}× — {met}.", ""]
+    lines += [f"Source: `tests/results/bench-video-families.json` (`python tools/bench_video_families.py "
+              "--vjepa2-tree <vjepa2 at 204698b> --levjepa-tree <LeVJEPA module.py at 481a99b>`; "
+              f"load average over the run {_loads(data)})."]
+    return "\n".join(lines) + "\n"
+
+
+def _loads(data: dict[str, Any]) -> str:
+    one = [la[0] for c in data["cells"] for la in c.get("load_average", [])]
+    if not one:
+        return "unrecorded"
+    return f"{min(one):.1f}–{max(one):.1f} on {data['machine'].get('cores', '?')} cores"
+
+
 def render_server_bench(data: dict[str, Any]) -> str:
     """server-bench.json (tools/bench_server.py): the max-batch x clients grid against in-process
     jepa.embed, the /health control, --max-wait-ms 0, and the planner cell; schema 1 (one saturated
@@ -975,6 +1038,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     # bench_engine.py's q8_0 / q4_k rows (docs/quantize.md)
     "bench-quant": lambda data: render_bench_engine_peers(data, "bench-quant"),
     "bench-video": render_bench_video,
+    "bench-video-families": render_bench_video_families,
     "bench-world": render_bench_world,
     "bench-world-avx2": lambda data: render_bench_world(data, "bench-world-avx2"),
     "world-half": render_world_half,
