@@ -91,8 +91,8 @@ def _fields(body: dict[str, Any], engine: _Engine) -> None:
     inputs.check_keys(body, EMBED_FIELDS)
     handlers._model_name(body)  # the registry resolves it; the field's own check is here
     handlers._keep_alive(body)
-    handlers._dimensions(engine, body)  # type: ignore[arg-type]
-    handlers._pool(engine.model, body)
+    pool = handlers._pool(engine.model, body)
+    handlers._dimensions(engine, body, pool)  # type: ignore[arg-type]
     inputs.opt_str(body, "encoding_format", ("float", "base64"))
     inputs.opt_bool(body, "normalize")
     inputs.opt_int(body, "top_k", 1, 1000)
