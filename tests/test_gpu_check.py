@@ -454,3 +454,43 @@ def test_a_measured_block_says_the_numbers() -> None:
     ):
         assert s in text, s
     assert "60 min" in gc.render_measured("gpu-build", r) and "34.6 MiB" in gc.render_measured("gpu-build", r)
+
+
+def _fatbin(entries: list[tuple[int, int]]) -> bytes:
+    """A fat binary as nvcc lays one out: (kind, sm) entries, kind 2 device code (ELF), 1 PTX."""
+    import struct
+
+    body = b"".join(
+        struct.pack("<HHII", kind, 0x0101, 64, 16)
+        + b"\0" * 16
+        + struct.pack("<I", sm)
+        + b"\0" * 32
+        + b"\xee" * 16
+        for kind, sm in entries
+    )
+    return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
+
+
+@pytest.mark.parametrize(
+    ("entries", "ok"),
+    [
+        ([(2, 90)], True),
+        ([(2, 90), (1, 90)], True),
+        ([(2, 86), (2, 90)], False),
+        ([(1, 90)], False),
+        ([], False),
+    ],
+)
+def test_the_device_code_is_read_from_the_archive(
+    tmp_path: Path, entries: list[tuple[int, int]], ok: bool
+) -> None:
+    """Without cuobjdump the fat binaries in libggml-cuda.a are read directly: sm_90 device code, PTX for
+    compute_90 at most beside it, nothing for another GPU."""
+    root = _git_tree(tmp_path / "repo", {"CMakeLists.txt": b"project(x)\n"})
+    core = _forged_core(root)
+    (core / "lib" / "libggml-cuda.a").write_bytes(b"!<arch>\n" + b"\0" * 40 + _fatbin(entries) + b"\0" * 8)
+    assert gc.fatbin_archs(_fatbin(entries)) == {f"{'sm' if k == 2 else 'compute'}_{s}" for k, s in entries}
+    r = gc.core_report(core, root)
+    assert r["ok"] is ok, r["problems"]
+    if not ok:
+        assert any("not sm_90 alone" in p for p in r["problems"])

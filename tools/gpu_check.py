@@ -24,6 +24,7 @@ import os
 import platform
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -215,22 +216,46 @@ def _cuda_tool(name: str) -> str | None:
     )
 
 
+_FATBIN = struct.pack("<I", 0xBA55ED50)  # a CUDA fat binary's magic
+
+
+def fatbin_archs(data: bytes) -> set[str]:
+    """The code in every CUDA fat binary in data: "sm_XX" for device code (ELF), "compute_XX" for PTX.
+    (The layout nvcc writes: a 16-byte header (magic, version, header size, payload size), then entries
+    of kind (1 PTX, 2 ELF), version, header size, padded payload size, ..., the SM version at +28.)"""
+    found: set[str] = set()
+    i = data.find(_FATBIN)
+    while i != -1:
+        if i + 16 <= len(data):
+            _magic, _ver, hsize, fsize = struct.unpack_from("<IHHQ", data, i)
+            j, end = i + hsize, min(i + hsize + fsize, len(data))
+            while j + 32 <= end:
+                kind, _v, ehs, padded = struct.unpack_from("<HHII", data, j)
+                if kind not in (1, 2) or ehs < 32:
+                    break
+                sm = struct.unpack_from("<I", data, j + 28)[0]
+                found.add(f"{'sm' if kind == 2 else 'compute'}_{sm}")
+                j += ehs + padded
+        i = data.find(_FATBIN, i + 4)
+    return found
+
+
 def elf_archs(lib: Path) -> list[str] | None:
-    """The sm_XX of the device code in a static library (cuobjdump --list-elf), or None when it cannot be
-    read here (no cuobjdump, or not an archive)."""
-    tool = _cuda_tool("cuobjdump")
+    """The code for which GPUs a static library holds: sm_XX (device code) and compute_XX (PTX), read
+    with cuobjdump where it is installed, else from the fat binaries themselves; None when lib is not
+    an archive."""
     try:
         with lib.open("rb") as f:
             if f.read(8) != b"!<arch>\n":
                 return None
     except OSError:
         return None
-    if tool is None:
-        return None
-    r = subprocess.run([tool, "--list-elf", str(lib)], capture_output=True, text=True)
-    if r.returncode != 0:
-        return None
-    return sorted(set(re.findall(r"\.(sm_\d+[a-z]?)\.", r.stdout)))
+    tool = _cuda_tool("cuobjdump")
+    if tool is not None:
+        r = subprocess.run([tool, "--list-elf", "--list-ptx", str(lib)], capture_output=True, text=True)
+        if r.returncode == 0:
+            return sorted(set(re.findall(r"\.((?:sm|compute)_\d+[a-z]?)\.", r.stdout)))
+    return sorted(fatbin_archs(lib.read_bytes()))
 
 
 def core_report(
@@ -270,9 +295,9 @@ def core_report(
         cuda_lib = core / "lib" / "libggml-cuda.a"
         found = elf_archs(cuda_lib) if cuda_lib.is_file() else None
         if found is None:
-            notes.append("the device code's architectures not read (no cuobjdump here, or not an archive)")
-        elif found != [f"sm_{arch}"]:
-            problems.append(f"libggml-cuda.a holds device code for {found}, not sm_{arch} alone")
+            notes.append("the device code's architectures not read (libggml-cuda.a is not an archive)")
+        elif f"sm_{arch}" not in found or not set(found) <= {f"sm_{arch}", f"compute_{arch}"}:
+            problems.append(f"libggml-cuda.a holds code for {found or 'no GPU'}, not sm_{arch} alone")
         info["elf_archs"] = found
     exts = [
         str(p.relative_to(core)) for p in walk(core) if _EXT.search(p.name) or p.name.startswith("_engine")
