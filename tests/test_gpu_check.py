@@ -433,6 +433,7 @@ def test_a_measured_block_says_the_numbers() -> None:
         "cpus": 2,
         "build_seconds": 3600,
         "libjepa_rebuild_seconds": 300,
+        "libjepa_rebuild_files": 20,
         "total_mib": 50.0,
         "lib_mib": {"lib/libggml-cuda.a": 44.0, "lib/libjepa.a": 1.2},
         "pack_mib": 15.0,
@@ -444,10 +445,10 @@ def test_a_measured_block_says_the_numbers() -> None:
     text = gc.render_measured("gpu-core", r)
     for s in (
         "60 min",
-        "300 s",
+        "300 s for 20 changed files",
         "50.0 MiB",
         "libggml-cuda.a 44.0",
-        "15.0 MiB pack",
+        "packed, 15.0 MiB",
         "34.6 MiB of 64",
         "120 s",
         "`0123456789ab`",

@@ -428,7 +428,7 @@ def core_record(core: Path, pack: Path, extra: dict[str, Any]) -> dict[str, Any]
     )
     packed = sum(_size(p) for p in walk(pack))
     return {
-        **{k: info.get(k) for k in keep},
+        **{k: info[k] for k in keep if info.get(k) not in (None, "")},
         "lib_mib": {k: round(v / MIB, 2) for k, v in info["bytes"].items() if k.startswith("lib/")},
         "pack_mib": round(packed / MIB, 2),
         "cpus": os.cpu_count(),
@@ -453,9 +453,10 @@ def render_measured(name: str, r: dict[str, Any]) -> str:
         return (
             f"{when} (`tests/results/gpu-core-build.json`): the first build of the CUDA core took "
             f"{r['build_seconds'] / 60:.0f} min (niced, beside other work); after an engine change "
-            f"only libjepa rebuilds ({r['libjepa_rebuild_seconds']:.0f} s). The core is "
+            f"only libjepa rebuilds ({r['libjepa_rebuild_seconds']:.0f} s for "
+            f"{r['libjepa_rebuild_files']:.0f} changed files). The core is "
             f"{r['total_mib']:.1f} MiB "
-            f"(MiB: {libs}) and travels as a {r['pack_mib']:.1f} MiB pack: with the tree "
+            f"(MiB: {libs}) and travels packed, {r['pack_mib']:.1f} MiB: with the tree "
             f"({r['tree_mib']:.1f} MiB) and build/gpu-carry ({r['carry_mib']:.1f} MiB) a call takes "
             f"{r['call_mib']:.1f} MiB of 64. The module alone against it built in "
             f"{r['module_build_seconds']:.0f} s here (5 files and an LTO link on 2 busy cores; no ggml or "
