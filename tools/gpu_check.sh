@@ -8,7 +8,8 @@
 #                                        what travels (about an hour on 2 cores; then minutes when only
 #                                        the engine's sources changed). --pack: pack dist again
 #   tools/gpu_check.sh --prepare         build/gpu-carry: the wheels the GPU machine lacks (gguf, the
-#                                        world-model peers) and the two reference bundles the suites read
+#                                        world-model peers), CPython 3.12's headers and the reference
+#                                        bundles the suites read (V-JEPA 2-AC, LeWM, V-JEPA 2.1, LeVJEPA)
 #   tools/gpu_check.sh --dry-run         what the call takes along (<= 64 MiB), the core (sm_90, these
 #                                        sources, no extension) and the Python it meets (3.12)
 #   tools/gpu_check.sh --rehearse [--quick]   every step here on the CPU: device cpu for cuda:0, the
@@ -115,7 +116,7 @@ prepare_carry() {
         echo "prepare: no python3.12 here: CPython 3.12's headers not carried (the module build needs python3-dev there)"
     fi
     local ref=${JEPA_REFERENCE_DIR:-$ROOT/../shared/reference}
-    for b in vjepa2_ac lewm; do
+    for b in vjepa2_ac lewm vjepa2_1 levjepa; do
         rm -rf "$CARRY/reference/$b"
         cp -r "$ref/$b" "$CARRY/reference/$b" || return 1
     done
@@ -340,7 +341,8 @@ if [ "$BUILT" = 1 ]; then
     #    the AC and LeWM goldens (upstream bundles), text. The tolerances are the CPU suites'.
     PARITY=(tests/test_parity_vit.py tests/test_vjepa2_parity.py tests/test_classify.py tests/test_predictor_api.py
             tests/test_reference_vjepa2_ac.py tests/test_reference_lewm.py tests/test_world_ac.py
-            tests/test_world_lewm.py tests/test_text_parity.py)
+            tests/test_world_lewm.py tests/test_text_parity.py tests/test_reference_vjepa2_1.py
+            tests/test_reference_levjepa.py)
     IDENTITY=(tests/test_engine_batch_threads.py tests/test_video_batch.py)
     if [ "$QUICK" = 1 ]; then
         PARITY=(tests/test_classify.py tests/test_predictor_api.py)
