@@ -261,7 +261,7 @@ def export_onnx(
 def family_cell(
     spec: Spec, build_peer: Callable[[], tuple[Any, dict[str, np.ndarray]]], *, threads: int = 2,
     rounds: int = 3, seed: int = 0, onnx: bool = True, ftypes: tuple[str, ...] = ("f32", "bf16"),
-    workdir: Path | None = None,
+    workdir: Path | None = None, pause_s: float = 0.0,
 ) -> dict[str, Any]:
     """Time one clip of `spec` through the peer (torch; ORT and OpenVINO on its ONNX export when `onnx`)
     and through jepa (one file per ftype, converted from the peer's state dict). build_peer returns the
@@ -319,6 +319,7 @@ def family_cell(
         for r in range(rounds + 1):
             order = names[r % len(names):] + names[: r % len(names)]
             for n in order:
+                time.sleep(pause_s)  # let the last runtime's worker threads go idle before the next starts
                 t0 = time.perf_counter()
                 out = runs[n]()
                 dt = time.perf_counter() - t0
@@ -350,6 +351,7 @@ def family_cell(
         "tokens_shape": list(ref.shape),
         "threads": threads,
         "rounds": rounds,
+        "pause_s": pause_s,
         "goal": ("jepa f32 >= 1.0x the faster of ORT / OpenVINO f32" if exact
                  else "jepa >= 1.5x the upstream PyTorch code (no ONNX export)"),
         "seconds_per_clip": med,
@@ -375,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--frames", type=int, default=None, help="override the clip length (default 16)")
+    ap.add_argument("--pause", type=float, default=1.0, help="seconds idle before each timed call")
     ap.add_argument("--no-onnx", action="store_true", help="skip the ONNX Runtime / OpenVINO peers")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, 1 round (the wiring, not speed)")
     ap.add_argument("--out", type=Path, default=None, help=f"default {DEFAULT_OUT} (--smoke: a temp file)")
@@ -413,7 +416,8 @@ def main(argv: list[str] | None = None) -> int:
             return module, randomize(module, seed=2201)
 
         print(f"{spec.name}: {spec.frames} frames at {spec.img} px = {spec.n_tokens} tokens", file=sys.stderr)
-        cell = family_cell(spec, build, threads=args.threads, rounds=args.rounds, onnx=not args.no_onnx)
+        cell = family_cell(spec, build, threads=args.threads, rounds=args.rounds, onnx=not args.no_onnx,
+                           pause_s=args.pause)
         cell["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         record["cells"].append(cell)
         for n, t in cell["seconds_per_clip"].items():

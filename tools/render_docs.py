@@ -624,7 +624,7 @@ def _export_note(cell: dict[str, Any]) -> str:
     """Which exporter fed the ONNX peers, or why there are none (each attempt's first line)."""
     exp = cell.get("onnx_export")
     if exp is None:
-        return "no ONNX peers in this run."
+        return "No ONNX peers in this run."
     if exp["exporter"]:
         return f"ONNX peers on the `{exp['exporter']}` export (opset {exp['opset']})."
     why = []
@@ -633,7 +633,7 @@ def _export_note(cell: dict[str, Any]) -> str:
             if not msg.startswith("ok"):
                 first = msg.splitlines()[0][:160].replace("|", "\\|")
                 why.append(f"{exporter} {'export' if step == 'export' else 'file, ' + step}: `{first}`")
-    return "no ONNX peer: the upstream module exports but no runtime takes the file (" + "; ".join(why) + ")."
+    return "No ONNX peer: the upstream module exports but no runtime takes the file (" + "; ".join(why) + ")."
 
 
 def render_bench_video_families(data: dict[str, Any]) -> str:
@@ -647,7 +647,8 @@ def render_bench_video_families(data: dict[str, Any]) -> str:
         exact = [p for p in ("ort-f32", "ov-f32") if p in sec]
         lines += [f"**{c['model']}**: width {s['width']}, {s['depth']} blocks, {s['heads']} heads, "
                   f"{s['frames']} frames at {s['img']} px, tubelet {s['tubelet']} = {s['n_tokens']} tokens; "
-                  f"{c['threads']} threads, {c['rounds']} timed rounds (interleaved, after a warm-up). "
+                  f"{c['threads']} threads, {c['rounds']} timed rounds (interleaved, after a warm-up"
+                  + (f"; {c['pause_s']:g} s idle before each call" if c.get("pause_s") else "") + "). "
                   + _export_note(c), ""]
         rows = []
         for k, label in FAMILY_VARIANTS.items():
