@@ -193,6 +193,14 @@ class Config(Mapping[str, Any]):
             raise self.error(key, "is missing" if key not in self._data else f"must be {kind}, got null")
         return default, True
 
+    def first_positive(self, *keys: str) -> int | None:
+        """The first of `keys` that is set (not absent, not null), as a positive integer; None when none
+        is (a checkpoint's config spells a size one of several ways)."""
+        for k in keys:
+            if self.get(k) is not None:
+                return self.integer(k, lo=1)
+        return None
+
     def integer(self, key: str, default: Any = _MISSING, *, lo: int = 0) -> int:
         """An integer of at least `lo` (1.0 is one; 1.5, true and "1" are not)."""
         v, dflt = self._raw(key, default, "an integer")

@@ -124,10 +124,7 @@ class VJEPA2_1(Converter):
         return ArraySource(arrays, self.src)
 
     def _cfg(self, *keys: str) -> int | None:
-        for k in keys:
-            if self.config.get(k) is not None:
-                return self.config.integer(k, lo=1)
-        return None
+        return self.config.first_positive(*keys)
 
     def _n_head(self, d: int) -> int:
         found = self._cfg("num_heads", "n_head", "num_attention_heads")

@@ -160,10 +160,7 @@ class MetaLayout:
             raise ValueError("unsupported mlp=SwiGLU (blocks.0.mlp.fc3): V-JEPA 2 encoders use a GELU MLP")
 
     def _cfg(self, *keys: str) -> int | None:
-        for k in keys:
-            if self.config.get(k) is not None:
-                return self.config.integer(k, lo=1)
-        return None
+        return self.config.first_positive(*keys)
 
     def _n_head(self, d: int) -> int:
         return resolve_n_head(self._cfg("num_heads", "n_head", "num_attention_heads"), self.n_head_flag, d,
