@@ -309,7 +309,13 @@ def test_a_quick_rehearsal_runs_the_steps_end_to_end(tmp_path: Path) -> None:
     and every other step runs: parity and identity subsets, the batch rule, the server on one and on two
     devices, the benchmark's smoke. Everything it sends back fits the tool's 8 files."""
     out = tmp_path / "out"
-    env = {**os.environ, "GPU_CHECK_WORK": str(tmp_path / "work"), "GPU_CHECK_HOST_PYTHON": sys.executable}
+    # No core, as on CI's fresh clone (whatever this checkout has built): the machine step says so and passes.
+    env = {
+        **os.environ,
+        "GPU_CHECK_WORK": str(tmp_path / "work"),
+        "GPU_CHECK_HOST_PYTHON": sys.executable,
+        "GPU_CHECK_CPU_CORE_DIR": f"build/no-core-{tmp_path.name}",
+    }
     done = subprocess.run(
         ["bash", str(SCRIPT), "--rehearse", "--quick", "--out", str(out), "--budget-s", "300"],
         capture_output=True,
@@ -320,6 +326,8 @@ def test_a_quick_rehearsal_runs_the_steps_end_to_end(tmp_path: Path) -> None:
     s = _summary(out)
     steps = {x["step"]: x["status"] for x in s["steps"]}
     assert done.returncode == 0, (steps, done.stdout[-3000:], (out / "gpu-check.log").read_text()[-4000:])
+    assert steps["machine"] == "passed"
+    assert "core: none at" in (tmp_path / "work" / "machine.txt").read_text()
     assert steps == {
         "machine": "passed",
         "preflight": "passed",

@@ -51,7 +51,7 @@ while [ $# -gt 0 ]; do
 done
 
 CUDA_CORE=build/cuda-core
-CPU_CORE_DIR=build/cpu-core
+CPU_CORE_DIR=${GPU_CHECK_CPU_CORE_DIR:-build/cpu-core}  # the rehearsal's core (a test points it at none, as on CI)
 CARRY=build/gpu-carry
 HOST_PY=${GPU_CHECK_HOST_PYTHON:-$ROOT/.venv/bin/python}
 CUBLAS_WHEEL=nvidia-cublas==13.0.2.14   # headers + libcublas.so.13 for the build here (the toolkit has none)
@@ -198,14 +198,21 @@ skip() {  # skip NAME WHY
     echo "== $1: skipped ($2)"
 }
 
+# What the machine is, for the summary: informational, so a missing tool is a line saying so, never a
+# failed step (CI's rehearsal has no nvidia-smi, nvcc or core).
 machine_info() {
     echo "python: $("$PY" -c 'import sys; print(sys.version.split()[0], sys.executable)')"
     echo "cpus: $(nproc)"
-    command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
-    "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available() and torch.cuda.get_device_name(0))' 2>&1
-    command -v nvcc >/dev/null && nvcc --version | tail -n 2
-    cmake --version | head -n 1
-    "$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); print("core:", {k: d.get(k) for k in ("cuda", "cuda_architectures", "commit", "built", "total_mib")})' "$CORE/jepa-core.json" 2>/dev/null
+    if command -v nvidia-smi >/dev/null; then
+        nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv || true
+    else echo "nvidia-smi: none"; fi
+    "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available() and torch.cuda.get_device_name(0))' 2>&1 || true
+    if command -v nvcc >/dev/null; then nvcc --version | tail -n 2; else echo "nvcc: none"; fi
+    if command -v cmake >/dev/null; then cmake --version | head -n 1; else echo "cmake: none"; fi
+    if [ -f "$CORE/jepa-core.json" ]; then
+        "$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); print("core:", {k: d.get(k) for k in ("cuda", "cuda_architectures", "commit", "built", "total_mib")})' "$CORE/jepa-core.json" || true
+    else echo "core: none at $CORE"; fi
+    return 0
 }
 
 # Wheels: what the machine's python3 lacks, into a folder of their own (nothing installed system-wide).
