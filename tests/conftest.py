@@ -150,15 +150,15 @@ def tiny_lewm_path(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="session")
 def kernel_path_models(tmp_path_factory: pytest.TempPathFactory, wide_vit_path: str, tiny_vjepa2_path: str,
                        tiny_ac_path: str, tiny_lewm_path: str) -> Path:
-    """The models tests/kernel_path_outputs.py runs (every kind; the wide ViT in f32, f16 and bf16),
-    as the JSON file it reads."""
+    """The models tests/kernel_path_outputs.py runs (every kind; the wide ViT in f32, f16, bf16 and
+    q8_0), as the JSON file it reads."""
     from jepa.convert.quantize import quantize
     from jepa.testing.random_text import write_random_bert
 
     d = tmp_path_factory.mktemp("paths")
     models = {"vit": wide_vit_path, "vjepa2": tiny_vjepa2_path, "ac": tiny_ac_path, "lewm": tiny_lewm_path,
               "text": write_random_bert(d / "text.gguf", max_seq_len=24), "reference": str(REFERENCE_DIR)}
-    for t in ("f16", "bf16"):
+    for t in ("f16", "bf16", "q8_0"):
         quantize(wide_vit_path, d / f"vit_{t}.gguf", t)
         models[f"vit_{t}"] = str(d / f"vit_{t}.gguf")
     spec = d / "models.json"

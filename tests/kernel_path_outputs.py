@@ -4,7 +4,7 @@ test_portable_wheel.py (the portable wheel on an emulated AVX2-only CPU).
 
     python tests/kernel_path_outputs.py OUT.npz MODELS.json
 
-MODELS.json maps a name (vit, vit_f16, vit_bf16, vjepa2, text, ac, lewm) to its GGUF path, and
+MODELS.json maps a name (vit, vit_f16, vit_bf16, vit_q8_0, vjepa2, text, ac, lewm) to its GGUF path, and
 "reference" to the reference bundles' folder (conftest's REFERENCE_DIR); run() is how the tests start
 it and read the result back."""
 
@@ -48,8 +48,8 @@ def run(
 def widens_bf16(line: str) -> bool:
     """Kernel line 'f32/f16: X; bf16: X': bf16 weights widened to the f32 kernel (the exact chains);
     a bf16 kernel of their own (AMX, AVX512-BF16) is the half class, with its own bits."""
-    f32, bf16 = (part.split(": ")[1] for part in line.split("; "))
-    return f32 == bf16
+    parts = dict(part.split(": ", 1) for part in line.split("; "))
+    return parts["f32/f16"] == parts["bf16"]
 
 
 def rng(seed: int) -> np.random.Generator:
@@ -69,7 +69,7 @@ def main() -> None:
     dst, models = sys.argv[1], json.loads(Path(sys.argv[2]).read_text())
     ref = Path(models["reference"])
     out: dict[str, np.ndarray] = {}
-    for name in ("vit", "vit_f16", "vit_bf16"):
+    for name in ("vit", "vit_f16", "vit_bf16", "vit_q8_0"):
         image_outputs(models[name], out, name)
     m = jepa.Model(models["vjepa2"])
     ctx = m.context(threads=2)

@@ -110,7 +110,7 @@ def test_bench_world_smoke_avx2_holds_both_sides(tmp_path: Path) -> None:
     the record says so; --ftypes trims jepa's files but keeps f32, the goals' reference."""
     data = _smoke(tmp_path, "--no-upstream", "--isa", "avx2", "--ftypes", "bf16")
     assert data["isa"] == "avx2" and data["machine"]["env"]["JEPA_GEMM"] == "avx2"
-    assert data["machine"]["kernels"] == "f32/f16: avx2-fma; bf16: avx2-fma"
+    assert data["machine"]["kernels"] == "f32/f16: avx2-fma; bf16: avx2-fma; q8_0: avx2"
     assert data["machine"]["bf16_hardware"] is False
     assert all(set(c["ms"]) == {"f32", "bf16"} for c in data["cells"])
 

@@ -91,17 +91,18 @@ print("survived", case)
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     d = tmp_path_factory.mktemp("changed")
-    # 256 wide: the q8_0 matrices (68 KiB) are used in place from the mapping, as are the f32 tables.
+    # 256 wide: the q4_0 matrices (36 KiB) are used in place from the mapping, as are the f32 tables.
     f16 = write_demo_model(d / "vit-f16.gguf", ftype="f16", embed_dim=256, n_layer=2, n_head=4, img_size=32)
-    q8 = str(d / "vit-q8_0.gguf")
-    quantize(f16, q8, "q8_0")
+    q4 = str(d / "vit-q4_0.gguf")
+    quantize(f16, q4, "q4_0")
     f32 = write_demo_model(d / "vit-f32.gguf", embed_dim=256, n_layer=2, n_head=4, img_size=32)
-    return {"f32": f32, "q8_0": q8}
+    return {"f32": f32, "q4_0": q4}
 
 
-# What is used in place from the mapping: q8_0 matrices on any path; every f32 matrix on ggml's products
-# (the engine's own kernels repack f32 matrices into memory of their own, leaving nothing mapped).
-FILES = {"q8_0": ("q8_0", {}), "f32-ggml": ("f32", {"JEPA_GEMM": "ggml"})}
+# What is used in place from the mapping: q4_0 matrices (ggml's products) on any path; every f32 matrix
+# on ggml's products (the engine's own kernels repack f32 and q8_0 matrices into memory of their own,
+# leaving nothing mapped).
+FILES = {"q4_0": ("q4_0", {}), "f32-ggml": ("f32", {"JEPA_GEMM": "ggml"})}
 
 
 @pytest.mark.parametrize("case", ["truncate", "rewrite", "truncate-while-running", "rename"])

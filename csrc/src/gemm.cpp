@@ -62,6 +62,7 @@ Isa detect() {
     // so ggml's products run there, without the batch bit-identity (JEPA_GEMM=portable gives it).
     isa.f32 = avx512 ? Path::Avx512 : has_avx2() ? Path::Avx2 : Path::Ggml;
     isa.avx512_bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
+    isa.avx512_vnni = avx512 && __builtin_cpu_supports("avx512vnni");
     // AMX: CPUID leaf 7 EDX bits 22 (AMX-BF16) and 24 (AMX-TILE), then the kernel's permission.
     unsigned eax = 7, ebx = 0, ecx = 0, edx = 0;
     __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
@@ -74,9 +75,13 @@ Isa detect() {
     // JEPA_GEMM caps the paths (for tests and comparisons); it never raises one past the CPU.
     if (const char * env = std::getenv("JEPA_GEMM")) {
         const std::string v(env);
-        auto cap = [&](Path p) { isa.f32 = std::min(isa.f32, p); isa.avx512_bf16 = isa.amx_bf16 = false; };
+        auto cap = [&](Path p) {
+            isa.f32 = std::min(isa.f32, p);
+            isa.avx512_bf16 = isa.amx_bf16 = false;
+            if (isa.f32 != Path::Avx512) isa.avx512_vnni = false;
+        };
         if (v == "ggml") cap(Path::Ggml);
-        if (v == "portable") isa = Isa{Path::Portable, false, false};
+        if (v == "portable") isa = Isa{Path::Portable, false, false, false};
         if (v == "avx2") cap(Path::Avx2);
         if (v == "avx512") cap(Path::Avx512);
         if (v == "avx512bf16") isa.amx_bf16 = false;
@@ -99,6 +104,22 @@ const KernelSet & f32_kernels() {
 
 bool own_f32() { return cpu_isa().f32 != Path::Ggml; }
 
+// The q8_0 product of the path: VPDPBUSD where the CPU has AVX-512 VNNI, else AVX2's VPMADDUBSW,
+// else portable C++ (the same bits on each, kernels_q8.inc).
+void run_q8(const Problem & p, int ith, int nth) {
+#ifndef JEPA_NO_X86_KERNELS
+    if (cpu_isa().f32 == Path::Avx512 && cpu_isa().avx512_vnni) return avx512::run_gemm_q8(p, ith, nth);
+    if (cpu_isa().f32 >= Path::Avx2) return avx2::run_gemm_q8(p, ith, nth);
+#endif
+    portable::run_gemm_q8(p, ith, nth);
+}
+
+const char * q8_name() {
+    if (cpu_isa().f32 == Path::Avx512 && cpu_isa().avx512_vnni) return "avx512-vnni";
+    if (cpu_isa().f32 >= Path::Avx2) return "avx2";
+    return "portable";
+}
+
 bool bf16_pairs() { return cpu_isa().avx512_bf16; }
 
 template <typename T>
@@ -110,6 +131,32 @@ void pack_panels(T * data, int64_t N, int64_t K) {
         T * dst = data + n0 * K;
         for (int64_t k = 0; k < K; ++k) {
             for (int64_t j = 0; j < width; ++j) dst[k * width + j] = src[size_t((n0 + j) * K + k)];
+        }
+    }
+}
+
+// ggml's q8_0 rows ([N][K / 32] blocks of an f16 scale and 32 int8) -> panels of NRQ columns, each
+// [K/32][width] f16 scales then [K/32][8][width][4] weights as w + 128 (gemm_kernels.h). A weight of
+// -128, which ggml's quantizer never writes (it rounds to [-127, 127]), is read as -127: AVX2's
+// product forms |a| times w with a's sign, where -128 has no negation.
+void pack_q8(uint8_t * data, int64_t N, int64_t K) {
+    constexpr int64_t kBlock = 34;  // ggml's block_q8_0: f16 d, int8 qs[32]
+    const int64_t nb = K / 32;
+    std::vector<uint8_t> src(data, data + N * nb * kBlock);
+    for (int64_t n0 = 0; n0 < N; n0 += NRQ) {
+        const int64_t width = std::min(NRQ, N - n0);
+        uint8_t * scales = data + n0 * nb * kBlock;
+        uint8_t * q = scales + nb * width * 2;
+        for (int64_t j = 0; j < width; ++j) {
+            const uint8_t * row = src.data() + (n0 + j) * nb * kBlock;
+            for (int64_t b = 0; b < nb; ++b) {
+                const uint8_t * blk = row + b * kBlock;
+                std::memcpy(scales + (b * width + j) * 2, blk, 2);
+                for (int64_t k = 0; k < 32; ++k) {
+                    const int v = std::max(-127, int(int8_t(blk[2 + k])));
+                    q[((b * 8 + k / 4) * width + j) * 4 + k % 4] = uint8_t(v + 128);
+                }
+            }
         }
     }
 }
@@ -134,6 +181,7 @@ Layout layout_of(const ggml_tensor * w) {
         case GGML_TYPE_F32: return Layout::F32;
         case GGML_TYPE_F16: return Layout::F16;
         case GGML_TYPE_BF16: return bf16_pairs() ? Layout::Bf16Pairs : Layout::Bf16Wide;
+        case GGML_TYPE_Q8_0: return Layout::Q8;
         default: return Layout::None;
     }
 }
@@ -181,6 +229,8 @@ void compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
     }
     if (p.layout == Layout::Bf16Pairs) {
         run_bf16(p, ith, nth, cpu_isa().amx_bf16);
+    } else if (p.layout == Layout::Q8) {
+        run_q8(p, ith, nth);
     } else {
         f32_kernels().gemm(p, ith, nth);
     }
@@ -285,7 +335,8 @@ const char * describe() {
         const Isa & i = cpu_isa();
         if (i.f32 == Path::Ggml) return std::string("ggml");
         const std::string f32 = i.f32 == Path::Portable ? "portable" : std::string(path_name(i.f32)) + "-fma";
-        return "f32/f16: " + f32 + "; bf16: " + (i.amx_bf16 ? "amx" : i.avx512_bf16 ? "avx512-bf16" : f32);
+        return "f32/f16: " + f32 + "; bf16: " + (i.amx_bf16 ? "amx" : i.avx512_bf16 ? "avx512-bf16" : f32) +
+               "; q8_0: " + q8_name();
     }();
     return s.c_str();
 }
@@ -295,6 +346,7 @@ bool packable(const ggml_tensor * w) {
     if (ggml_n_dims(w) > 2 || !ggml_is_contiguous(w)) return false;
     if (layout_of(w) == Layout::None) return false;
     if (layout_of(w) == Layout::Bf16Pairs && w->ne[0] % 2 != 0) return false;
+    if (layout_of(w) == Layout::Q8 && w->ne[0] % 32 != 0) return false;
     return w->ne[0] >= 1 && w->ne[1] >= 1;
 }
 
@@ -309,6 +361,7 @@ void pack_in_place(ggml_tensor * w) {
         case Layout::F16:
         case Layout::Bf16Wide: pack_panels(static_cast<uint16_t *>(w->data), N, K); break;
         case Layout::Bf16Pairs: pack_pairs(static_cast<uint16_t *>(w->data), N, K); break;
+        case Layout::Q8: pack_q8(static_cast<uint8_t *>(w->data), N, K); break;
         case Layout::None: break;
     }
 }

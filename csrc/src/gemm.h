@@ -7,7 +7,10 @@
 // source (kernels.inc) compiled per ISA: AVX-512, AVX2 + FMA + F16C (x86-64-v3) and portable C++;
 // the same chains, the same exp / erf polynomials and the same reduction trees give the same bits on
 // every one, so an f32 model's outputs do not depend on the CPU. bf16 weights run AMX or
-// AVX512-BF16 where the CPU has them (the half class: its own bits). Runtime detection picks the
+// AVX512-BF16 where the CPU has them (the half class: its own bits). q8_0 weights run an int8 product
+// of their own (kernels_q8.inc: activations quantized per row and block of 32, exact int32 block sums
+// met in f32 in k order: the quantized class, the same bits on every ISA, batch and thread count),
+// on AVX-512 VNNI, AVX2 or portable C++. Runtime detection picks the
 // best path the CPU has (a portable build reaches them all); JEPA_GEMM caps it (gemm.cpp).
 #pragma once
 
@@ -34,6 +37,7 @@ struct Isa {
     Path f32 = Path::Ggml;    // the f32 / f16 kernel (bf16 weights widened where no bf16 kernel runs)
     bool avx512_bf16 = false; // VDPBF16PS: the bf16 kernel without AMX
     bool amx_bf16 = false;    // AMX tiles, with the OS's permission granted
+    bool avx512_vnni = false; // VPDPBUSD: the q8_0 product's int8 dots
 };
 const Isa & cpu_isa();
 // Whether this CPU (and this build) can run the path, whatever JEPA_GEMM says.
@@ -44,7 +48,7 @@ const char * path_name(Path p);
 // One line naming the paths in use, e.g. "f32/f16: avx2-fma; bf16: avx2-fma" or "ggml".
 const char * describe();
 
-// True when the engine's kernel takes this weight on this CPU (f32, f16 or bf16; shape limits),
+// True when the engine's kernel takes this weight on this CPU (f32, f16, bf16 or q8_0; shape limits),
 // wherever its data will lie: the loader gives these memory of their own (weights.h).
 bool packable(const ggml_tensor * w);
 // packable, and its data is in place: host memory, 64-byte aligned.

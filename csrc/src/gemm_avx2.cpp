@@ -3,6 +3,7 @@
 // when the CPU has them (gemm.cpp).
 #include "gemm_kernels.h"
 #include "simd_avx2.h"
+#include "simd_q8_avx2.h"
 
 #include <algorithm>
 #include <array>
@@ -12,4 +13,5 @@
 
 namespace jepa::gemm::detail::avx2 {
 #include "kernels.inc"
+#include "kernels_q8.inc"
 }  // namespace jepa::gemm::detail::avx2

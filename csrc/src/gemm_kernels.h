@@ -27,7 +27,12 @@ constexpr int64_t SMALL_WEIGHT_BYTES = 4 << 20;
 // so each block of y accumulates in the tiles without reloads. A bf16 result needs one block.
 constexpr int64_t KC_BF16 = 2048;
 
-enum class Layout : int { None = 0, F32 = 1, F16 = 2, Bf16Wide = 3, Bf16Pairs = 4 };
+// q8_0 weights for the int8 product (kernels_q8.inc): panels of NRQ columns, each [K/32][NRQ] f16
+// scales then [K/32][8][NRQ][4] weights stored as w + 128 (the last panel N % NRQ wide): ggml's q8_0
+// bytes, rearranged in place.
+constexpr int64_t NRQ = 16;
+
+enum class Layout : int { None = 0, F32 = 1, F16 = 2, Bf16Wide = 3, Bf16Pairs = 4, Q8 = 5 };
 
 // One product y[M][N] = act(x[M][K] W^T + b), rows of x and y at strides ldx / ldy (floats).
 struct Problem {
@@ -171,14 +176,18 @@ struct KernelSet {
     void (*gelu)(const float * x, float * y, int64_t n);  // the exact-erf GELU of the epilogue
     void (*silu)(const float * x, float * y, int64_t n);
 };
+// The q8_0 product of each ISA (kernels_q8.inc: AVX-512 VNNI in gemm_q8_vnni.cpp): all give the same bits.
 namespace avx512 {
 extern const KernelSet kernels;
+void run_gemm_q8(const Problem & p, int ith, int nth);
 }
 namespace avx2 {
 extern const KernelSet kernels;
+void run_gemm_q8(const Problem & p, int ith, int nth);
 }
 namespace portable {
 extern const KernelSet kernels;
+void run_gemm_q8(const Problem & p, int ith, int nth);
 }
 
 // The bf16 kernels (gemm_bf16.cpp: AMX or AVX512-BF16).

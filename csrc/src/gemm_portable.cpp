@@ -3,6 +3,7 @@
 // -ffp-contract=off (CMakeLists.txt), so only the kernels' own fused products are fused.
 #include "gemm_kernels.h"
 #include "simd_portable.h"
+#include "simd_q8_portable.h"
 
 #include <algorithm>
 #include <array>
@@ -12,4 +13,5 @@
 
 namespace jepa::gemm::detail::portable {
 #include "kernels.inc"
+#include "kernels_q8.inc"
 }  // namespace jepa::gemm::detail::portable

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -35,6 +36,7 @@ struct Weight {
     ggml_type type;
     int64_t K, N;
     std::vector<float> value;  // [N][K], the weight as the kernel sees it (after rounding to type)
+    std::vector<uint8_t> raw;  // q8_0: ggml's blocks as the file holds them, before packing
     ggml_context * ctx = nullptr;
     ggml_tensor * w = nullptr;
     ggml_tensor * b = nullptr;
@@ -55,7 +57,15 @@ struct Weight {
         ggml_backend_tensor_alloc(buf, w, mem);
         if (b) ggml_backend_tensor_alloc(buf, b, static_cast<char *>(mem) + wb);
         value.resize(size_t(N * K));
-        for (int64_t i = 0; i < N * K; ++i) {
+        if (type == GGML_TYPE_Q8_0) {
+            // ggml's own quantizer, as jepa-quantize writes the file; value is what the blocks hold.
+            std::vector<float> f(size_t(N * K));
+            for (float & v : f) v = nd(rng);
+            ggml_quantize_chunk(type, f.data(), w->data, 0, N, K, nullptr);
+            raw.assign(static_cast<const uint8_t *>(w->data), static_cast<const uint8_t *>(w->data) + ggml_nbytes(w));
+            ggml_get_type_traits(type)->to_float(w->data, value.data(), N * K);
+        }
+        for (int64_t i = 0; i < N * K && type != GGML_TYPE_Q8_0; ++i) {
             const float f = nd(rng);
             if (type == GGML_TYPE_F32) {
                 static_cast<float *>(w->data)[i] = f;
