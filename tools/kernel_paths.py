@@ -1,5 +1,6 @@
 """The CPU kernel paths this machine runs, one JEPA_GEMM value each (the engine's own kernels:
-AVX-512 with and without its bf16 kernel, AVX2, portable; ggml's products are not a path of the
+AVX-512 with and without its bf16 kernel, AVX2 with and without AVX-VNNI's int8 dots, portable;
+ggml's products are not a path of the
 promise and are left out). Each value is asked of a fresh process, since the engine detects once.
 
     python tools/kernel_paths.py            JEPA_GEMM value<TAB>kernel line, one per distinct path
@@ -15,7 +16,10 @@ import sys
 
 # From the top down; "" is the default (the best the CPU has). A cap the CPU lacks falls to the
 # next path down, so it repeats a line and is dropped.
-CAPS = ("", "avx512bf16", "avx512", "avx2", "portable")
+CAPS = ("", "avx512bf16", "avx512", "avxvnni", "avx2", "portable")
+# Caps that change only the q8_0 product (AVX2's f32 kernels with AVX-VNNI's int8 dots): the kernel
+# path comparison runs them; the every_path suite (--others) would repeat avx2's f32 checks.
+Q8_ONLY = ("avxvnni",)
 
 
 def kernels_under(cap: str) -> str:
@@ -42,7 +46,7 @@ def main() -> None:
     args = ap.parse_args()
     paths = distinct_paths()
     if args.others:
-        print(" ".join(cap for cap in paths if cap))
+        print(" ".join(cap for cap in paths if cap and cap not in Q8_ONLY))
     else:
         for cap, line in paths.items():
             print(f"{cap or '(default)'}\t{line}")

@@ -63,6 +63,7 @@ Isa detect() {
     isa.f32 = avx512 ? Path::Avx512 : has_avx2() ? Path::Avx2 : Path::Ggml;
     isa.avx512_bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
     isa.avx512_vnni = avx512 && __builtin_cpu_supports("avx512vnni");
+    isa.avx_vnni = isa.f32 != Path::Ggml && __builtin_cpu_supports("avxvnni");
     // AMX: CPUID leaf 7 EDX bits 22 (AMX-BF16) and 24 (AMX-TILE), then the kernel's permission.
     unsigned eax = 7, ebx = 0, ecx = 0, edx = 0;
     __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
@@ -80,9 +81,12 @@ Isa detect() {
             isa.avx512_bf16 = isa.amx_bf16 = false;
             if (isa.f32 != Path::Avx512) isa.avx512_vnni = false;
         };
+        const bool avx_vnni = isa.avx_vnni;
         if (v == "ggml") cap(Path::Ggml);
-        if (v == "portable") isa = Isa{Path::Portable, false, false, false};
-        if (v == "avx2") cap(Path::Avx2);
+        if (v == "portable") isa = Isa{Path::Portable, false, false, false, false};
+        if (v == "avx2" || v == "avxvnni") cap(Path::Avx2);
+        if (v == "ggml" || v == "avx2") isa.avx_vnni = false;
+        if (v == "avxvnni") isa.avx_vnni = avx_vnni;
         if (v == "avx512") cap(Path::Avx512);
         if (v == "avx512bf16") isa.amx_bf16 = false;
     }
@@ -104,20 +108,35 @@ const KernelSet & f32_kernels() {
 
 bool own_f32() { return cpu_isa().f32 != Path::Ggml; }
 
-// The q8_0 product of the path: VPDPBUSD where the CPU has AVX-512 VNNI, else AVX2's VPMADDUBSW,
-// else portable C++ (the same bits on each, kernels_q8.inc).
+// The q8_0 product of the path: VPDPBUSD where the CPU has AVX-512 VNNI or AVX-VNNI, else AVX2's
+// VPMADDUBSW, else portable C++ (the same bits on each, kernels_q8.inc).
+enum class Q8 { Portable, Avx2, AvxVnni, Avx512Vnni };
+Q8 q8_path() {
+    const Isa & i = cpu_isa();
+    const bool x86 = i.f32 == Path::Avx512 || i.f32 == Path::Avx2;
+    if (i.f32 == Path::Avx512 && i.avx512_vnni) return Q8::Avx512Vnni;
+    if (x86 && i.avx_vnni) return Q8::AvxVnni;
+    return x86 ? Q8::Avx2 : Q8::Portable;
+}
+
 void run_q8(const Problem & p, int ith, int nth) {
+    switch (q8_path()) {
 #ifndef JEPA_NO_X86_KERNELS
-    if (cpu_isa().f32 == Path::Avx512 && cpu_isa().avx512_vnni) return avx512::run_gemm_q8(p, ith, nth);
-    if (cpu_isa().f32 >= Path::Avx2) return avx2::run_gemm_q8(p, ith, nth);
+        case Q8::Avx512Vnni: return avx512::run_gemm_q8(p, ith, nth);
+        case Q8::AvxVnni: return avx2::vnni::run_gemm_q8(p, ith, nth);
+        case Q8::Avx2: return avx2::run_gemm_q8(p, ith, nth);
 #endif
-    portable::run_gemm_q8(p, ith, nth);
+        default: return portable::run_gemm_q8(p, ith, nth);
+    }
 }
 
 const char * q8_name() {
-    if (cpu_isa().f32 == Path::Avx512 && cpu_isa().avx512_vnni) return "avx512-vnni";
-    if (cpu_isa().f32 >= Path::Avx2) return "avx2";
-    return "portable";
+    switch (q8_path()) {
+        case Q8::Avx512Vnni: return "avx512-vnni";
+        case Q8::AvxVnni: return "avx-vnni";
+        case Q8::Avx2: return "avx2";
+        default: return "portable";
+    }
 }
 
 bool bf16_pairs() { return cpu_isa().avx512_bf16; }

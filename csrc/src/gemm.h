@@ -31,13 +31,15 @@ enum class Epilogue : int {
 // portable C++, AVX2 + FMA + F16C, AVX-512.
 enum class Path : int { Ggml = 0, Portable = 1, Avx2 = 2, Avx512 = 3 };
 
-// The kernels this CPU runs, detected once (and capped by JEPA_GEMM: ggml, portable, avx2, avx512,
+// The kernels this CPU runs, detected once (and capped by JEPA_GEMM: ggml, portable, avx2 (x86-64-v3
+// as an AVX2-only EPYC has it: no VNNI), avxvnni (AVX2 with AVX-VNNI's int8 dots), avx512,
 // avx512bf16; unset or anything else: the best the CPU has).
 struct Isa {
     Path f32 = Path::Ggml;    // the f32 / f16 kernel (bf16 weights widened where no bf16 kernel runs)
     bool avx512_bf16 = false; // VDPBF16PS: the bf16 kernel without AMX
     bool amx_bf16 = false;    // AMX tiles, with the OS's permission granted
     bool avx512_vnni = false; // VPDPBUSD: the q8_0 product's int8 dots
+    bool avx_vnni = false;    // VPDPBUSD on ymm (AVX-VNNI): the same, where the f32 path is AVX2
 };
 const Isa & cpu_isa();
 // Whether this CPU (and this build) can run the path, whatever JEPA_GEMM says.

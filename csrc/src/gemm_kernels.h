@@ -184,6 +184,9 @@ void run_gemm_q8(const Problem & p, int ith, int nth);
 namespace avx2 {
 extern const KernelSet kernels;
 void run_gemm_q8(const Problem & p, int ith, int nth);
+namespace vnni {
+void run_gemm_q8(const Problem & p, int ith, int nth);  // AVX-VNNI's ymm VPDPBUSD (gemm_q8_avxvnni.cpp)
+}
 }
 namespace portable {
 extern const KernelSet kernels;

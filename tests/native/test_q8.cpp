@@ -1,7 +1,7 @@
 // The engine's int8 product for q8_0 weights (csrc/src/kernels_q8.inc): its bits against a scalar
 // definition written here (activations quantized per row and block of 32, exact int32 block sums,
 // blocks met in f32 in k order), its accuracy against the f32 product in double precision, the same
-// bits for any row count, thread count and ISA (AVX-512 VNNI, AVX2, portable: whichever this CPU
+// bits for any row count, thread count and ISA (AVX-512 VNNI, AVX-VNNI, AVX2, portable: whichever this CPU
 // runs), the fused epilogue, and what a NaN or a -128 weight does.
 //
 //     test_q8             the checks (ctest, once per JEPA_GEMM cap)
@@ -143,6 +143,9 @@ std::vector<std::pair<const char *, void (*)(const kd::Problem &, int, int)>> is
     __builtin_cpu_init();
     if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx512) && __builtin_cpu_supports("avx512vnni")) {
         v.push_back({"avx512-vnni", kd::avx512::run_gemm_q8});
+    }
+    if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx2) && __builtin_cpu_supports("avxvnni")) {
+        v.push_back({"avx-vnni", kd::avx2::vnni::run_gemm_q8});
     }
     if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx2)) v.push_back({"avx2", kd::avx2::run_gemm_q8});
 #endif
