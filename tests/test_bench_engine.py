@@ -12,7 +12,7 @@ from pathlib import Path
 from conftest import import_tool, smoke_record
 
 VARIANTS = {"torch-f32", "ort-f32", "ov-f32", "jepa-f32", "ov-bf16", "jepa-bf16", "jepa-f16", "jepa-q8_0",
-            "jepa-q4_k"}
+            "jepa-q4_k", "ort-int8", "ov-int8w", "ov-int8"}
 JEPA = ("jepa-f32", "jepa-bf16", "jepa-f16", "jepa-q8_0", "jepa-q4_k")
 
 
@@ -23,7 +23,7 @@ def test_bench_engine_smoke(tmp_path: Path) -> None:
         ("vit-tiny", 1), ("vit-tiny", 2), ("vjepa2-tiny", 1), ("vjepa2-tiny", 2)}
     for name, info in data["models"].items():
         assert info["export"]["exporter"] is not None, (name, info["export"])
-        assert set(info["ov_kernels"]) == {"ov-f32", "ov-bf16"}
+        assert set(info["ov_kernels"]) == {"ov-f32", "ov-bf16", "ov-int8w", "ov-int8"}
     peaks = data["peaks"]
     assert peaks["f32_gflops"] > 0 and peaks["bf16_gflops"] > 0
     for c in data["cells"]:
@@ -38,6 +38,9 @@ def test_bench_engine_smoke(tmp_path: Path) -> None:
         for k in ("ov-bf16", "jepa-bf16", "jepa-f16"):  # the half class
             assert c["pooled_cos_vs_torch"][k] >= 0.9999, (where, k)
         assert c["pooled_cos_vs_torch"]["jepa-q8_0"] >= 0.999, where  # the q8_0 tier (docs/quantize.md)
+        for k in ("ort-int8", "ov-int8w", "ov-int8"):  # the int8 peers: measured, and close to f32
+            assert c["pooled_cos_vs_torch"][k] >= 0.99, (where, k)
+        assert c["goals"]["q8_0_vs_jepa_f32"] == 1.5 and c["goals"]["q8_0_vs_int8_peer"] == 1.0, where
         assert c["peak_share"]["jepa-q8_0"] is None, where  # no GEMM peak for the quantized class
         assert all(c["threads_1_2_bit_identical"][k] for k in JEPA), where
         if c["batch"] > 1:

@@ -92,6 +92,9 @@ ENGINE_VARIANTS = {  # schema 2: column order and labels
     "jepa-f16": "jepa f16",
     "jepa-q8_0": "jepa q8_0",
     "jepa-q4_k": "jepa q4_k",
+    "ort-int8": "ORT int8",
+    "ov-int8w": "OpenVINO int8 weights",
+    "ov-int8": "OpenVINO int8",
 }
 ENGINE_RATIOS = {
     "f32_vs_exact_peer": "jepa f32 vs faster of ORT / OpenVINO f32",
@@ -100,10 +103,11 @@ ENGINE_RATIOS = {
     "f32_vs_torch": "jepa f32 vs PyTorch",
     "bf16_vs_torch": "jepa bf16 vs PyTorch",
     "f16_vs_torch": "jepa f16 vs PyTorch",
-    "q8_0_vs_jepa_f32": "jepa q8_0 vs jepa f32 (no goal)",
+    "q8_0_vs_jepa_f32": "jepa q8_0 vs jepa f32",
+    "q8_0_vs_int8_peer": "jepa q8_0 vs faster of ORT / OpenVINO int8",
     "q4_k_vs_jepa_f32": "jepa q4_k vs jepa f32 (no goal)",
 }
-PEER_SHORT = {"ort-f32": "ORT", "ov-f32": "OV"}
+PEER_SHORT = {"ort-f32": "ORT", "ov-f32": "OV", "ort-int8": "ORT", "ov-int8w": "OV-w", "ov-int8": "OV"}
 PEAK_LABELS = {"openblas-f32": "OpenBLAS", "mlas-f32": "MLAS", "mkl-f32": "MKL"}
 
 
