@@ -601,7 +601,9 @@ def ort_int8(onnx_path: Path, out: Path) -> Path:
     return out
 
 
-def ov_int8_models(core: Any, onnx_path: Path, spec: Spec, seed: int, only: tuple[str, ...]) -> dict[str, Any]:
+def ov_int8_models(
+    core: Any, onnx_path: Path, spec: Spec, seed: int, only: tuple[str, ...]
+) -> dict[str, Any]:
     """OpenVINO's int8 rows from NNCF: weight compression (ov-int8w) and full quantization (ov-int8)
     with a few random calibration images; only those asked for."""
     want = [k for k in ("ov-int8w", "ov-int8") if k in only]
@@ -615,9 +617,11 @@ def ov_int8_models(core: Any, onnx_path: Path, spec: Spec, seed: int, only: tupl
         out["ov-int8w"] = nncf.compress_weights(base.clone(), mode=nncf.CompressWeightsMode.INT8_ASYM)
     if "ov-int8" in want:
         rng = np.random.default_rng(seed + 1)
-        calib = [hf_layout(spec, rng.standard_normal(spec.input_shape(1), dtype=np.float32)) for _ in range(8)]
-        out["ov-int8"] = nncf.quantize(base.clone(), nncf.Dataset(calib), model_type=nncf.ModelType.TRANSFORMER,
-                                       subset_size=len(calib))
+        shape = spec.input_shape(1)
+        calib = [hf_layout(spec, rng.standard_normal(shape, dtype=np.float32)) for _ in range(8)]
+        out["ov-int8"] = nncf.quantize(
+            base.clone(), nncf.Dataset(calib), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(calib)
+        )
     return out
 
 
@@ -751,8 +755,8 @@ def run_model(
         sess = ort.InferenceSession(str(onnx_path), _ort_options(threads), providers=["CPUExecutionProvider"])
     sess8 = None
     if peers_ok and "ort-int8" in only:
-        sess8 = ort.InferenceSession(str(ort_int8(onnx_path, workdir / "model-int8.onnx")), _ort_options(threads),
-                                     providers=["CPUExecutionProvider"])
+        int8_path = ort_int8(onnx_path, workdir / "model-int8.onnx")
+        sess8 = ort.InferenceSession(str(int8_path), _ort_options(threads), providers=["CPUExecutionProvider"])
     core = ov.Core()
     ov_int8 = ov_int8_models(core, onnx_path, spec, seed, only) if peers_ok else {}
     model_info: dict[str, Any] = {
