@@ -756,7 +756,8 @@ def run_model(
     sess8 = None
     if peers_ok and "ort-int8" in only:
         int8_path = ort_int8(onnx_path, workdir / "model-int8.onnx")
-        sess8 = ort.InferenceSession(str(int8_path), _ort_options(threads), providers=["CPUExecutionProvider"])
+        cpu = ["CPUExecutionProvider"]
+        sess8 = ort.InferenceSession(str(int8_path), _ort_options(threads), providers=cpu)
     core = ov.Core()
     ov_int8 = ov_int8_models(core, onnx_path, spec, seed, only) if peers_ok else {}
     model_info: dict[str, Any] = {
