@@ -54,6 +54,23 @@ bool has_avx2() {
 }
 #endif
 
+}  // namespace
+
+// AVX-VNNI: CPUID leaf 7 sub-leaf 1 EAX bit 4 (clang 14's __builtin_cpu_supports has no "avxvnni"), on
+// a CPU whose AVX2 the OS has enabled.
+bool cpu_has_avx_vnni() {
+#ifdef JEPA_X86
+    if (!has_avx2()) return false;
+    unsigned eax = 7, ebx = 0, ecx = 1, edx = 0;
+    __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
+    return (eax >> 4) & 1;
+#else
+    return false;
+#endif
+}
+
+namespace {
+
 Isa detect() {
     Isa isa;
 #ifdef JEPA_X86
@@ -63,7 +80,7 @@ Isa detect() {
     isa.f32 = avx512 ? Path::Avx512 : has_avx2() ? Path::Avx2 : Path::Ggml;
     isa.avx512_bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
     isa.avx512_vnni = avx512 && __builtin_cpu_supports("avx512vnni");
-    isa.avx_vnni = isa.f32 != Path::Ggml && __builtin_cpu_supports("avxvnni");
+    isa.avx_vnni = isa.f32 != Path::Ggml && cpu_has_avx_vnni();
     // AMX: CPUID leaf 7 EDX bits 22 (AMX-BF16) and 24 (AMX-TILE), then the kernel's permission.
     unsigned eax = 7, ebx = 0, ecx = 0, edx = 0;
     __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));

@@ -42,6 +42,8 @@ struct Isa {
     bool avx_vnni = false;    // VPDPBUSD on ymm (AVX-VNNI): the same, where the f32 path is AVX2
 };
 const Isa & cpu_isa();
+// Whether this CPU has AVX-VNNI (the q8_0 product's ymm int8 dots), whatever JEPA_GEMM says.
+bool cpu_has_avx_vnni();
 // Whether this CPU (and this build) can run the path, whatever JEPA_GEMM says.
 bool cpu_can(Path p);
 // The path's name as JEPA_GEMM spells it ("avx2", ...).

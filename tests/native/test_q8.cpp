@@ -144,7 +144,7 @@ std::vector<std::pair<const char *, void (*)(const kd::Problem &, int, int)>> is
     if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx512) && __builtin_cpu_supports("avx512vnni")) {
         v.push_back({"avx512-vnni", kd::avx512::run_gemm_q8});
     }
-    if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx2) && __builtin_cpu_supports("avxvnni")) {
+    if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx2) && jepa::gemm::cpu_has_avx_vnni()) {
         v.push_back({"avx-vnni", kd::avx2::vnni::run_gemm_q8});
     }
     if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx2)) v.push_back({"avx2", kd::avx2::run_gemm_q8});
