@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdio>
+#include <string>
 
 inline int g_failures = 0;
 
@@ -13,6 +14,14 @@ inline int g_failures = 0;
             ++g_failures;                                                                  \
         }                                                                                  \
     } while (0)
+
+// The same with a message of the caller's (what was compared, on which shape), printed on failure.
+inline void check(bool ok, const std::string & what) {
+    if (!ok) {
+        ++g_failures;
+        std::printf("FAIL %s\n", what.c_str());
+    }
+}
 
 inline int check_result(const char * suite) {
     if (g_failures) {

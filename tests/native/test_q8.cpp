@@ -7,6 +7,7 @@
 //     test_q8             the checks (ctest, once per JEPA_GEMM cap)
 //     test_q8 --bench     GFLOP/s of the q8_0 and f32 products on ViT shapes (a development aid)
 #include "gemm.h"
+#include "check.h"
 #include "gemm_kernels.h"
 #include "graph.h"
 #include "kernel_fixtures.h"
@@ -21,15 +22,6 @@
 #include <vector>
 
 namespace {
-
-int g_failures = 0;
-
-void check(bool ok, const std::string & what) {
-    if (!ok) {
-        ++g_failures;
-        std::printf("FAIL %s\n", what.c_str());
-    }
-}
 
 using Epilogue = jepa::gemm::Epilogue;
 
