@@ -578,15 +578,10 @@ def ov_config(precision: str, threads: int) -> dict[str, Any]:
             "PERFORMANCE_HINT": "LATENCY"}
 
 
-def ov_compile(core: Any, onnx_path: Path, shape: tuple[int, ...], precision: str, threads: int) -> Any:
-    model = core.read_model(str(onnx_path))
-    model.reshape(list(shape))
-    return core.compile_model(model, "CPU", ov_config(precision, threads))
-
-
-def ov_compile_model(core: Any, model: Any, shape: tuple[int, ...], precision: str, threads: int) -> Any:
-    """ov_compile for a model already read (the NNCF-compressed ones)."""
-    m = model.clone()
+def ov_compile(core: Any, model: Any, shape: tuple[int, ...], precision: str, threads: int) -> Any:
+    """The ONNX file at `model` (a path), or an OpenVINO model already read (the NNCF ones: left as
+    they are), reshaped to the cell's static shape and compiled for the CPU."""
+    m = core.read_model(str(model)) if isinstance(model, Path) else model.clone()
     m.reshape(list(shape))
     return core.compile_model(m, "CPU", ov_config(precision, threads))
 
@@ -795,7 +790,7 @@ def run_model(
                         raise
                     model_info.setdefault("ov_errors", {})[f"ov-{prec}"] = str(exc).strip().splitlines()[-1]
             for k, om in ov_int8.items():
-                compiled[k] = ov_compile_model(core, om, xh.shape, "f32", threads)
+                compiled[k] = ov_compile(core, om, xh.shape, "f32", threads)
         runs: dict[str, Callable[[], np.ndarray]] = {}
         if REF in only:
             runs[REF] = lambda xh=xh: torch_run(xh)

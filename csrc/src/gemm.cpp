@@ -98,12 +98,10 @@ Isa detect() {
             isa.avx512_bf16 = isa.amx_bf16 = false;
             if (isa.f32 != Path::Avx512) isa.avx512_vnni = false;
         };
-        const bool avx_vnni = isa.avx_vnni;
         if (v == "ggml") cap(Path::Ggml);
         if (v == "portable") isa = Isa{Path::Portable, false, false, false, false};
         if (v == "avx2" || v == "avxvnni") cap(Path::Avx2);
-        if (v == "ggml" || v == "avx2") isa.avx_vnni = false;
-        if (v == "avxvnni") isa.avx_vnni = avx_vnni;
+        if (v == "avx2") isa.avx_vnni = false;  // x86-64-v3 as a VNNI-less AVX2 CPU has it
         if (v == "avx512") cap(Path::Avx512);
         if (v == "avx512bf16") isa.amx_bf16 = false;
     }
