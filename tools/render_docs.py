@@ -1042,6 +1042,8 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench-engine": render_bench_engine,
     # bench_engine.py's q8_0 / q4_k rows (docs/quantize.md)
     "bench-quant": lambda data: render_bench_engine_peers(data, "bench-quant"),
+    # the int8 class: jepa q8_0 beside ORT's and OpenVINO's int8 (docs/quantize.md)
+    "bench-int8": lambda data: render_bench_engine_peers(data, "bench-int8"),
     "bench-video": render_bench_video,
     "bench-video-families": render_bench_video_families,
     "bench-world": render_bench_world,
