@@ -11,6 +11,13 @@
 #include <string>
 #include <vector>
 
+#if defined(__aarch64__) || defined(_M_ARM64)
+#define JEPA_ARM64 1
+#if defined(__linux__)
+#include <sys/auxv.h>
+#endif
+#endif
+
 namespace jepa::gemm {
 
 #ifdef JEPA_NO_X86_KERNELS
@@ -54,6 +61,18 @@ bool has_avx2() {
 }
 #endif
 
+#ifdef JEPA_ARM64
+// Advanced SIMD: HWCAP_ASIMD on Linux (every ARMv8-A core has it, but the kernel is asked); an
+// ARM64 build elsewhere (macOS, Windows) has it by definition.
+bool has_asimd() {
+#if defined(__linux__)
+    return (getauxval(AT_HWCAP) & (1ul << 1)) != 0;  // HWCAP_ASIMD (asm/hwcap.h)
+#else
+    return true;
+#endif
+}
+#endif
+
 Isa detect() {
     Isa isa;
 #ifdef JEPA_X86
@@ -67,18 +86,25 @@ Isa detect() {
     __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
     const bool amx_cpu = ((edx >> 22) & 1) && ((edx >> 24) & 1);
     isa.amx_bf16 = isa.avx512_bf16 && amx_cpu && amx_request_permission();
+#elif defined(JEPA_ARM64)
+    isa.f32 = has_asimd() ? Path::Neon : Path::Portable;
 #else
-    // Elsewhere (ARM64 ...) the portable kernels: std::fma is an instruction there.
+    // Elsewhere the portable kernels (std::fma is an instruction on most such CPUs).
     isa.f32 = Path::Portable;
 #endif
     // JEPA_GEMM caps the paths (for tests and comparisons); it never raises one past the CPU.
     if (const char * env = std::getenv("JEPA_GEMM")) {
         const std::string v(env);
-        auto cap = [&](Path p) { isa.f32 = std::min(isa.f32, p); isa.avx512_bf16 = isa.amx_bf16 = false; };
+        // A cap this CPU lacks (avx2 on ARM, neon on x86) leaves the path as detected.
+        auto cap = [&](Path p) {
+            if (cpu_can(p)) isa.f32 = std::min(isa.f32, p);
+            isa.avx512_bf16 = isa.amx_bf16 = false;
+        };
         if (v == "ggml") cap(Path::Ggml);
         if (v == "portable") isa = Isa{Path::Portable, false, false};
         if (v == "avx2") cap(Path::Avx2);
         if (v == "avx512") cap(Path::Avx512);
+        if (v == "neon") cap(Path::Neon);
         if (v == "avx512bf16") isa.amx_bf16 = false;
     }
     return isa;
@@ -91,6 +117,9 @@ const KernelSet & f32_kernels() {
 #ifndef JEPA_NO_X86_KERNELS
         if (cpu_isa().f32 == Path::Avx512) return avx512::kernels;
         if (cpu_isa().f32 == Path::Avx2) return avx2::kernels;
+#endif
+#ifdef JEPA_ARM64
+        if (cpu_isa().f32 == Path::Neon) return neon::kernels;
 #endif
         return portable::kernels;
     }();
@@ -264,7 +293,13 @@ bool cpu_can(Path p) {
         case Path::Avx2: return has_avx2();
         case Path::Avx512: return has_avx512();
 #else
-        default: return false;
+        case Path::Avx2:
+        case Path::Avx512: return false;
+#endif
+#ifdef JEPA_ARM64
+        case Path::Neon: return has_asimd();
+#else
+        case Path::Neon: return false;
 #endif
     }
     return false;
@@ -276,6 +311,7 @@ const char * path_name(Path p) {
         case Path::Portable: return "portable";
         case Path::Avx2: return "avx2";
         case Path::Avx512: return "avx512";
+        case Path::Neon: return "neon";
     }
     return "?";
 }
@@ -284,7 +320,8 @@ const char * describe() {
     static const std::string s = [] {
         const Isa & i = cpu_isa();
         if (i.f32 == Path::Ggml) return std::string("ggml");
-        const std::string f32 = i.f32 == Path::Portable ? "portable" : std::string(path_name(i.f32)) + "-fma";
+        const bool plain = i.f32 == Path::Portable || i.f32 == Path::Neon;  // (every NEON FMA is fused)
+        const std::string f32 = plain ? path_name(i.f32) : std::string(path_name(i.f32)) + "-fma";
         return "f32/f16: " + f32 + "; bf16: " + (i.amx_bf16 ? "amx" : i.avx512_bf16 ? "avx512-bf16" : f32);
     }();
     return s.c_str();

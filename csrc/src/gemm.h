@@ -6,7 +6,7 @@
 // the item alone (ggml's own mul_mat takes another path for a single row). The f32 kernels are one
 // source (kernels.inc) compiled per ISA: AVX-512, AVX2 + FMA + F16C (x86-64-v3) and portable C++;
 // the same chains, the same exp / erf polynomials and the same reduction trees give the same bits on
-// every one, so an f32 model's outputs do not depend on the CPU. bf16 weights run AMX or
+// every one (and on ARM64's NEON kernels), so an f32 model's outputs do not depend on the CPU. bf16 weights run AMX or
 // AVX512-BF16 where the CPU has them (the half class: its own bits). Runtime detection picks the
 // best path the CPU has (a portable build reaches them all); JEPA_GEMM caps it (gemm.cpp).
 #pragma once
@@ -25,11 +25,12 @@ enum class Epilogue : int {
 };
 
 // The f32 kernel path: ggml's own products (JEPA_GEMM=ggml only: fast, not batch bit-identical),
-// portable C++, AVX2 + FMA + F16C, AVX-512.
-enum class Path : int { Ggml = 0, Portable = 1, Avx2 = 2, Avx512 = 3 };
+// portable C++, AVX2 + FMA + F16C, AVX-512; on ARM64, Advanced SIMD (NEON; above portable, and
+// beside the x86 paths rather than above them: a build has the one or the others).
+enum class Path : int { Ggml = 0, Portable = 1, Avx2 = 2, Avx512 = 3, Neon = 4 };
 
 // The kernels this CPU runs, detected once (and capped by JEPA_GEMM: ggml, portable, avx2, avx512,
-// avx512bf16; unset or anything else: the best the CPU has).
+// avx512bf16, neon; a cap this CPU lacks, unset or anything else: the best the CPU has).
 struct Isa {
     Path f32 = Path::Ggml;    // the f32 / f16 kernel (bf16 weights widened where no bf16 kernel runs)
     bool avx512_bf16 = false; // VDPBF16PS: the bf16 kernel without AMX
