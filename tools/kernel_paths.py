@@ -1,6 +1,6 @@
 """The CPU kernel paths this machine runs, one JEPA_GEMM value each (the engine's own kernels:
-AVX-512 with and without its bf16 kernel, AVX2, portable; ggml's products are not a path of the
-promise and are left out). Each value is asked of a fresh process, since the engine detects once.
+AVX-512 with and without its bf16 kernel, AVX2, NEON on ARM64, portable; ggml's products are not a
+path of the promise and are left out). Each value is asked of a fresh process, since the engine detects once.
 
     python tools/kernel_paths.py            JEPA_GEMM value<TAB>kernel line, one per distinct path
     python tools/kernel_paths.py --others   the values past the default (what `make path-test` runs)
@@ -14,8 +14,9 @@ import subprocess
 import sys
 
 # From the top down; "" is the default (the best the CPU has). A cap the CPU lacks falls to the
-# next path down, so it repeats a line and is dropped.
-CAPS = ("", "avx512bf16", "avx512", "avx2", "portable")
+# next path down, or (neon on x86, avx2 on ARM) leaves the default: either way it repeats a line
+# and is dropped.
+CAPS = ("", "avx512bf16", "avx512", "avx2", "neon", "portable")
 
 
 def kernels_under(cap: str) -> str:
