@@ -1,6 +1,6 @@
 # Cross build for aarch64 Linux with Debian's g++-aarch64-linux-gnu (make arm-deps), run under
 # qemu-user: ctest starts every native suite through CMAKE_CROSSCOMPILING_EMULATOR, so `ctest`
-# in build/aarch64 runs the ARM64 binaries on this x86 machine (make arm-test; docs/testing-arm.md).
+# in build/aarch64 runs the ARM64 binaries on this x86 machine (make arm-test; docs/arm64.md).
 # `-cpu max` gives the emulated CPU every feature qemu knows (ASIMD, FP16, dotprod, SVE ...);
 # the sysroot (-L) is the cross toolchain's, where the dynamic loader and libstdc++ live.
 set(CMAKE_SYSTEM_NAME Linux)

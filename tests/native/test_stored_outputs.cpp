@@ -7,7 +7,7 @@
 //
 //     test_stored_outputs [DIR]           compare with DIR/<model>.txt (default: the source tree's
 //                                         tests/native/golden, what ctest runs)
-//     test_stored_outputs --write [DIR]   write them (x86 only: the stored bits are x86's; docs/testing-arm.md)
+//     test_stored_outputs --write [DIR]   write them (x86 only: the stored bits are x86's; docs/arm64.md)
 //
 // JEPA_GEMM=ggml (ggml's own products, another rounding) is not the exact class's path: the suite
 // says so and compares nothing.
@@ -188,7 +188,7 @@ Outputs run_bert() {
 bool write_golden(const std::string & path, const std::string & model, const Outputs & o) {
     std::ofstream f(path);
     f << "# " << model << ": float32 bit patterns from tests/native/test_stored_outputs.cpp on x86 (" << jepa_cpu_kernels()
-      << ")\n# rewrite: build/dev/tests/native/test_stored_outputs --write (docs/testing-arm.md)\n";
+      << ")\n# rewrite on x86: make golden-outputs (docs/arm64.md)\n";
     for (const auto & [name, v] : o) {
         f << name << " " << v.size() << "\n";
         for (size_t i = 0; i < v.size(); ++i) {
