@@ -12,9 +12,13 @@ FUZZ         ?= 1         # 0: `make test` skips the sanitizer build and fuzz_gg
 FUZZ_SECONDS ?= 60        # per libFuzzer target under ctest (CI's bounded run)
 FUZZ_RUNS    ?= 1000000   # per target in `make fuzz` (the long local runs)
 FUZZ_LOGS    := $(FUZZ_BUILD)/logs
+# The aarch64 cross build, its native suites run under qemu-user: docs/arm64.md.
+ARM_BUILD    := build/aarch64
+ARM          ?= 1         # 0: `make test` skips the aarch64 cross build and its emulated suites, saying so
 
 .PHONY: run test install venv bench-deps qemu-deps native-test py-test path-test lint clean
 .PHONY: fuzz-deps fuzz-build sanitize fuzz-test fuzz fuzz-corpus
+.PHONY: arm-deps arm-build arm-test arm-skipped golden-outputs
 .PHONY: cuda-core cpu-core gpu-carry gpu-dry-run gpu-rehearse
 
 $(BIN)/python:
@@ -33,7 +37,8 @@ run: install
 	$(BIN)/jepa-server $(if $(MODEL),-m $(MODEL),--demo) $(ARGS)
 
 test: install bench-deps qemu-deps
-	$(MAKE) native-test py-test path-test lint $(if $(filter 0,$(strip $(FUZZ))),fuzz-skipped,sanitize fuzz-test)
+	$(MAKE) native-test py-test path-test lint $(if $(filter 0,$(strip $(ARM))),arm-skipped,arm-test) \
+	    $(if $(filter 0,$(strip $(FUZZ))),fuzz-skipped,sanitize fuzz-test)
 
 # The test requirements and the benchmarks' peers (the tests run every benchmark's smoke mode).
 bench-deps: venv
@@ -119,6 +124,37 @@ fuzz: fuzz-build bench-deps
 # Rewrite the committed seed corpora and the GGUF dictionary (after a schema change).
 fuzz-corpus: venv
 	$(BIN)/python tests/fuzz/make_corpus.py
+
+# ---- ARM64: the cross build and its native suites under qemu-user (docs/arm64.md) --------------
+
+# Debian's aarch64 cross compiler and qemu-user, only when missing (CI images run as root). A machine
+# where they cannot be installed fails here, loudly: `make test ARM=0` is the explicit way round.
+arm-deps:
+	@if ! command -v aarch64-linux-gnu-g++ >/dev/null 2>&1 || ! command -v qemu-aarch64 >/dev/null 2>&1; then \
+	    echo "arm-deps: no aarch64-linux-gnu-g++ or qemu-aarch64; installing g++-aarch64-linux-gnu qemu-user (apt-get)"; \
+	    { apt-get update -qq && apt-get install -y -qq --no-install-recommends g++-aarch64-linux-gnu qemu-user; } || { \
+	        echo "arm-deps: FAILED to install the aarch64 cross compiler / qemu-user: the ARM64 suites cannot run" >&2; \
+	        echo "arm-deps: install them (docs/arm64.md), or skip explicitly with: make test ARM=0" >&2; exit 1; }; \
+	fi
+
+# ggml, the engine and the native suites for aarch64 (no Python module; ggml for plain ARMv8-A).
+arm-build: arm-deps venv
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/cmake -S . -B $(ARM_BUILD) -G Ninja \
+	    -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DJEPA_NATIVE=OFF -DJEPA_BUILD_PYTHON=OFF -DJEPA_BUILD_TESTS=ON
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/cmake --build $(ARM_BUILD) -j$$(nproc)
+
+# The native suites under qemu-aarch64 (the toolchain file's emulator): NEON by default, then the
+# portable kernels and ggml's products; the stored x86 outputs bit for bit.
+arm-test: arm-build
+	$(BIN)/ctest --test-dir $(ARM_BUILD) --output-on-failure -j$$(nproc)
+
+arm-skipped:
+	@echo "WARNING: ARM=0: the aarch64 cross build and its emulated native suites were NOT run" >&2
+
+# Rewrite tests/native/golden, the outputs test_stored_outputs holds every path to (x86 only: they
+# are x86's bits, and ARM64 must give the same).
+golden-outputs: install
+	$(BUILD)/tests/native/test_stored_outputs --write
 
 # ---- the GPU check (docs/gpu-check.md): everything a lent GPU machine's one call needs, made here -----
 

@@ -1,7 +1,7 @@
 """The CPU kernel paths this machine runs, one JEPA_GEMM value each (the engine's own kernels:
-AVX-512 with and without its bf16 kernel, AVX2 with and without AVX-VNNI's int8 dots, portable;
-ggml's products are not a path of the
-promise and are left out). Each value is asked of a fresh process, since the engine detects once.
+AVX-512 with and without its bf16 kernel, AVX2 with and without AVX-VNNI's int8 dots, NEON on ARM64,
+portable; ggml's products are not a path of the promise and are left out). Each value is asked of a
+fresh process, since the engine detects once.
 
     python tools/kernel_paths.py            JEPA_GEMM value<TAB>kernel line, one per distinct path
     python tools/kernel_paths.py --others   the values past the default (what `make path-test` runs)
@@ -15,8 +15,9 @@ import subprocess
 import sys
 
 # From the top down; "" is the default (the best the CPU has). A cap the CPU lacks falls to the
-# next path down, so it repeats a line and is dropped.
-CAPS = ("", "avx512bf16", "avx512", "avxvnni", "avx2", "portable")
+# next path down, or (neon on x86, avx2 on ARM) leaves the default: either way it repeats a line
+# and is dropped.
+CAPS = ("", "avx512bf16", "avx512", "avxvnni", "avx2", "neon", "portable")
 # Caps that change only the q8_0 product (AVX2's f32 kernels with AVX-VNNI's int8 dots): the kernel
 # path comparison runs them; the every_path suite (--others) would repeat avx2's f32 checks.
 Q8_ONLY = ("avxvnni",)

@@ -11,6 +11,13 @@
 #include <string>
 #include <vector>
 
+#if defined(__aarch64__) || defined(_M_ARM64)
+#define JEPA_ARM64 1
+#if defined(__linux__)
+#include <sys/auxv.h>
+#endif
+#endif
+
 namespace jepa::gemm {
 
 #ifdef JEPA_NO_X86_KERNELS
@@ -54,6 +61,28 @@ bool has_avx2() {
 }
 #endif
 
+#ifdef JEPA_ARM64
+// Advanced SIMD: HWCAP_ASIMD on Linux (every ARMv8-A core has it, but the kernel is asked); an
+// ARM64 build elsewhere (macOS, Windows) has it by definition.
+bool has_asimd() {
+#if defined(__linux__)
+    return (getauxval(AT_HWCAP) & (1ul << 1)) != 0;  // HWCAP_ASIMD (asm/hwcap.h)
+#else
+    return true;
+#endif
+}
+// The dot-product extension (SDOT): HWCAP_ASIMDDP on Linux; elsewhere only what the compiler was
+// told (Apple silicon has it from M1 on).
+bool has_asimddp() {
+#if defined(__linux__)
+    return (getauxval(AT_HWCAP) & (1ul << 20)) != 0;  // HWCAP_ASIMDDP (asm/hwcap.h)
+#elif defined(__ARM_FEATURE_DOTPROD)
+    return true;
+#else
+    return false;
+#endif
+}
+#endif
 }  // namespace
 
 // AVX-VNNI: CPUID leaf 7 sub-leaf 1 EAX bit 4 (clang 14's __builtin_cpu_supports has no "avxvnni"), on
@@ -86,23 +115,29 @@ Isa detect() {
     __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
     const bool amx_cpu = ((edx >> 22) & 1) && ((edx >> 24) & 1);
     isa.amx_bf16 = isa.avx512_bf16 && amx_cpu && amx_request_permission();
+#elif defined(JEPA_ARM64)
+    isa.f32 = has_asimd() ? Path::Neon : Path::Portable;
+    isa.neon_dotprod = isa.f32 == Path::Neon && has_asimddp();
 #else
-    // Elsewhere (ARM64 ...) the portable kernels: std::fma is an instruction there.
+    // Elsewhere the portable kernels (std::fma is an instruction on most such CPUs).
     isa.f32 = Path::Portable;
 #endif
     // JEPA_GEMM caps the paths (for tests and comparisons); it never raises one past the CPU.
     if (const char * env = std::getenv("JEPA_GEMM")) {
         const std::string v(env);
+        // A cap this CPU lacks (avx2 on ARM, neon on x86) leaves the path as detected.
         auto cap = [&](Path p) {
-            isa.f32 = std::min(isa.f32, p);
+            if (cpu_can(p)) isa.f32 = std::min(isa.f32, p);
             isa.avx512_bf16 = isa.amx_bf16 = false;
             if (isa.f32 != Path::Avx512) isa.avx512_vnni = false;
+            if (isa.f32 != Path::Neon) isa.neon_dotprod = false;
         };
         if (v == "ggml") cap(Path::Ggml);
-        if (v == "portable") isa = Isa{Path::Portable, false, false, false, false};
+        if (v == "portable") isa = Isa{Path::Portable};
         if (v == "avx2" || v == "avxvnni") cap(Path::Avx2);
         if (v == "avx2") isa.avx_vnni = false;  // x86-64-v3 as a VNNI-less AVX2 CPU has it
         if (v == "avx512") cap(Path::Avx512);
+        if (v == "neon") cap(Path::Neon);
         if (v == "avx512bf16") isa.amx_bf16 = false;
     }
     return isa;
@@ -116,6 +151,9 @@ const KernelSet & f32_kernels() {
         if (cpu_isa().f32 == Path::Avx512) return avx512::kernels;
         if (cpu_isa().f32 == Path::Avx2) return avx2::kernels;
 #endif
+#ifdef JEPA_ARM64
+        if (cpu_isa().f32 == Path::Neon) return neon::kernels;
+#endif
         return portable::kernels;
     }();
     return k;
@@ -124,13 +162,15 @@ const KernelSet & f32_kernels() {
 bool own_f32() { return cpu_isa().f32 != Path::Ggml; }
 
 // The q8_0 product of the path: VPDPBUSD where the CPU has AVX-512 VNNI or AVX-VNNI, else AVX2's
-// VPMADDUBSW, else portable C++ (the same bits on each, kernels_q8.inc).
-enum class Q8 { Portable, Avx2, AvxVnni, Avx512Vnni };
+// VPMADDUBSW; SDOT on an ARM64 core with DotProd; else portable C++ (the same bits on each,
+// kernels_q8.inc).
+enum class Q8 { Portable, Avx2, AvxVnni, Avx512Vnni, NeonDot };
 Q8 q8_path() {
     const Isa & i = cpu_isa();
     const bool x86 = i.f32 == Path::Avx512 || i.f32 == Path::Avx2;
     if (i.f32 == Path::Avx512 && i.avx512_vnni) return Q8::Avx512Vnni;
     if (x86 && i.avx_vnni) return Q8::AvxVnni;
+    if (i.f32 == Path::Neon && i.neon_dotprod) return Q8::NeonDot;
     return x86 ? Q8::Avx2 : Q8::Portable;
 }
 
@@ -141,6 +181,9 @@ void run_q8(const Problem & p, int ith, int nth) {
         case Q8::AvxVnni: return avx2::vnni::run_gemm_q8(p, ith, nth);
         case Q8::Avx2: return avx2::run_gemm_q8(p, ith, nth);
 #endif
+#ifdef JEPA_ARM64
+        case Q8::NeonDot: return neon::run_gemm_q8(p, ith, nth);
+#endif
         default: return portable::run_gemm_q8(p, ith, nth);
     }
 }
@@ -150,6 +193,7 @@ const char * q8_name() {
         case Q8::Avx512Vnni: return "avx512-vnni";
         case Q8::AvxVnni: return "avx-vnni";
         case Q8::Avx2: return "avx2";
+        case Q8::NeonDot: return "neon-dotprod";
         default: return "portable";
     }
 }
@@ -348,7 +392,13 @@ bool cpu_can(Path p) {
         case Path::Avx2: return has_avx2();
         case Path::Avx512: return has_avx512();
 #else
-        default: return false;
+        case Path::Avx2:
+        case Path::Avx512: return false;
+#endif
+#ifdef JEPA_ARM64
+        case Path::Neon: return has_asimd();
+#else
+        case Path::Neon: return false;
 #endif
     }
     return false;
@@ -360,6 +410,7 @@ const char * path_name(Path p) {
         case Path::Portable: return "portable";
         case Path::Avx2: return "avx2";
         case Path::Avx512: return "avx512";
+        case Path::Neon: return "neon";
     }
     return "?";
 }
@@ -368,7 +419,8 @@ const char * describe() {
     static const std::string s = [] {
         const Isa & i = cpu_isa();
         if (i.f32 == Path::Ggml) return std::string("ggml");
-        const std::string f32 = i.f32 == Path::Portable ? "portable" : std::string(path_name(i.f32)) + "-fma";
+        const bool plain = i.f32 == Path::Portable || i.f32 == Path::Neon;  // (every NEON FMA is fused)
+        const std::string f32 = plain ? path_name(i.f32) : std::string(path_name(i.f32)) + "-fma";
         return "f32/f16: " + f32 + "; bf16: " + (i.amx_bf16 ? "amx" : i.avx512_bf16 ? "avx512-bf16" : f32) +
                "; q8_0: " + q8_name();
     }();

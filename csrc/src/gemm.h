@@ -6,11 +6,11 @@
 // the item alone (ggml's own mul_mat takes another path for a single row). The f32 kernels are one
 // source (kernels.inc) compiled per ISA: AVX-512, AVX2 + FMA + F16C (x86-64-v3) and portable C++;
 // the same chains, the same exp / erf polynomials and the same reduction trees give the same bits on
-// every one, so an f32 model's outputs do not depend on the CPU. bf16 weights run AMX or
-// AVX512-BF16 where the CPU has them (the half class: its own bits). q8_0 weights run an int8 product
-// of their own (kernels_q8.inc: activations quantized per row and block of 32, exact int32 block sums
-// met in f32 in k order: the quantized class, the same bits on every ISA, batch and thread count),
-// on AVX-512 VNNI, AVX2 or portable C++. Runtime detection picks the
+// every one (and on ARM64's NEON kernels), so an f32 model's outputs do not depend on the CPU. bf16
+// weights run AMX or AVX512-BF16 where the CPU has them (the half class: its own bits). q8_0 weights run
+// an int8 product of their own (kernels_q8.inc: activations quantized per row and block of 32, exact
+// int32 block sums met in f32 in k order: the quantized class, the same bits on every ISA, batch and
+// thread count), on AVX-512 VNNI, AVX-VNNI, AVX2, NEON's SDOT or portable C++. Runtime detection picks the
 // best path the CPU has (a portable build reaches them all); JEPA_GEMM caps it (gemm.cpp).
 #pragma once
 
@@ -28,18 +28,20 @@ enum class Epilogue : int {
 };
 
 // The f32 kernel path: ggml's own products (JEPA_GEMM=ggml only: fast, not batch bit-identical),
-// portable C++, AVX2 + FMA + F16C, AVX-512.
-enum class Path : int { Ggml = 0, Portable = 1, Avx2 = 2, Avx512 = 3 };
+// portable C++, AVX2 + FMA + F16C, AVX-512; on ARM64, Advanced SIMD (NEON; above portable, and
+// beside the x86 paths rather than above them: a build has the one or the others).
+enum class Path : int { Ggml = 0, Portable = 1, Avx2 = 2, Avx512 = 3, Neon = 4 };
 
 // The kernels this CPU runs, detected once (and capped by JEPA_GEMM: ggml, portable, avx2 (x86-64-v3
 // as an AVX2-only EPYC has it: no VNNI), avxvnni (AVX2 with AVX-VNNI's int8 dots), avx512,
-// avx512bf16; unset or anything else: the best the CPU has).
+// avx512bf16, neon; a cap this CPU lacks, unset or anything else: the best the CPU has).
 struct Isa {
     Path f32 = Path::Ggml;    // the f32 / f16 kernel (bf16 weights widened where no bf16 kernel runs)
     bool avx512_bf16 = false; // VDPBF16PS: the bf16 kernel without AMX
     bool amx_bf16 = false;    // AMX tiles, with the OS's permission granted
     bool avx512_vnni = false; // VPDPBUSD: the q8_0 product's int8 dots
     bool avx_vnni = false;    // VPDPBUSD on ymm (AVX-VNNI): the same, where the f32 path is AVX2
+    bool neon_dotprod = false; // SDOT (ARMv8.2 DotProd): the same on ARM64, where the f32 path is NEON
 };
 const Isa & cpu_isa();
 // Whether this CPU has AVX-VNNI (the q8_0 product's ymm int8 dots), whatever JEPA_GEMM says.

@@ -16,7 +16,7 @@ constexpr int64_t NR = 32;
 // bf16 weights for AMX / AVX512-BF16: panels of NR16 columns with k in pairs, [K/2][NR16][2].
 constexpr int64_t NR16 = 16;
 // Rows of the AVX-512 micro-kernel (2 x MR accumulators of 16 lanes; the bf16 kernel's blocking too),
-// and the blocking of rows and k (MC a multiple of every ISA's micro-kernel rows: 14, 6, 4).
+// and the blocking of rows and k (MC a multiple of every ISA's micro-kernel rows: 14, 6 (AVX2, NEON), 4).
 constexpr int64_t MR = 14;
 constexpr int64_t MC = 14 * 72;  // at most: a thread's rows in one block where they fit (1 MB of x)
 constexpr int64_t KC = 256;
@@ -159,7 +159,7 @@ Scratch & thread_scratch(Slot slot);
 template <typename T> T * scratch(Slot slot, size_t count) { return thread_scratch(slot).get<T>(count); }
 
 // The f32 kernels of one ISA (kernels.inc, compiled once per ISA: gemm_avx512.cpp, gemm_avx2.cpp,
-// gemm_portable.cpp). Each computes its thread's share; all three give the same bits.
+// gemm_neon.cpp, gemm_portable.cpp). Each computes its thread's share; all give the same bits.
 struct KernelSet {
     void (*gemm)(const Problem & p, int ith, int nth);
     void (*attention)(const Attention & a, int ith, int nth);
@@ -187,6 +187,10 @@ void run_gemm_q8(const Problem & p, int ith, int nth);
 namespace vnni {
 void run_gemm_q8(const Problem & p, int ith, int nth);  // AVX-VNNI's ymm VPDPBUSD (gemm_q8_avxvnni.cpp)
 }
+}
+namespace neon {
+extern const KernelSet kernels;  // aarch64 builds only
+void run_gemm_q8(const Problem & p, int ith, int nth);  // SDOT, where HWCAP has DotProd (gemm_q8_neon.cpp)
 }
 namespace portable {
 extern const KernelSet kernels;

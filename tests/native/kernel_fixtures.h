@@ -105,6 +105,9 @@ inline std::vector<std::pair<const char *, const kd::KernelSet *>> isa_kernels()
     if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx512)) v.push_back({"avx512", &kd::avx512::kernels});
     if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx2)) v.push_back({"avx2", &kd::avx2::kernels});
 #endif
+#if defined(__aarch64__) || defined(_M_ARM64)
+    if (jepa::gemm::cpu_can(jepa::gemm::Path::Neon)) v.push_back({"neon", &kd::neon::kernels});
+#endif
     v.push_back({"portable", &kd::portable::kernels});
     return v;
 }

@@ -1,7 +1,7 @@
 // The loader against truncated, forged and hostile GGUF files.
 //
-// A valid tiny hfvit model (the keys and tensor names python/jepa/demo.py writes) is built here with
-// ggml's own gguf API; every case derives one hostile variant from it (through the gguf API for
+// A valid tiny hfvit model (the keys and tensor names python/jepa/demo.py writes) is built with
+// ggml's own gguf API (tiny_models.h); every case derives one hostile variant from it (through the gguf API for
 // metadata and tensor-table changes, by patching bytes for what that API refuses to write) and
 // expects jepa_model_load to answer NULL, a non-OK status and a message naming the problem. A
 // seeded mutation loop then asserts only "no crash, and either a model or NULL + a message".
@@ -11,6 +11,7 @@
 #include "jepa.h"
 
 #include "error.h"  // jepa::utf8_valid_prefix (held to a table in test_input_checks)
+#include "tiny_models.h"
 
 #include "ggml.h"
 #include "gguf.h"
@@ -35,80 +36,10 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-// ---- the valid model ---------------------------------------------------------------------------
+// ---- the valid model: the demo ViT of tiny_models.h ------------------------------------------
 
-constexpr int kDim = 32, kLayers = 2, kHeads = 2, kFfn = 64, kPatch = 8, kImg = 16, kChans = 3;
-constexpr int kPatchDim = kChans * kPatch * kPatch;
-constexpr int kPos = (kImg / kPatch) * (kImg / kPatch) + 1;  // patches + the CLS slot
-
-struct TensorDef {
-    std::string name;
-    std::vector<int64_t> ne;  // ggml order
-    ggml_type type = GGML_TYPE_F32;
-};
-
-// The tensor table of python/jepa/demo.py, in its order. f16: the 2-D block matrices as f16.
-std::vector<TensorDef> demo_tensors(bool f16 = false) {
-    const ggml_type mt = f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
-    std::vector<TensorDef> t = {
-        {"enc.patch_embed.weight", {kPatchDim, kDim}},
-        {"enc.patch_embed.bias", {kDim}},
-        {"enc.cls_token", {kDim}},
-        {"enc.pos_embed", {kDim, kPos}},
-    };
-    for (int i = 0; i < kLayers; ++i) {
-        const std::string b = "enc.blk." + std::to_string(i) + ".";
-        t.push_back({b + "ln1.weight", {kDim}});
-        t.push_back({b + "ln1.bias", {kDim}});
-        for (const char * m : {"attn_q", "attn_k", "attn_v", "attn_out"}) {
-            t.push_back({b + m + ".weight", {kDim, kDim}, mt});
-            t.push_back({b + m + ".bias", {kDim}});
-        }
-        t.push_back({b + "ln2.weight", {kDim}});
-        t.push_back({b + "ln2.bias", {kDim}});
-        t.push_back({b + "ffn_up.weight", {kDim, kFfn}, mt});
-        t.push_back({b + "ffn_up.bias", {kFfn}});
-        t.push_back({b + "ffn_down.weight", {kFfn, kDim}, mt});
-        t.push_back({b + "ffn_down.bias", {kDim}});
-    }
-    t.push_back({"enc.norm.weight", {kDim}});
-    t.push_back({"enc.norm.bias", {kDim}});
-    return t;
-}
-
-// The metadata python/jepa/gguf/writer.py writes for the demo model.
-void demo_keys(gguf_context * g, bool f16) {
-    gguf_set_val_str(g, "general.architecture", "jepa");
-    gguf_set_val_str(g, "general.name", "jepa-demo (random weights, not a trained model)");
-    gguf_set_val_str(g, "general.license", "MIT");
-    gguf_set_val_str(g, "general.description", "Tiny ViT with random weights written by test_gguf_fuzz");
-    gguf_set_val_u32(g, "general.file_type", f16 ? 1 : 0);
-    gguf_set_val_u32(g, "jepa.schema_version", 1);
-    gguf_set_val_str(g, "jepa.family", "hfvit");
-    gguf_set_val_str(g, "jepa.modality", "image");
-    const std::pair<const char *, uint32_t> ints[] = {
-        {"jepa.enc.embed_dim", kDim}, {"jepa.enc.n_layer", kLayers}, {"jepa.enc.n_head", kHeads},
-        {"jepa.enc.ffn_dim", kFfn},   {"jepa.enc.patch_size", kPatch}, {"jepa.enc.tubelet_size", 1},
-        {"jepa.enc.img_size", kImg},  {"jepa.enc.n_frames", 1},       {"jepa.enc.in_chans", kChans},
-        {"jepa.enc.n_registers", 0},
-    };
-    for (const auto & kv : ints) gguf_set_val_u32(g, kv.first, kv.second);
-    gguf_set_val_f32(g, "jepa.enc.ln_eps", 1e-12f);
-    gguf_set_val_str(g, "jepa.enc.act", "gelu_erf");
-    gguf_set_val_str(g, "jepa.enc.pos_type", "learned");
-    gguf_set_val_bool(g, "jepa.enc.cls_token", true);
-    gguf_set_val_bool(g, "jepa.enc.qkv_fused", false);
-    gguf_set_val_bool(g, "jepa.enc.layer_scale", false);
-    const float half[3] = {0.5f, 0.5f, 0.5f};
-    gguf_set_arr_data(g, "jepa.pre.mean", GGUF_TYPE_FLOAT32, half, 3);
-    gguf_set_arr_data(g, "jepa.pre.std", GGUF_TYPE_FLOAT32, half, 3);
-    gguf_set_val_f32(g, "jepa.pre.rescale", 1.0f / 255.0f);
-    gguf_set_val_u32(g, "jepa.pre.resize_short", kImg);
-    gguf_set_val_u32(g, "jepa.pre.crop", kImg);
-    gguf_set_val_str(g, "jepa.pre.resample", "bilinear");
-    gguf_set_val_str(g, "jepa.pre.resize_mode", "squash");
-    gguf_set_val_str(g, "jepa.head.kind", "none");
-}
+using tiny::TensorDef;
+using namespace tiny::hfvit;
 
 std::string g_dir;  // scratch directory for this run
 
@@ -135,45 +66,13 @@ bool write_file(const std::string & path, const Bytes & b) {
 // deterministic values.
 Bytes build(const std::function<void(gguf_context *)> & keys = {}, std::vector<TensorDef> tensors = demo_tensors(),
             bool f16_keys = false) {
-    size_t mem = ggml_tensor_overhead() * (tensors.size() + 1);
-    for (const auto & t : tensors) {
-        int64_t n = 1;
-        for (int64_t d : t.ne) n *= d;
-        mem += size_t(n) * ggml_type_size(t.type) / size_t(ggml_blck_size(t.type)) + 64;
-    }
-    ggml_init_params ip{mem, nullptr, /*no_alloc =*/ false};
-    ggml_context * ctx = ggml_init(ip);
-    gguf_context * g = gguf_init_empty();
-    demo_keys(g, f16_keys);
-    if (keys) keys(g);
-
-    uint32_t state = 12345;
-    auto next = [&state] {  // small LCG in [-0.02, 0.02]: deterministic on every platform
-        state = state * 1664525u + 1013904223u;
-        return (float(state >> 8) / float(1u << 24) - 0.5f) * 0.04f;
-    };
-    for (const auto & d : tensors) {
-        ggml_tensor * t = ggml_new_tensor(ctx, d.type, int(d.ne.size()), d.ne.data());
-        ggml_set_name(t, d.name.c_str());
-        const int64_t n = ggml_nelements(t);
-        const bool gain = d.name.find("ln") != std::string::npos || d.name.find("norm.weight") != std::string::npos;
-        for (int64_t i = 0; i < n; ++i) {
-            const float v = gain ? 1.0f + next() : next();
-            if (d.type == GGML_TYPE_F32) static_cast<float *>(t->data)[i] = v;
-            else if (d.type == GGML_TYPE_F16) static_cast<ggml_fp16_t *>(t->data)[i] = ggml_fp32_to_fp16(v);
-            else if (d.type == GGML_TYPE_I32) static_cast<int32_t *>(t->data)[i] = int32_t(i);
-            else std::memset(t->data, 0, ggml_nbytes(t));
-        }
-        gguf_add_tensor(g, t);
-    }
     const std::string path = g_dir + "/build.gguf";
-    const bool ok = gguf_write_to_file(g, path.c_str(), /*only_meta =*/ false);
-    gguf_free(g);
-    ggml_free(ctx);
-    if (!ok) {
-        std::fprintf(stderr, "cannot write %s\n", path.c_str());
-        std::exit(2);
-    }
+    const auto all_keys = [&](gguf_context * g) {
+        demo_keys(g, f16_keys ? GGML_TYPE_F16 : GGML_TYPE_F32);
+        if (keys) keys(g);
+    };
+    // Small values in [-0.02, 0.02]: deterministic on every platform.
+    if (!tiny::write_gguf(path, all_keys, tensors, {12345, 0.04f})) std::exit(2);
     return read_file(path);
 }
 
@@ -800,7 +699,7 @@ void lie_cases() {
     ggml_init_params ip{ggml_tensor_overhead() * (t.size() + 1), nullptr, /*no_alloc =*/ true};
     ggml_context * ctx = ggml_init(ip);
     gguf_context * g = gguf_init_empty();
-    demo_keys(g, false);
+    demo_keys(g);
     gguf_set_val_u32(g, "jepa.enc.embed_dim", D);
     gguf_set_val_u32(g, "jepa.enc.n_layer", 1);
     gguf_set_val_u32(g, "jepa.enc.n_head", 64);
@@ -1001,7 +900,7 @@ int main(int argc, char ** argv) {
 
     const Bytes valid = build();
     expect_loads("valid f32 model (control)", valid);
-    expect_loads("valid f16 model (control)", build({}, demo_tensors(/*f16 =*/ true), /*f16_keys =*/ true));
+    expect_loads("valid f16 model (control)", build({}, demo_tensors(GGML_TYPE_F16), /*f16_keys =*/ true));
     expect_loads("unknown extra key (tolerated)", build([](gguf_context * g) {
                      gguf_set_val_str(g, "jepa.enc.future_option", "x");
                  }));

@@ -21,6 +21,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
+
 namespace {
 
 using Epilogue = jepa::gemm::Epilogue;
@@ -141,6 +145,9 @@ std::vector<std::pair<const char *, void (*)(const kd::Problem &, int, int)>> is
     }
     if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx2)) v.push_back({"avx2", kd::avx2::run_gemm_q8});
 #endif
+#if defined(__aarch64__) && defined(__linux__)
+    if ((getauxval(AT_HWCAP) & (1ul << 20)) != 0) v.push_back({"neon-dotprod", kd::neon::run_gemm_q8});  // HWCAP_ASIMDDP
+#endif
     v.push_back({"portable", kd::portable::run_gemm_q8});
     return v;
 }
@@ -171,7 +178,17 @@ void check_every_isa(int64_t M, int64_t K, int64_t N) {
             p.y = y.data();
             each_thread(nth, [&](int ith, int n) { entry.second(p, ith, n); });
             if (want.empty()) want = y;
-            check(same_bits(y.data(), want.data(), y.size()), name + ": " + isa + " threads " + std::to_string(nth) + " differs");
+            std::string where;
+            for (size_t i = 0; i < y.size() && where.empty(); ++i) {
+                uint32_t u, v;
+                std::memcpy(&u, &y[i], 4);
+                std::memcpy(&v, &want[i], 4);
+                char buf[96];
+                std::snprintf(buf, sizeof buf, " (first at %zu: %08x, want %08x)", i, u, v);
+                // (a NaN's sign and payload are the hardware's: x86 makes 0xffc00000, ARM 0x7fc00000)
+                if (u != v && !(std::isnan(y[i]) && std::isnan(want[i]))) where = buf;
+            }
+            check(where.empty(), name + ": " + isa + " threads " + std::to_string(nth) + " differs" + where);
         }
     }
     bool nan_row = true, finite_rest = true;

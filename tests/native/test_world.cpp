@@ -1,4 +1,4 @@
-// The world-model C API on tiny random LeWM and V-JEPA 2-AC files built here with ggml's gguf API:
+// The world-model C API on tiny random LeWM and V-JEPA 2-AC files (tiny_models.h):
 // loading and the info fields, the loader's refusals of a broken tensor table, every argument
 // refusal of jepa_world_latents / jepa_world_predict / jepa_world_rollout (a status, a message and the
 // refused argument's name, never a crash), the wrong-kind refusals, batch invariance bit for bit, the
@@ -7,6 +7,7 @@
 #include "jepa.h"
 
 #include "check.h"
+#include "tiny_models.h"
 
 #include "ggml.h"
 #include "gguf.h"
@@ -23,152 +24,13 @@
 
 namespace {
 
-
-struct TensorDef {
-    std::string name;
-    std::vector<int64_t> ne;
-};
-
-using Keys = std::function<void(gguf_context *)>;
+using namespace tiny;
+using namespace tiny::lewm;
+using namespace tiny::ac;
 
 std::string write_model(const std::string & path, const Keys & keys, const std::vector<TensorDef> & tensors) {
-    size_t mem = ggml_tensor_overhead() * (tensors.size() + 1);
-    for (const auto & t : tensors) {
-        int64_t n = 1;
-        for (int64_t d : t.ne) n *= d;
-        mem += size_t(n) * sizeof(float) + 64;
-    }
-    ggml_init_params ip{mem, nullptr, false};
-    ggml_context * ctx = ggml_init(ip);
-    gguf_context * g = gguf_init_empty();
-    keys(g);
-    uint32_t state = 777;
-    for (const auto & d : tensors) {
-        ggml_tensor * t = ggml_new_tensor(ctx, GGML_TYPE_F32, int(d.ne.size()), d.ne.data());
-        ggml_set_name(t, d.name.c_str());
-        const bool gain = d.name.find("ln") != std::string::npos || d.name.find("norm.weight") != std::string::npos;
-        for (int64_t i = 0; i < ggml_nelements(t); ++i) {
-            state = state * 1664525u + 1013904223u;
-            const float v = (float(state >> 8) / float(1u << 24) - 0.5f) * 0.4f;
-            static_cast<float *>(t->data)[i] = gain ? 1.0f + v : v;
-        }
-        gguf_add_tensor(g, t);
-    }
-    const bool ok = gguf_write_to_file(g, path.c_str(), false);
-    gguf_free(g);
-    ggml_free(ctx);
-    if (!ok) {
-        std::fprintf(stderr, "cannot write %s\n", path.c_str());
-        std::exit(2);
-    }
+    if (!write_gguf(path, keys, tensors, {777, 0.4f})) std::exit(2);
     return path;
-}
-
-void common_keys(gguf_context * g, const char * family) {
-    gguf_set_val_str(g, "general.architecture", "jepa");
-    gguf_set_val_u32(g, "jepa.schema_version", 1);
-    gguf_set_val_str(g, "jepa.family", family);
-    gguf_set_val_str(g, "jepa.head.kind", "none");
-}
-
-// ---- LeWM: E = D = 16, 2 layers, predictor 2 heads x 12 (inner 24 != D), window 3, A = 5 ---------
-constexpr int kD = 16, kImg = 8, kPatch = 4, kA = 5, kInner = 24, kM = 20, kHq = 12;
-
-void lewm_keys(gguf_context * g) {
-    common_keys(g, "lewm");
-    for (auto kv : std::vector<std::pair<const char *, uint32_t>>{
-             {"jepa.enc.embed_dim", kD}, {"jepa.enc.n_layer", 1}, {"jepa.enc.n_head", 2}, {"jepa.enc.ffn_dim", 32},
-             {"jepa.enc.patch_size", kPatch}, {"jepa.enc.img_size", kImg}, {"jepa.pred.embed_dim", kD},
-             {"jepa.pred.n_layer", 2}, {"jepa.pred.n_head", 2}, {"jepa.pred.head_dim", kInner / 2},
-             {"jepa.pred.ffn_dim", 32}, {"jepa.pred.n_frames", 3}, {"jepa.pred.action_dim", kA}}) {
-        gguf_set_val_u32(g, kv.first, kv.second);
-    }
-    gguf_set_val_bool(g, "jepa.enc.cls_token", true);
-    gguf_set_val_str(g, "jepa.enc.pos_type", "learned");
-    gguf_set_val_f32(g, "jepa.enc.ln_eps", 1e-12f);
-    gguf_set_val_str(g, "jepa.enc.proj_act", "gelu_erf");
-    gguf_set_val_str(g, "jepa.pred.kind", "lewm");
-    gguf_set_val_f32(g, "jepa.pred.ln_eps", 1e-5f);
-    gguf_set_val_f32(g, "jepa.pred.adaln_eps", 1e-6f);
-}
-
-std::vector<TensorDef> lewm_tensors() {
-    const int64_t D = kD;
-    std::vector<TensorDef> t = {{"enc.patch_embed.weight", {3 * kPatch * kPatch, D}}, {"enc.patch_embed.bias", {D}},
-                                {"enc.cls_token", {D}}, {"enc.pos_embed", {D, 5}}};
-    const std::string b = "enc.blk.0.";
-    for (const char * n : {"ln1", "ln2"}) {
-        t.push_back({b + n + ".weight", {D}});
-        t.push_back({b + n + ".bias", {D}});
-    }
-    for (const char * n : {"attn_q", "attn_k", "attn_v", "attn_out"}) {
-        t.push_back({b + n + ".weight", {D, D}});
-        t.push_back({b + n + ".bias", {D}});
-    }
-    t.insert(t.end(), {{b + "ffn_up.weight", {D, 32}}, {b + "ffn_up.bias", {32}}, {b + "ffn_down.weight", {32, D}},
-                       {b + "ffn_down.bias", {D}}, {"enc.norm.weight", {D}}, {"enc.norm.bias", {D}},
-                       {"enc.proj.0.weight", {D, 24}}, {"enc.proj.0.bias", {24}}, {"enc.proj.2.weight", {24, D}},
-                       {"enc.proj.2.bias", {D}}, {"pred.pos_embed", {D, 3}}});
-    for (int i = 0; i < 2; ++i) {
-        const std::string p = "pred.blk." + std::to_string(i) + ".";
-        t.insert(t.end(), {{p + "adaln.weight", {D, 6 * D}}, {p + "adaln.bias", {6 * D}}, {p + "ln1.weight", {D}},
-                           {p + "ln1.bias", {D}}, {p + "attn_qkv.weight", {D, 3 * kInner}},
-                           {p + "attn_out.weight", {kInner, D}}, {p + "attn_out.bias", {D}}, {p + "ln2.weight", {D}},
-                           {p + "ln2.bias", {D}}, {p + "ffn_up.weight", {D, 32}}, {p + "ffn_up.bias", {32}},
-                           {p + "ffn_down.weight", {32, D}}, {p + "ffn_down.bias", {D}}});
-    }
-    t.insert(t.end(), {{"pred.norm.weight", {D}}, {"pred.norm.bias", {D}}, {"pred.proj.0.weight", {D, kHq}},
-                       {"pred.proj.0.bias", {kHq}}, {"pred.proj.2.weight", {kHq, D}}, {"pred.proj.2.bias", {D}},
-                       {"pred.action_embed.0.weight", {kA, kM}}, {"pred.action_embed.0.bias", {kM}},
-                       {"pred.action_embed.2.weight", {kM, D}}, {"pred.action_embed.2.bias", {D}}});
-    return t;
-}
-
-// ---- V-JEPA 2-AC: encoder 24 wide (2 heads x 12), grid 2 x 2, predictor 24 wide -----------------
-constexpr int kE = 24, kGrid = 2, kHW = kGrid * kGrid;
-
-void ac_keys(gguf_context * g) {
-    common_keys(g, "vjepa2");
-    for (auto kv : std::vector<std::pair<const char *, uint32_t>>{
-             {"jepa.enc.embed_dim", kE}, {"jepa.enc.n_layer", 1}, {"jepa.enc.n_head", 2}, {"jepa.enc.ffn_dim", 32},
-             {"jepa.enc.patch_size", 4}, {"jepa.enc.tubelet_size", 2}, {"jepa.enc.img_size", 4 * kGrid},
-             {"jepa.enc.n_frames", 16}, {"jepa.pred.embed_dim", kE}, {"jepa.pred.n_layer", 2},
-             {"jepa.pred.n_head", 2}, {"jepa.pred.ffn_dim", 48}, {"jepa.pred.action_dim", 7},
-             {"jepa.pred.state_dim", 7}, {"jepa.pred.grid_size", kGrid}}) {
-        gguf_set_val_u32(g, kv.first, kv.second);
-    }
-    gguf_set_val_str(g, "jepa.enc.pos_type", "rope3d");
-    gguf_set_val_bool(g, "jepa.enc.qkv_fused", true);
-    gguf_set_val_str(g, "jepa.pred.kind", "ac");
-}
-
-std::vector<TensorDef> ac_tensors() {
-    const int64_t D = kE;
-    std::vector<TensorDef> t = {{"enc.patch_embed.weight", {3 * 2 * 16, D}}, {"enc.patch_embed.bias", {D}}};
-    auto block = [&](const std::string & p, int64_t F) {
-        t.insert(t.end(), {{p + "ln1.weight", {D}}, {p + "ln1.bias", {D}}, {p + "attn_qkv.weight", {D, 3 * D}},
-                           {p + "attn_qkv.bias", {3 * D}}, {p + "attn_out.weight", {D, D}}, {p + "attn_out.bias", {D}},
-                           {p + "ln2.weight", {D}}, {p + "ln2.bias", {D}}, {p + "ffn_up.weight", {D, F}},
-                           {p + "ffn_up.bias", {F}}, {p + "ffn_down.weight", {F, D}}, {p + "ffn_down.bias", {D}}});
-    };
-    block("enc.blk.0.", 32);
-    t.insert(t.end(), {{"enc.norm.weight", {D}}, {"enc.norm.bias", {D}}, {"pred.embed.weight", {D, D}},
-                       {"pred.embed.bias", {D}}, {"pred.action_embed.weight", {7, D}}, {"pred.action_embed.bias", {D}},
-                       {"pred.state_embed.weight", {7, D}}, {"pred.state_embed.bias", {D}}});
-    block("pred.blk.0.", 48);
-    block("pred.blk.1.", 48);
-    t.insert(t.end(), {{"pred.norm.weight", {D}}, {"pred.norm.bias", {D}}, {"pred.proj.weight", {D, D}},
-                       {"pred.proj.bias", {D}}});
-    return t;
-}
-
-std::vector<float> noise(size_t n, uint32_t seed) {
-    std::vector<float> v(n);
-    for (auto & x : v) {
-        seed = seed * 1664525u + 1013904223u;
-        x = float(seed >> 8) / float(1u << 24) * 2.0f - 1.0f;
-    }
-    return v;
 }
 
 bool refused(jepa_status st, jepa_status want) {
