@@ -98,6 +98,21 @@ bool cpu_has_avx_vnni() {
 #endif
 }
 
+bool cpu_has_amx_int8() {
+#ifdef JEPA_X86
+    static const bool has = [] {
+        if (!has_avx512() || !__builtin_cpu_supports("avx512vnni")) return false;
+        // CPUID leaf 7 EDX bits 24 (AMX-TILE) and 25 (AMX-INT8), then the kernel's permission.
+        unsigned eax = 7, ebx = 0, ecx = 0, edx = 0;
+        __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
+        return ((edx >> 24) & 1) && ((edx >> 25) & 1) && amx_request_permission();
+    }();
+    return has;
+#else
+    return false;
+#endif
+}
+
 namespace {
 
 Isa detect() {
@@ -115,6 +130,7 @@ Isa detect() {
     __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
     const bool amx_cpu = ((edx >> 22) & 1) && ((edx >> 24) & 1);
     isa.amx_bf16 = isa.avx512_bf16 && amx_cpu && amx_request_permission();
+    isa.amx_int8 = isa.avx512_vnni && cpu_has_amx_int8();
 #elif defined(JEPA_ARM64)
     isa.f32 = has_asimd() ? Path::Neon : Path::Portable;
     isa.neon_dotprod = isa.f32 == Path::Neon && has_asimddp();
@@ -128,7 +144,7 @@ Isa detect() {
         // A cap this CPU lacks (avx2 on ARM, neon on x86) leaves the path as detected.
         auto cap = [&](Path p) {
             if (cpu_can(p)) isa.f32 = std::min(isa.f32, p);
-            isa.avx512_bf16 = isa.amx_bf16 = false;
+            isa.avx512_bf16 = isa.amx_bf16 = isa.amx_int8 = false;  // (a cap is a CPU without AMX)
             if (isa.f32 != Path::Avx512) isa.avx512_vnni = false;
             if (isa.f32 != Path::Neon) isa.neon_dotprod = false;
         };
@@ -138,7 +154,7 @@ Isa detect() {
         if (v == "avx2") isa.avx_vnni = false;  // x86-64-v3 as a VNNI-less AVX2 CPU has it
         if (v == "avx512") cap(Path::Avx512);
         if (v == "neon") cap(Path::Neon);
-        if (v == "avx512bf16") isa.amx_bf16 = false;
+        if (v == "avx512bf16") isa.amx_bf16 = isa.amx_int8 = false;  // AVX512-BF16 and VNNI, no AMX
     }
     return isa;
 }
@@ -161,14 +177,14 @@ const KernelSet & f32_kernels() {
 
 bool own_f32() { return cpu_isa().f32 != Path::Ggml; }
 
-// The q8_0 product of the path: VPDPBUSD where the CPU has AVX-512 VNNI or AVX-VNNI, else AVX2's
-// VPMADDUBSW; SDOT on an ARM64 core with DotProd; else portable C++ (the same bits on each,
-// kernels_q8.inc).
-enum class Q8 { Portable, Avx2, AvxVnni, Avx512Vnni, NeonDot };
+// The q8_0 product of the path: AMX-INT8 tiles where the CPU has them (with VNNI for row tails),
+// VPDPBUSD where it has AVX-512 VNNI or AVX-VNNI, else AVX2's VPMADDUBSW; SDOT on an ARM64 core with
+// DotProd; else portable C++ (the same bits on each, kernels_q8.inc).
+enum class Q8 { Portable, Avx2, AvxVnni, Avx512Vnni, AmxInt8, NeonDot };
 Q8 q8_path() {
     const Isa & i = cpu_isa();
     const bool x86 = i.f32 == Path::Avx512 || i.f32 == Path::Avx2;
-    if (i.f32 == Path::Avx512 && i.avx512_vnni) return Q8::Avx512Vnni;
+    if (i.f32 == Path::Avx512 && i.avx512_vnni) return i.amx_int8 ? Q8::AmxInt8 : Q8::Avx512Vnni;
     if (x86 && i.avx_vnni) return Q8::AvxVnni;
     if (i.f32 == Path::Neon && i.neon_dotprod) return Q8::NeonDot;
     return x86 ? Q8::Avx2 : Q8::Portable;
@@ -177,6 +193,7 @@ Q8 q8_path() {
 void run_q8(const Problem & p, int ith, int nth) {
     switch (q8_path()) {
 #ifndef JEPA_NO_X86_KERNELS
+        case Q8::AmxInt8: return avx512::amx::run_gemm_q8(p, ith, nth);
         case Q8::Avx512Vnni: return avx512::run_gemm_q8(p, ith, nth);
         case Q8::AvxVnni: return avx2::vnni::run_gemm_q8(p, ith, nth);
         case Q8::Avx2: return avx2::run_gemm_q8(p, ith, nth);
@@ -190,6 +207,7 @@ void run_q8(const Problem & p, int ith, int nth) {
 
 const char * q8_name() {
     switch (q8_path()) {
+        case Q8::AmxInt8: return "amx-int8";
         case Q8::Avx512Vnni: return "avx512-vnni";
         case Q8::AvxVnni: return "avx-vnni";
         case Q8::Avx2: return "avx2";

@@ -10,7 +10,7 @@
 // weights run AMX or AVX512-BF16 where the CPU has them (the half class: its own bits). q8_0 weights run
 // an int8 product of their own (kernels_q8.inc: activations quantized per row and block of 32, exact
 // int32 block sums met in f32 in k order: the quantized class, the same bits on every ISA, batch and
-// thread count), on AVX-512 VNNI, AVX-VNNI, AVX2, NEON's SDOT or portable C++. Runtime detection picks the
+// thread count), on AMX-INT8, AVX-512 VNNI, AVX-VNNI, AVX2, NEON's SDOT or portable C++. Runtime detection picks the
 // best path the CPU has (a portable build reaches them all); JEPA_GEMM caps it (gemm.cpp).
 #pragma once
 
@@ -42,10 +42,14 @@ struct Isa {
     bool avx512_vnni = false; // VPDPBUSD: the q8_0 product's int8 dots
     bool avx_vnni = false;    // VPDPBUSD on ymm (AVX-VNNI): the same, where the f32 path is AVX2
     bool neon_dotprod = false; // SDOT (ARMv8.2 DotProd): the same on ARM64, where the f32 path is NEON
+    bool amx_int8 = false;    // AMX-INT8 tiles (TDPBSUD) for the q8_0 product's block dots, beside VNNI
 };
 const Isa & cpu_isa();
 // Whether this CPU has AVX-VNNI (the q8_0 product's ymm int8 dots), whatever JEPA_GEMM says.
 bool cpu_has_avx_vnni();
+// Whether this CPU has AMX-INT8 with AVX-512 VNNI and the kernel grants the tile state, whatever
+// JEPA_GEMM says.
+bool cpu_has_amx_int8();
 // Whether this CPU (and this build) can run the path, whatever JEPA_GEMM says.
 bool cpu_can(Path p);
 // The path's name as JEPA_GEMM spells it ("avx2", ...).

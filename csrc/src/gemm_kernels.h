@@ -180,6 +180,9 @@ struct KernelSet {
 namespace avx512 {
 extern const KernelSet kernels;
 void run_gemm_q8(const Problem & p, int ith, int nth);
+namespace amx {
+void run_gemm_q8(const Problem & p, int ith, int nth);  // AMX-INT8 tiles (gemm_q8_amx.cpp)
+}
 }
 namespace avx2 {
 extern const KernelSet kernels;

@@ -137,6 +137,7 @@ std::vector<std::pair<const char *, void (*)(const kd::Problem &, int, int)>> is
     std::vector<std::pair<const char *, void (*)(const kd::Problem &, int, int)>> v;
 #ifndef JEPA_NO_X86_KERNELS
     __builtin_cpu_init();
+    if (jepa::gemm::cpu_has_amx_int8()) v.push_back({"amx-int8", kd::avx512::amx::run_gemm_q8});
     if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx512) && __builtin_cpu_supports("avx512vnni")) {
         v.push_back({"avx512-vnni", kd::avx512::run_gemm_q8});
     }
@@ -215,7 +216,8 @@ void check_minus_128() {
     check(same_bits(ya.data(), yb.data(), ya.size()), "a -128 weight is not read as -127");
 }
 
-void bench() {
+// --bench: f32 and q8_0 products on ViT shapes, ms and GFLOP/s; --bench q8: q8_0 alone (for perf stat).
+void bench(bool q8_only) {
     struct Shape {
         int64_t M, K, N;
     };
@@ -223,6 +225,7 @@ void bench() {
                           Shape{1, 1024, 4096}}) {
         const std::vector<float> x = random_x(s.M, s.K, 1);
         for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_Q8_0}) {
+            if (q8_only && t != GGML_TYPE_Q8_0) continue;
             Weight W(t, s.K, s.N, true, 7);
             run(W, x, s.M, 2, Epilogue::None);
             const int reps = 5;
@@ -240,7 +243,7 @@ void bench() {
 int main(int argc, char ** argv) {
     std::printf("kernels: %s\n", jepa::gemm::describe());
     if (argc > 1 && std::string(argv[1]) == "--bench") {
-        bench();
+        bench(argc > 2 && std::string(argv[2]) == "q8");
         return 0;
     }
     std::string names;
