@@ -98,6 +98,14 @@ bool cpu_has_avx_vnni() {
 #endif
 }
 
+bool cpu_has_neon_dotprod() {
+#ifdef JEPA_ARM64
+    return has_asimd() && has_asimddp();
+#else
+    return false;
+#endif
+}
+
 bool cpu_has_amx_int8() {
 #ifdef JEPA_X86
     static const bool has = [] {
@@ -133,7 +141,7 @@ Isa detect() {
     isa.amx_int8 = isa.avx512_vnni && cpu_has_amx_int8();
 #elif defined(JEPA_ARM64)
     isa.f32 = has_asimd() ? Path::Neon : Path::Portable;
-    isa.neon_dotprod = isa.f32 == Path::Neon && has_asimddp();
+    isa.neon_dotprod = isa.f32 == Path::Neon && cpu_has_neon_dotprod();
 #else
     // Elsewhere the portable kernels (std::fma is an instruction on most such CPUs).
     isa.f32 = Path::Portable;

@@ -47,6 +47,8 @@ struct Isa {
 const Isa & cpu_isa();
 // Whether this CPU has AVX-VNNI (the q8_0 product's ymm int8 dots), whatever JEPA_GEMM says.
 bool cpu_has_avx_vnni();
+// Whether this ARM64 CPU has NEON with the dot-product extension (SDOT), whatever JEPA_GEMM says.
+bool cpu_has_neon_dotprod();
 // Whether this CPU has AMX-INT8 with AVX-512 VNNI and the kernel grants the tile state, whatever
 // JEPA_GEMM says.
 bool cpu_has_amx_int8();

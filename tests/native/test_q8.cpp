@@ -21,10 +21,6 @@
 #include <string>
 #include <vector>
 
-#if defined(__aarch64__) && defined(__linux__)
-#include <sys/auxv.h>
-#endif
-
 namespace {
 
 using Epilogue = jepa::gemm::Epilogue;
@@ -146,8 +142,8 @@ std::vector<std::pair<const char *, void (*)(const kd::Problem &, int, int)>> is
     }
     if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx2)) v.push_back({"avx2", kd::avx2::run_gemm_q8});
 #endif
-#if defined(__aarch64__) && defined(__linux__)
-    if ((getauxval(AT_HWCAP) & (1ul << 20)) != 0) v.push_back({"neon-dotprod", kd::neon::run_gemm_q8});  // HWCAP_ASIMDDP
+#if defined(__aarch64__)
+    if (jepa::gemm::cpu_has_neon_dotprod()) v.push_back({"neon-dotprod", kd::neon::run_gemm_q8});
 #endif
     v.push_back({"portable", kd::portable::run_gemm_q8});
     return v;
