@@ -1,55 +1,56 @@
-"""The CPU kernel paths this machine runs, one JEPA_GEMM value each (the engine's own kernels:
-AVX-512 with and without its bf16 kernel, AVX2 with and without AVX-VNNI's int8 dots, NEON on ARM64,
-portable; ggml's products are not a path of the promise and are left out). Each value is asked of a
-fresh process, since the engine detects once.
+"""The CPU kernel paths and CPU classes of this machine, read from the engine's one table
+(jepa.cpu: csrc/src/cpu/paths.cpp and features.cpp), on its features as JEPA_CPU_FEATURES masks them.
+ggml's products are not a path of the promise and are left out.
 
-    python tools/kernel_paths.py            JEPA_GEMM value<TAB>kernel line, one per distinct path
-    python tools/kernel_paths.py --others   the values past the default (what `make path-test` runs)
+    python tools/kernel_paths.py             JEPA_GEMM value<TAB>kernel line, one per distinct path
+    python tools/kernel_paths.py --others    the values past the default whose f32 or bf16 kernels
+                                             differ (what `make path-test` runs the every_path suite on)
+    python tools/kernel_paths.py --classes   the CPU classes this CPU can stand for (what `make
+                                             cpu-test` runs the cpu_class tests under), smallest first
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import sys
 
-# From the top down; "" is the default (the best the CPU has). A cap the CPU lacks falls to the
-# next path down, or (neon on x86, avx2 on ARM) leaves the default: either way it repeats a line
-# and is dropped.
-CAPS = ("", "avx512bf16", "avx512", "avxvnni", "avx2", "neon", "portable")
-# Caps that change only the q8_0 product (AVX2's f32 kernels with AVX-VNNI's int8 dots): the kernel
-# path comparison runs them; the every_path suite (--others) would repeat avx2's f32 checks.
-Q8_ONLY = ("avxvnni",)
+from jepa.cpu import CpuClass, cpu_classes, cpu_info, distinct_paths, kernel_paths
+
+# The kinds whose kernels the every_path suite checks: a path that differs only in its q8_0 product
+# (AVX-VNNI's int8 dots beside AVX2's) gets the native q8 suites' every-path run instead.
+EVERY_PATH_KINDS = "f32,bf16"
 
 
-def kernels_under(cap: str) -> str:
-    """The engine's kernel line (jepa.cpu_kernels) in a process with JEPA_GEMM=cap."""
-    env = {**os.environ, "JEPA_GEMM": cap}
-    code = "import jepa; print(jepa.cpu_kernels())"
-    r = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
-    return r.stdout.strip()
+def distinct() -> dict[str, str]:
+    """JEPA_GEMM value -> kernel line, one per distinct path, the default ("") first."""
+    lines = {row.name: row.kernels for row in kernel_paths()}
+    out = {"": cpu_info().kernels}
+    for name in distinct_paths():
+        out[name] = lines[name]
+    return out
 
 
-def distinct_paths() -> dict[str, str]:
-    """JEPA_GEMM value -> kernel line, one per distinct path, the default first."""
-    seen: dict[str, str] = {}
-    for cap in CAPS:
-        line = kernels_under(cap)
-        if line != "ggml" and line not in seen.values():
-            seen[cap] = line
-    return seen
+def classes_here() -> list[CpuClass]:
+    """The CPU classes this CPU can stand for (each a subset of what it has), one per feature set."""
+    have = cpu_info().detected
+    out: dict[frozenset[str], CpuClass] = {}
+    for c in cpu_classes():
+        if c.features <= have:
+            out.setdefault(c.features, c)
+    return list(out.values())
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--others", action="store_true", help="only the values past the default, space-separated")
+    group = ap.add_mutually_exclusive_group()
+    group.add_argument("--others", action="store_true", help="the values past the default, space-separated")
+    group.add_argument("--classes", action="store_true", help="the CPU classes this CPU can stand for")
     args = ap.parse_args()
-    paths = distinct_paths()
     if args.others:
-        print(" ".join(cap for cap in paths if cap and cap not in Q8_ONLY))
+        print(" ".join(distinct_paths(EVERY_PATH_KINDS)))
+    elif args.classes:
+        print(" ".join(c.name for c in classes_here()))
     else:
-        for cap, line in paths.items():
+        for cap, line in distinct().items():
             print(f"{cap or '(default)'}\t{line}")
 
 

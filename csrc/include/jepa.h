@@ -92,9 +92,65 @@ JEPA_API int jepa_has_cuda(void);
  * the tightest from its own cgroup up; quota / period rounded up), at least 1. Read on every call. */
 JEPA_API int jepa_default_threads(void);
 /* The CPU kernels this process runs, as a CPU model's info.matmul names them after "jepa: "
- * ("f32/f16: avx2-fma; bf16: avx2-fma", "ggml", ...): detected once, capped by JEPA_GEMM
- * (ggml, portable, avx2, avx512, avx512bf16). f32 models give the same bits on every path but ggml. */
+ * ("f32/f16: avx2-fma; bf16: avx2-fma; q8_0: avx2", "ggml", ...): the kernel path JEPA_GEMM names
+ * (a row of the table below; unset: "native") on the CPU's features. f32 models give the same bits on
+ * every path but ggml. */
 JEPA_API const char * jepa_cpu_kernels(void);
+
+/* ---- what the CPU can do ------------------------------------------------------------------
+ * One place knows it: the features are detected once (x86: avx2 avx_vnni avx512 avx512_vnni
+ * avx512_bf16 amx_bf16 amx_int8; ARM64: asimd asimddp), then masked by JEPA_CPU_FEATURES to stand
+ * for a smaller CPU: a class (x86-64, x86-64-v3, alderlake, x86-64-v4, cascadelake, zen4,
+ * sapphirerapids, armv8-a, armv8.2-a+dotprod, generic), feature names, or "native", joined by ','
+ * (their union; "-name" removes). A mask never adds what the CPU lacks; an unknown name leaves no
+ * feature at all (and is said on stderr), so a typo cannot pass for a larger CPU. docs/cpu.md. */
+
+/* The features the engine runs with (masked), space-separated ("" for none). */
+JEPA_API const char * jepa_cpu_features(void);
+/* The features this CPU has, unmasked. */
+JEPA_API const char * jepa_cpu_features_detected(void);
+/* Every feature name the engine knows, space-separated (both architectures'). */
+JEPA_API const char * jepa_cpu_feature_names(void);
+/* JEPA_CPU_FEATURES as given ("" when unset), and why it was refused ("" when it was not). */
+JEPA_API const char * jepa_cpu_features_mask(void);
+JEPA_API const char * jepa_cpu_features_mask_error(void);
+
+/* A CPU class of this build's architecture: its name (JEPA_CPU_FEATURES takes it), its features, the
+ * CPUs it stands for; smallest first. */
+typedef struct jepa_cpu_class {
+    const char * name;
+    const char * features;  /* space-separated, as jepa_cpu_features */
+    const char * example;
+} jepa_cpu_class;
+JEPA_API int jepa_cpu_class_count(void);
+/* Class i (0 <= i < count); JEPA_ERR_INVALID_ARG out of range or for a NULL out. */
+JEPA_API jepa_status jepa_cpu_class_get(int i, jepa_cpu_class * out);
+
+/* One row of the kernel-path table: a JEPA_GEMM value, the most each kernel kind may be on it, and
+ * what this process's CPU (masked) runs under it. The rows are this build's architecture's, top
+ * down, "native" (the default: the best the CPU has) first. */
+typedef struct jepa_kernel_path {
+    const char * name;        /* the JEPA_GEMM value                                        */
+    const char * f32_cap;     /* the f32 / f16 kernel at most: avx512, avx2, neon, portable, ggml */
+    const char * bf16_cap;    /* the bf16 kernel at most: avx512-bf16, or widen (to the f32 one) */
+    const char * q8_cap;      /* the q8_0 product at most: avx512-vnni, avx-vnni, avx2, neon-dotprod, portable */
+    int          amx;         /* 1: AMX tiles where the CPU has them (bf16 and q8_0)         */
+    const char * stands_for;  /* the CPU it stands for                                       */
+    const char * kernels;     /* what it runs on this CPU: a jepa_cpu_kernels line           */
+    const char * f32;         /* ... kind by kind: the f32 / f16 kernel ("avx2-fma", "ggml")  */
+    const char * bf16;        /* the bf16 kernel ("amx", "avx512-bf16", the f32 one, "ggml")  */
+    const char * q8;          /* the q8_0 product ("amx-int8", "avx2", ..., "ggml")           */
+    int          selected;    /* 1 for the row this process runs                             */
+} jepa_kernel_path;
+JEPA_API int jepa_kernel_path_count(void);
+/* Row i (0 <= i < count); JEPA_ERR_INVALID_ARG out of range or for a NULL out. */
+JEPA_API jepa_status jepa_kernel_path_get(int i, jepa_kernel_path * out);
+/* The JEPA_GEMM values of the rows that run something else than this process's row and than each
+ * other in the named kinds ("f32", "bf16", "q8", joined by ','; NULL or "": all three), space-separated
+ * in table order: what a suite runs again on every other path after its plain run. ggml's row among
+ * them only with with_ggml. NULL (and the error set) on an unknown kind. Valid until the thread's next
+ * call of it. */
+JEPA_API const char * jepa_kernel_paths_distinct(const char * kinds, int with_ggml);
 
 /* ---- model ---------------------------------------------------------------------------------- */
 

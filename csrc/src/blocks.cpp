@@ -1,6 +1,6 @@
 #include "blocks.h"
 
-#include "gemm.h"
+#include "cpu/gemm.h"
 #include "rope.h"
 
 #include <cmath>
@@ -156,6 +156,43 @@ ggml_tensor * build_attn(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, g
     ggml_tensor * kqv = ggml_mul_mat(ctx, vt, kq);                   // [hd, Nq, H, B]
     kqv = ggml_cont(ctx, ggml_permute(ctx, kqv, 0, 2, 1, 3));        // [hd, H, Nq, B]
     return ggml_reshape_3d(ctx, kqv, hd * H, Nq, B);
+}
+
+ggml_tensor * build_varlen_attn(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v,
+                                const gemm::Varlen & varlen, bool own) {
+    if (own && gemm::varlen_attention_supported(q, k, v)) return gemm::varlen_attention(ctx, q, k, v, &varlen);
+    AttnOptions o;
+    o.n_head = int(q->ne[1]);
+    o.scale = varlen.scale;
+    ggml_tensor * out = nullptr;
+    for (size_t s = 0; s + 1 < varlen.offsets.size(); ++s) {
+        const int64_t t0 = varlen.offsets[s], n = varlen.offsets[s + 1] - t0;
+        auto rows = [&](ggml_tensor * t) {
+            return ggml_view_4d(ctx, t, t->ne[0], t->ne[1], n, 1, t->nb[1], t->nb[2], t->nb[3], size_t(t0) * t->nb[2]);
+        };
+        ggml_tensor * a = build_attn(ctx, rows(q), rows(k), rows(v), o);  // [D, n, 1]
+        out = out ? ggml_concat(ctx, out, a, 1) : a;
+    }
+    return out;
+}
+
+AdalnNorms adaln_norms(const ggml_tensor * x, const ggml_tensor * shift1, const ggml_tensor * scale1, const NormW & ln1,
+                       const ggml_tensor * shift2, const ggml_tensor * scale2, const NormW & ln2, bool own) {
+    AdalnNorms a;
+    a.own = own;
+    a.fused = own && gemm::adaln_norm_supported(x, shift1, scale1, ln1.w, ln1.b) &&
+              gemm::adaln_norm_supported(x, shift2, scale2, ln2.w, ln2.b);
+    return a;
+}
+
+ggml_tensor * build_adaln_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * shift, ggml_tensor * scale,
+                               const NormW & ln, float eps_mod, float eps, const AdalnNorms & how) {
+    if (how.fused) return gemm::adaln_norm(ctx, x, shift, scale, ln.w, ln.b, eps_mod, eps);
+    // LN(x) * (1 + scale) + shift, the LN on the engine's kernel where own (ggml_norm's variance sum
+    // follows the SIMD width ggml was compiled for).
+    ggml_tensor * n = build_plain_norm(ctx, x, eps_mod, how.own);
+    ggml_tensor * m = ggml_add(ctx, ggml_mul(ctx, n, ggml_scale_bias(ctx, scale, 1.0f, 1.0f)), shift);
+    return build_norm(ctx, m, ln, eps);
 }
 
 Qkv build_block_qkv(ggml_context * ctx, ggml_tensor * x, const VitBlockW & b, const BlockHparams & hp,

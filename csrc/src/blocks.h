@@ -1,7 +1,8 @@
-// Shared graph blocks: every encoder, predictor and head is assembled from these.
+// Shared graph blocks: every encoder, predictor and head is assembled from these. Each choice between
+// the engine's fused CPU ops (cpu/gemm.h) and ggml's own is made here, and only here.
 #pragma once
 
-#include "gemm.h"
+#include "cpu/gemm.h"
 #include "hparams.h"
 #include "model.h"
 
@@ -52,6 +53,25 @@ ggml_tensor * build_mlp(ggml_context * ctx, ggml_tensor * x, const LinearW & up,
 // Scaled dot-product attention over heads. q, k, v: [head_dim, n_head, n_tok, B] (views are fine);
 // returns [head_dim * n_head, n_q, B], heads concatenated as PyTorch does.
 ggml_tensor * build_attn(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, const AttnOptions & o);
+
+// Attention per sequence over sequences laid end to end (text; gemm.h's Varlen): the engine's varlen
+// kernel where `own` (CPU weights, flash asked for); elsewhere (CUDA, where custom ops do not run, or
+// flash off) ggml's attention on each sequence's rows and a concatenation.
+ggml_tensor * build_varlen_attn(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v,
+                                const gemm::Varlen & varlen, bool own);
+
+// adaLN-zero's modulated norms of a LeWM block, ln(LN(x) * (1 + scale) + shift) twice: fused when the
+// engine's kernels run the block (`own`) and both norms' operands suit the one-pass kernel (the
+// modulation's chunks then stay views, read in place); else ggml's ops on copies of the chunks.
+struct AdalnNorms {
+    bool fused = false;
+    bool own = false;
+};
+AdalnNorms adaln_norms(const ggml_tensor * x, const ggml_tensor * shift1, const ggml_tensor * scale1, const NormW & ln1,
+                       const ggml_tensor * shift2, const ggml_tensor * scale2, const NormW & ln2, bool own);
+// One of them: the inner LN without affine (eps_mod), the outer with ln's (eps). The same bits either way.
+ggml_tensor * build_adaln_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * shift, ggml_tensor * scale,
+                               const NormW & ln, float eps_mod, float eps, const AdalnNorms & how);
 
 // Split x [D, N, B] projections into per-head 4-D views [head_dim, n_head, N, B].
 struct Qkv {

@@ -1,6 +1,6 @@
 #include "context.h"
 
-#include "gemm.h"
+#include "cpu/gemm.h"
 
 #include "error.h"
 #include "head.h"

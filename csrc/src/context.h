@@ -2,7 +2,7 @@
 // allocator and the scratch buffers. Build, allocate, set inputs, run, read.
 #pragma once
 
-#include "gemm.h"
+#include "cpu/gemm.h"
 #include "model.h"
 #include "vit.h"
 

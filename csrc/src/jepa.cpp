@@ -1,7 +1,9 @@
 // The C API: argument checks, then the engine, with every exception turned into a status.
 #include "jepa.h"
 
-#include "gemm.h"
+#include "cpu/features.h"
+#include "cpu/gemm.h"
+#include "cpu/paths.h"
 
 #include "context.h"
 #include "error.h"
@@ -13,8 +15,10 @@
 
 #include "ggml.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -117,7 +121,98 @@ const char * jepa_ggml_version(void) {
     return v.c_str();
 }
 
-const char * jepa_cpu_kernels(void) { return jepa::gemm::describe(); }
+const char * jepa_cpu_kernels(void) { return jepa::cpu::describe(); }
+
+const char * jepa_cpu_features(void) {
+    static const std::string s = jepa::cpu::names(jepa::cpu::features());
+    return s.c_str();
+}
+
+const char * jepa_cpu_features_detected(void) {
+    static const std::string s = jepa::cpu::names(jepa::cpu::detected());
+    return s.c_str();
+}
+
+const char * jepa_cpu_feature_names(void) {
+    static const std::string s = jepa::cpu::names(~0u);
+    return s.c_str();
+}
+
+const char * jepa_cpu_features_mask(void) { return jepa::cpu::mask_text().c_str(); }
+const char * jepa_cpu_features_mask_error(void) { return jepa::cpu::mask_error().c_str(); }
+
+int jepa_cpu_class_count(void) { return jepa::cpu::class_count(); }
+
+jepa_status jepa_cpu_class_get(int i, jepa_cpu_class * out) {
+    if (!out || i < 0 || i >= jepa::cpu::class_count()) {
+        jepa::set_error(JEPA_ERR_INVALID_ARG, "cpu class index out of range", "index");
+        return JEPA_ERR_INVALID_ARG;
+    }
+    // The names live as long as the process: one string per class, made once.
+    static const std::vector<std::string> features = [] {
+        std::vector<std::string> v;
+        for (int k = 0; k < jepa::cpu::class_count(); ++k) v.push_back(jepa::cpu::names(jepa::cpu::class_at(k).set));
+        return v;
+    }();
+    const jepa::cpu::CpuClass & c = jepa::cpu::class_at(i);
+    *out = {c.name, features[size_t(i)].c_str(), c.example};
+    return JEPA_OK;
+}
+
+int jepa_kernel_path_count(void) { return jepa::cpu::row_count(); }
+
+const char * jepa_kernel_paths_distinct(const char * kinds, int with_ggml) {
+    jepa::cpu::Kinds k;
+    const std::string spec = kinds ? kinds : "";
+    if (!spec.empty()) {
+        k = {false, false, false};
+        size_t at = 0;
+        while (at <= spec.size()) {
+            const size_t end = std::min(spec.find(',', at), spec.size());
+            const std::string t = spec.substr(at, end - at);
+            at = end + 1;
+            if (t == "f32") k.f32 = true;
+            else if (t == "bf16") k.bf16 = true;
+            else if (t == "q8") k.q8 = true;
+            else {
+                jepa::set_error(JEPA_ERR_INVALID_ARG, "unknown kernel kind '" + t + "' (f32, bf16, q8)", "kinds");
+                return nullptr;
+            }
+        }
+    }
+    thread_local std::string out;
+    out.clear();
+    for (int i : jepa::cpu::distinct_rows(k, with_ggml != 0)) {
+        if (!out.empty()) out += ' ';
+        out += jepa::cpu::row_at(i).name;
+    }
+    return out.c_str();
+}
+
+jepa_status jepa_kernel_path_get(int i, jepa_kernel_path * out) {
+    if (!out || i < 0 || i >= jepa::cpu::row_count()) {
+        jepa::set_error(JEPA_ERR_INVALID_ARG, "kernel path index out of range", "index");
+        return JEPA_ERR_INVALID_ARG;
+    }
+    // What each row runs on this CPU, made once: the line, then kind by kind.
+    struct Runs {
+        std::string line, f32, bf16, q8;
+    };
+    static const std::vector<Runs> runs = [] {
+        std::vector<Runs> v;
+        for (int k = 0; k < jepa::cpu::row_count(); ++k) {
+            const jepa::cpu::Selection s = jepa::cpu::select(jepa::cpu::row_at(k), jepa::cpu::features());
+            v.push_back({jepa::cpu::describe(s), jepa::cpu::f32_kernel(s), jepa::cpu::bf16_kernel(s), jepa::cpu::q8_kernel(s)});
+        }
+        return v;
+    }();
+    const jepa::cpu::PathRow & r = jepa::cpu::row_at(i);
+    const Runs & run = runs[size_t(i)];
+    *out = {r.name, jepa::cpu::cap_name(r.f32), jepa::cpu::cap_name(r.bf16), jepa::cpu::cap_name(r.q8), r.amx ? 1 : 0,
+            r.stands_for, run.line.c_str(), run.f32.c_str(), run.bf16.c_str(), run.q8.c_str(),
+            i == jepa::cpu::selected_row() ? 1 : 0};
+    return JEPA_OK;
+}
 
 int jepa_has_cuda(void) {
 #ifdef JEPA_USE_CUDA

@@ -1,7 +1,6 @@
 #include "lewm.h"
 
 #include "blocks.h"
-#include "gemm.h"
 
 #include <cmath>
 
@@ -22,22 +21,6 @@ LewmProjectGraph build_lewm_project_graph(ggml_context * ctx, const Model & m, i
 
 namespace {
 
-// LN(x) * (1 + scale) + shift, LN without affine (the engine's where `own`: ggml_norm's variance sum
-// follows the SIMD width ggml was compiled for).
-ggml_tensor * modulate(ggml_context * ctx, ggml_tensor * x, ggml_tensor * shift, ggml_tensor * scale, float eps,
-                       bool own) {
-    ggml_tensor * n = build_plain_norm(ctx, x, eps, own);
-    return ggml_add(ctx, ggml_mul(ctx, n, ggml_scale_bias(ctx, scale, 1.0f, 1.0f)), shift);
-}
-
-// The modulated norm that opens each half of a block: ln(modulate(x)). fused: the engine's one-pass
-// kernel (the same bits); else ggml's ops.
-ggml_tensor * adaln_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * shift, ggml_tensor * scale, const NormW & ln,
-                         const PredHparams & p, bool fused, bool own) {
-    if (fused) return gemm::adaln_norm(ctx, x, shift, scale, ln.w, ln.b, p.adaln_eps, p.block.ln_eps);
-    return build_norm(ctx, modulate(ctx, x, shift, scale, p.adaln_eps, own), ln, p.block.ln_eps);
-}
-
 // le-wm's ConditionalBlock: adaLN-zero around an Attention and a FeedForward that each open with
 // their own affine LayerNorm. On the engine's kernels the six chunks of the modulation are views read
 // in place, each modulated norm is one pass and each gate rides its product's epilogue with the
@@ -51,19 +34,17 @@ ggml_tensor * build_adaln_block(ggml_context * ctx, ggml_tensor * x, ggml_tensor
         return ggml_view_3d(ctx, mod, D, mod->ne[1], mod->ne[2], mod->nb[1], mod->nb[2],
                             size_t(i) * size_t(D) * ggml_element_size(mod));
     };
-    const bool own = b.adaln.packed;
-    const bool fused = own && gemm::adaln_norm_supported(x, view(0), view(1), b.ln1.w, b.ln1.b) &&
-                       gemm::adaln_norm_supported(x, view(3), view(4), b.ln2.w, b.ln2.b);
-    auto chunk = [&](int i) { return fused ? view(i) : ggml_cont(ctx, view(i)); };
+    const AdalnNorms norms = adaln_norms(x, view(0), view(1), b.ln1, view(3), view(4), b.ln2, b.adaln.packed);
+    auto chunk = [&](int i) { return norms.fused ? view(i) : ggml_cont(ctx, view(i)); };
     ggml_tensor * shift1 = chunk(0), * scale1 = chunk(1), * gate1 = chunk(2);
     ggml_tensor * shift2 = chunk(3), * scale2 = chunk(4), * gate2 = chunk(5);
 
-    ggml_tensor * h = adaln_norm(ctx, x, shift1, scale1, b.ln1, p, fused, own);
+    ggml_tensor * h = build_adaln_norm(ctx, x, shift1, scale1, b.ln1, p.adaln_eps, p.block.ln_eps, norms);
     Qkv qkv = build_qkv(ctx, h, b, p.block.n_head);
     x = build_linear(ctx, build_attn(ctx, qkv.q, qkv.k, qkv.v, attn), b.attn_out, x, gate1);  // x + h gate
     ggml_format_name(x, "pred.blk.%d.attn_res", layer);
 
-    h = adaln_norm(ctx, x, shift2, scale2, b.ln2, p, fused, own);
+    h = build_adaln_norm(ctx, x, shift2, scale2, b.ln2, p.adaln_eps, p.block.ln_eps, norms);
     x = build_mlp(ctx, h, b.ffn_up, b.ffn_down, p.block.act, x, gate2);
     ggml_format_name(x, "pred.blk.%d.out", layer);
     return x;

@@ -1,7 +1,8 @@
 #include "model.h"
 
 #include "error.h"
-#include "gemm.h"
+#include "cpu/paths.h"
+#include "cpu/gemm.h"
 #include "gguf.h"
 #include "gguf_meta.h"
 #include "tensor_table.h"
@@ -260,7 +261,7 @@ int pack_linears(Model & m) {
     int n = 0;
     m.for_each_linear([&](LinearW & l) {
         if (l.w && gemm::can_pack(l.w)) {
-            if (l.w->type == GGML_TYPE_BF16 && gemm::cpu_isa().avx512_bf16) m.half_attention = true;
+            if (l.w->type == GGML_TYPE_BF16 && cpu::selection().bf16 == cpu::Bf16::Avx512Bf16) m.half_attention = true;
             gemm::pack_in_place(l.w);
             l.packed = true;
             ++n;
@@ -323,7 +324,7 @@ Model * load_model(const char * path, const jepa_model_params & params) {
     if (cpu) model->for_each_linear([&](LinearW & l) { if (l.w && gemm::packable(l.w)) own.insert(l.w); });
     place_weights(*model, path, g.get(), uint64_t(st.st_size), params.use_mmap != 0, own);
     if (cpu) model->n_packed = pack_linears(*model);
-    model->matmul_name = std::string("jepa: ") + gemm::describe();
+    model->matmul_name = std::string("jepa: ") + cpu::describe();
 
     ggml_backend_t be = model->new_backend();
     model->backend_name = ggml_backend_name(be);

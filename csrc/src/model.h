@@ -113,7 +113,7 @@ struct Model {
     int64_t n_bytes_mapped = 0;                // of n_bytes: used in place from the mapping
     int n_packed = 0;                          // weight matrices the engine's own kernel runs
     bool half_attention = false;               // bf16 matrices on a bf16 kernel: attention in bf16 too
-    std::string matmul_name;                   // "jepa: <paths>" (gemm::describe()) when n_packed > 0
+    std::string matmul_name;                   // "jepa: <paths>" (cpu::describe()) when n_packed > 0
 
     Model() = default;
     Model(const Model &) = delete;

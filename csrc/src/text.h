@@ -3,7 +3,7 @@
 // token at once and whose attention runs per sequence. A pure function of (hparams, lengths).
 #pragma once
 
-#include "gemm.h"
+#include "cpu/gemm.h"
 #include "model.h"
 
 #include <vector>

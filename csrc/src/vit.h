@@ -2,7 +2,7 @@
 // CLS and register tokens, pre-norm blocks, final LayerNorm. A pure function of (hparams, shape).
 #pragma once
 
-#include "gemm.h"
+#include "cpu/gemm.h"
 #include "model.h"
 
 #include <memory>

@@ -7,7 +7,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Context', 'ContextParams', 'HeadKind', 'MAX_BATCH_LIMIT', 'Model', 'ModelInfo', 'Pooling', 'PosType', 'PredictParams', 'PredictorKind', 'Preprocess', 'Resample', 'ResizeMode', 'WorldRolloutParams', 'context_default_params', 'cpu_kernels', 'default_threads', 'device_memory', 'ggml_version', 'has_cuda', 'predict_default_params', 'quantize', 'type_id', 'type_row_bytes', 'version', 'world_rollout_default_params']
+__all__: list[str] = ['Context', 'ContextParams', 'HeadKind', 'MAX_BATCH_LIMIT', 'Model', 'ModelInfo', 'Pooling', 'PosType', 'PredictParams', 'PredictorKind', 'Preprocess', 'Resample', 'ResizeMode', 'WorldRolloutParams', 'context_default_params', 'cpu_classes', 'cpu_feature_names', 'cpu_features', 'cpu_features_detected', 'cpu_features_mask', 'cpu_features_mask_error', 'cpu_kernels', 'default_threads', 'device_memory', 'ggml_version', 'has_cuda', 'kernel_paths', 'kernel_paths_distinct', 'predict_default_params', 'quantize', 'type_id', 'type_row_bytes', 'version', 'world_rollout_default_params']
 class _PybindEnum:
     """What py::enum_ gives every enum below, written once (typing only: at run time their base is pybind11_object)."""
     @typing.overload
@@ -368,6 +368,30 @@ class Context:
         ...
 def context_default_params() -> ContextParams:
     ...
+def cpu_classes() -> list[tuple[str, str, str]]:
+    """
+    The CPU classes JEPA_CPU_FEATURES takes: (name, features, the CPUs it stands for).
+    """
+def cpu_feature_names() -> str:
+    """
+    Every CPU feature name the engine knows, space-separated.
+    """
+def cpu_features() -> str:
+    """
+    The CPU features the engine runs with (JEPA_CPU_FEATURES applied), space-separated.
+    """
+def cpu_features_detected() -> str:
+    """
+    The CPU features this CPU has, unmasked.
+    """
+def cpu_features_mask() -> str:
+    """
+    JEPA_CPU_FEATURES as given ("" when unset).
+    """
+def cpu_features_mask_error() -> str:
+    """
+    Why JEPA_CPU_FEATURES was refused ("" when it was not).
+    """
 def cpu_kernels() -> str:
     ...
 def default_threads() -> int:
@@ -382,6 +406,14 @@ def ggml_version() -> str:
     ...
 def has_cuda() -> bool:
     ...
+def kernel_paths() -> list[dict]:
+    """
+    The kernel-path table (one dict per JEPA_GEMM value, the default first) and what each runs here.
+    """
+def kernel_paths_distinct(kinds: str = '', with_ggml: bool = False) -> str:
+    """
+    The JEPA_GEMM values that run something else than this process in those kinds (f32, bf16, q8), space-separated.
+    """
 def predict_default_params() -> PredictParams:
     ...
 def quantize(type: str, rows: typing.Annotated[numpy.typing.ArrayLike, numpy.float32]) -> numpy.typing.NDArray[numpy.uint8]:

@@ -2,8 +2,9 @@
 // it, random inputs, a bit-pattern comparison, and the f32 kernel set of every ISA this CPU runs.
 #pragma once
 
-#include "gemm.h"
-#include "gemm_kernels.h"
+#include "cpu/paths.h"
+#include "cpu/gemm.h"
+#include "cpu/gemm_kernels.h"
 
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
@@ -102,11 +103,11 @@ inline bool same_bits(const float * a, const float * b, size_t n) { return std::
 inline std::vector<std::pair<const char *, const kd::KernelSet *>> isa_kernels() {
     std::vector<std::pair<const char *, const kd::KernelSet *>> v;
 #ifndef JEPA_NO_X86_KERNELS
-    if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx512)) v.push_back({"avx512", &kd::avx512::kernels});
-    if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx2)) v.push_back({"avx2", &kd::avx2::kernels});
+    if (jepa::cpu::can_run(jepa::cpu::F32::Avx512)) v.push_back({"avx512", &kd::avx512::kernels});
+    if (jepa::cpu::can_run(jepa::cpu::F32::Avx2)) v.push_back({"avx2", &kd::avx2::kernels});
 #endif
 #if defined(__aarch64__) || defined(_M_ARM64)
-    if (jepa::gemm::cpu_can(jepa::gemm::Path::Neon)) v.push_back({"neon", &kd::neon::kernels});
+    if (jepa::cpu::can_run(jepa::cpu::F32::Neon)) v.push_back({"neon", &kd::neon::kernels});
 #endif
     v.push_back({"portable", &kd::portable::kernels});
     return v;

@@ -5,7 +5,8 @@
 // ISA's kernels this CPU runs. The scale, shift and gate are views into a wider modulation tensor, read
 // in place, as the LeWM graph passes them.
 #include "check.h"
-#include "gemm.h"
+#include "cpu/paths.h"
+#include "cpu/gemm.h"
 #include "graph.h"
 #include "kernel_fixtures.h"
 
@@ -194,8 +195,8 @@ void check_isa_gated(int64_t M, int64_t K, int64_t N) {
 }  // namespace
 
 int main() {
-    std::printf("kernels: %s\n", jepa::gemm::describe());
-    if (jepa::gemm::cpu_isa().f32 == jepa::gemm::Path::Ggml) {
+    std::printf("kernels: %s\n", jepa::cpu::describe());
+    if (!jepa::cpu::selection().own()) {
         std::printf("JEPA_GEMM=ggml: no engine kernels; LeWM runs its unfused graph\n");
         return check_result("test_adaln");
     }

@@ -7,7 +7,7 @@
 // kernel steps aside and the fallback is what runs).
 #include "blocks.h"
 #include "check.h"
-#include "gemm.h"
+#include "cpu/gemm.h"
 #include "graph.h"
 
 #include <cmath>

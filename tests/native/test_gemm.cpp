@@ -6,8 +6,9 @@
 //
 //     test_gemm             the checks (ctest)
 //     test_gemm --bench     GFLOP/s of the kernels on ViT shapes (a development aid, not a test)
-#include "gemm.h"
-#include "gemm_kernels.h"
+#include "cpu/paths.h"
+#include "cpu/gemm.h"
+#include "cpu/gemm_kernels.h"
 #include "graph.h"
 #include "kernel_fixtures.h"
 
@@ -73,7 +74,7 @@ void check_product(ggml_type type, int64_t M, int64_t K, int64_t N, bool bias, j
     const std::vector<float> x = random_x(M, K, uint32_t(K + N));
     const std::vector<float> y2 = run(W, x, M, 2, ep);
     // Against double precision. bf16 rounds the activations too: the reference does the same.
-    const bool bf16_act = type == GGML_TYPE_BF16 && jepa::gemm::cpu_isa().avx512_bf16;
+    const bool bf16_act = type == GGML_TYPE_BF16 && jepa::cpu::selection().bf16 == jepa::cpu::Bf16::Avx512Bf16;
     double err = 0, ref_max = 0;
     for (int64_t m = 0; m < M; ++m) {
         for (int64_t n = 0; n < N; ++n) {
@@ -103,7 +104,7 @@ void check_product(ggml_type type, int64_t M, int64_t K, int64_t N, bool bias, j
         check(same_bits(yi.data(), y2.data() + m * N, size_t(N)), name + ": row " + std::to_string(m) + " alone differs");
     }
     // bf16 activations in and out (the bf16 kernel only): the same bits as converting the f32 ones.
-    if (type == GGML_TYPE_BF16 && jepa::gemm::cpu_isa().avx512_bf16) {
+    if (type == GGML_TYPE_BF16 && jepa::cpu::selection().bf16 == jepa::cpu::Bf16::Avx512Bf16) {
         const std::vector<float> yb = run(W, x, M, 2, ep, nullptr, true, false);
         check(same_bits(yb.data(), y2.data(), y2.size()), name + ": bf16 activations in differ from f32 in");
         if (K <= 2048) {
@@ -207,13 +208,13 @@ void check_attention(int64_t hd, int64_t H, int64_t N, int64_t B, bool masked, b
         }
     }
     // bf16 products: q, k, p and v each rounded to 8 significant bits.
-    const double tol = (half && jepa::gemm::cpu_isa().avx512_bf16 ? 3e-2 : 1e-5) * std::max(1.0, ref_max);
+    const double tol = (half && jepa::cpu::selection().bf16 == jepa::cpu::Bf16::Avx512Bf16 ? 3e-2 : 1e-5) * std::max(1.0, ref_max);
     check(err <= tol, name + ": max error " + std::to_string(err));
     for (int threads : {1, 3}) {
         const std::vector<float> yt = run_attn(x, hd, H, N, B, mp, mask_f16, threads, half);
         check(same_bits(yt.data(), y.data(), y.size()), name + ": threads " + std::to_string(threads) + " != 2");
     }
-    if (half && jepa::gemm::cpu_isa().avx512_bf16) {
+    if (half && jepa::cpu::selection().bf16 == jepa::cpu::Bf16::Avx512Bf16) {
         // bf16 out (for a bf16 product): the f32 result rounded to nearest even.
         const std::vector<float> yb = run_attn(x, hd, H, N, B, mp, mask_f16, 2, half, true);
         bool ok = true;
@@ -480,14 +481,14 @@ void check_same_bits_every_isa() {
 
 int main(int argc, char ** argv) {
     if (argc > 1 && std::string(argv[1]) == "--bench") {
-        std::printf("kernels: %s\n", jepa::gemm::describe());
+        std::printf("kernels: %s\n", jepa::cpu::describe());
         bench();
         return 0;
     }
-    const jepa::gemm::Isa & isa = jepa::gemm::cpu_isa();
-    std::printf("kernels: %s\n", jepa::gemm::describe());
+    const jepa::cpu::Selection & isa = jepa::cpu::selection();
+    std::printf("kernels: %s\n", jepa::cpu::describe());
     check_same_bits_every_isa();
-    if (isa.f32 == jepa::gemm::Path::Ggml) {
+    if (isa.f32 == jepa::cpu::F32::Ggml) {
         std::printf("JEPA_GEMM=ggml: ggml's products; the erf of the portable kernels is checked\n");
         check_erf();
         std::printf("%d failures\n", g_failures);
@@ -520,7 +521,7 @@ int main(int argc, char ** argv) {
     check_attention(16, 1, 1, 2, false, false, true);
     check_layer_norm(384, 197, true);
     check_layer_norm(37, 5, false);  // a row length that is not a multiple of 16
-    if (isa.avx512_bf16) {
+    if (isa.bf16 == jepa::cpu::Bf16::Avx512Bf16) {
         // bf16 out (for a bf16 product): the f32 result rounded to nearest even.
         const std::vector<float> f = check_layer_norm(100, 7, true), h = check_layer_norm(100, 7, true, true);
         bool ok = true;

@@ -6,9 +6,11 @@
 //
 //     test_q8             the checks (ctest, once per JEPA_GEMM cap)
 //     test_q8 --bench     GFLOP/s of the q8_0 and f32 products on ViT shapes (a development aid)
-#include "gemm.h"
+#include "cpu/features.h"
+#include "cpu/paths.h"
+#include "cpu/gemm.h"
 #include "check.h"
-#include "gemm_kernels.h"
+#include "cpu/gemm_kernels.h"
 #include "graph.h"
 #include "kernel_fixtures.h"
 
@@ -128,22 +130,19 @@ void check_product(int64_t M, int64_t K, int64_t N, bool bias) {
     check(same_bits(yg.data(), g.data(), g.size()), name + ": fused gelu + residual != the unfused ops");
 }
 
-// The q8_0 products this CPU can run, whatever JEPA_GEMM says (the portable one always).
+// The q8_0 products this CPU can run (its features, masked by JEPA_CPU_FEATURES), whatever JEPA_GEMM
+// says (the portable one always).
 std::vector<std::pair<const char *, void (*)(const kd::Problem &, int, int)>> isa_q8() {
     std::vector<std::pair<const char *, void (*)(const kd::Problem &, int, int)>> v;
 #ifndef JEPA_NO_X86_KERNELS
-    __builtin_cpu_init();
-    if (jepa::gemm::cpu_has_amx_int8()) v.push_back({"amx-int8", kd::avx512::amx::run_gemm_q8});
-    if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx512) && __builtin_cpu_supports("avx512vnni")) {
-        v.push_back({"avx512-vnni", kd::avx512::run_gemm_q8});
-    }
-    if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx2) && jepa::gemm::cpu_has_avx_vnni()) {
-        v.push_back({"avx-vnni", kd::avx2::vnni::run_gemm_q8});
-    }
-    if (jepa::gemm::cpu_can(jepa::gemm::Path::Avx2)) v.push_back({"avx2", kd::avx2::run_gemm_q8});
+    const uint32_t f = jepa::cpu::features();
+    if (f & jepa::cpu::kAmxInt8) v.push_back({"amx-int8", kd::avx512::amx::run_gemm_q8});
+    if (f & jepa::cpu::kAvx512Vnni) v.push_back({"avx512-vnni", kd::avx512::run_gemm_q8});
+    if (f & jepa::cpu::kAvxVnni) v.push_back({"avx-vnni", kd::avx2::vnni::run_gemm_q8});
+    if (jepa::cpu::can_run(jepa::cpu::F32::Avx2)) v.push_back({"avx2", kd::avx2::run_gemm_q8});
 #endif
 #if defined(__aarch64__)
-    if (jepa::gemm::cpu_has_neon_dotprod()) v.push_back({"neon-dotprod", kd::neon::run_gemm_q8});
+    if (jepa::cpu::features() & jepa::cpu::kAsimdDp) v.push_back({"neon-dotprod", kd::neon::run_gemm_q8});
 #endif
     v.push_back({"portable", kd::portable::run_gemm_q8});
     return v;
@@ -237,7 +236,7 @@ void bench(bool q8_only) {
 }  // namespace
 
 int main(int argc, char ** argv) {
-    std::printf("kernels: %s\n", jepa::gemm::describe());
+    std::printf("kernels: %s\n", jepa::cpu::describe());
     if (argc > 1 && std::string(argv[1]) == "--bench") {
         bench(argc > 2 && std::string(argv[2]) == "q8");
         return 0;
@@ -250,7 +249,7 @@ int main(int argc, char ** argv) {
     check_every_isa(300, 256, 24);  // rows past one quantized block
     check_every_isa(600, 64, 48);   // many rows: threads split rows
     check_minus_128();
-    if (jepa::gemm::cpu_isa().f32 == jepa::gemm::Path::Ggml) {
+    if (!jepa::cpu::selection().own()) {
         std::printf("JEPA_GEMM=ggml: ggml's q8_0 products; the engine's are checked per ISA above\n");
     } else {
         check_product(1, 64, 32, false);

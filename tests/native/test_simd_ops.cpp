@@ -13,8 +13,8 @@
 
 #if defined(__aarch64__) || defined(_M_ARM64)
 
-#include "simd_neon.h"
-#include "simd_portable.h"
+#include "cpu/simd_neon.h"
+#include "cpu/simd_portable.h"
 
 #include <cmath>
 #include <cstdint>

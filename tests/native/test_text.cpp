@@ -3,7 +3,7 @@
 // bit for bit against the same sequence run alone, at 1 and 3 threads. ctest runs it on this CPU's
 // kernels and again with JEPA_GEMM=avx2 and JEPA_GEMM=portable.
 #include "check.h"
-#include "gemm.h"
+#include "cpu/gemm.h"
 #include "graph.h"
 
 #include <cmath>

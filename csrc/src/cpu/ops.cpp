@@ -1,294 +1,16 @@
-#include "gemm.h"
+// The engine's kernels as ggml graph ops (custom ops): each op's operands read off its tensors,
+// its parameters carried in the op's userdata, and the kernel of this process's path called on
+// the thread's share.
+#include "dispatch.h"
 
-#include "gemm_kernels.h"
-
-#include "ggml-cpu.h"
-
-#include <atomic>
-#include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <string>
-#include <vector>
-
-#if defined(__aarch64__) || defined(_M_ARM64)
-#define JEPA_ARM64 1
-#if defined(__linux__)
-#include <sys/auxv.h>
-#endif
-#endif
 
 namespace jepa::gemm {
-
-#ifdef JEPA_NO_X86_KERNELS
-namespace detail {
-// No x86 kernels in this build: detection finds none, so these are never reached.
-void run_bf16(const Problem &, int, int, bool) {}
-void run_attention_bf16(const Attention &, int, int, bool) {}
-void to_bf16_row(const float *, int64_t, uint16_t *) {}
-bool amx_request_permission() { return false; }
-}  // namespace detail
-#endif
 
 using namespace detail;
 
 namespace {
 
-std::atomic<int64_t> g_scratch_failures{0};
-
-size_t scratch_limit() {
-    static const size_t limit = [] {
-        const char * env = std::getenv("JEPA_SCRATCH_LIMIT_BYTES");
-        return env && *env ? size_t(std::strtoull(env, nullptr, 10)) : size_t(0);
-    }();
-    return limit;
-}
-
-#if (defined(__x86_64__) || defined(_M_X64)) && !defined(JEPA_NO_X86_KERNELS)
-#define JEPA_X86 1
-bool has_avx512() {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-}
-// AVX2 and FMA (the OS's YMM state included, as libgcc / compiler-rt check it), and F16C: CPUID leaf
-// 1 ECX bit 29 (not every compiler's __builtin_cpu_supports knows "f16c").
-bool has_avx2() {
-    __builtin_cpu_init();
-    unsigned eax = 1, ebx = 0, ecx = 0, edx = 0;
-    __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && ((ecx >> 29) & 1);
-}
-#endif
-
-#ifdef JEPA_ARM64
-// Advanced SIMD: HWCAP_ASIMD on Linux (every ARMv8-A core has it, but the kernel is asked); an
-// ARM64 build elsewhere (macOS, Windows) has it by definition.
-bool has_asimd() {
-#if defined(__linux__)
-    return (getauxval(AT_HWCAP) & (1ul << 1)) != 0;  // HWCAP_ASIMD (asm/hwcap.h)
-#else
-    return true;
-#endif
-}
-// The dot-product extension (SDOT): HWCAP_ASIMDDP on Linux; elsewhere only what the compiler was
-// told (Apple silicon has it from M1 on).
-bool has_asimddp() {
-#if defined(__linux__)
-    return (getauxval(AT_HWCAP) & (1ul << 20)) != 0;  // HWCAP_ASIMDDP (asm/hwcap.h)
-#elif defined(__ARM_FEATURE_DOTPROD)
-    return true;
-#else
-    return false;
-#endif
-}
-#endif
-}  // namespace
-
-// AVX-VNNI: CPUID leaf 7 sub-leaf 1 EAX bit 4 (clang 14's __builtin_cpu_supports has no "avxvnni"), on
-// a CPU whose AVX2 the OS has enabled.
-bool cpu_has_avx_vnni() {
-#ifdef JEPA_X86
-    if (!has_avx2()) return false;
-    unsigned eax = 7, ebx = 0, ecx = 1, edx = 0;
-    __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
-    return (eax >> 4) & 1;
-#else
-    return false;
-#endif
-}
-
-bool cpu_has_neon_dotprod() {
-#ifdef JEPA_ARM64
-    return has_asimd() && has_asimddp();
-#else
-    return false;
-#endif
-}
-
-bool cpu_has_amx_int8() {
-#ifdef JEPA_X86
-    static const bool has = [] {
-        if (!has_avx512() || !__builtin_cpu_supports("avx512vnni")) return false;
-        // CPUID leaf 7 EDX bits 24 (AMX-TILE) and 25 (AMX-INT8), then the kernel's permission.
-        unsigned eax = 7, ebx = 0, ecx = 0, edx = 0;
-        __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
-        return ((edx >> 24) & 1) && ((edx >> 25) & 1) && amx_request_permission();
-    }();
-    return has;
-#else
-    return false;
-#endif
-}
-
-namespace {
-
-Isa detect() {
-    Isa isa;
-#ifdef JEPA_X86
-    const bool avx512 = has_avx512();
-    // x86 without AVX2 + FMA (pre-2013 cores, Atom-class): std::fma would be a software routine,
-    // so ggml's products run there, without the batch bit-identity (JEPA_GEMM=portable gives it).
-    isa.f32 = avx512 ? Path::Avx512 : has_avx2() ? Path::Avx2 : Path::Ggml;
-    isa.avx512_bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
-    isa.avx512_vnni = avx512 && __builtin_cpu_supports("avx512vnni");
-    isa.avx_vnni = isa.f32 != Path::Ggml && cpu_has_avx_vnni();
-    // AMX: CPUID leaf 7 EDX bits 22 (AMX-BF16) and 24 (AMX-TILE), then the kernel's permission.
-    unsigned eax = 7, ebx = 0, ecx = 0, edx = 0;
-    __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
-    const bool amx_cpu = ((edx >> 22) & 1) && ((edx >> 24) & 1);
-    isa.amx_bf16 = isa.avx512_bf16 && amx_cpu && amx_request_permission();
-    isa.amx_int8 = isa.avx512_vnni && cpu_has_amx_int8();
-#elif defined(JEPA_ARM64)
-    isa.f32 = has_asimd() ? Path::Neon : Path::Portable;
-    isa.neon_dotprod = isa.f32 == Path::Neon && cpu_has_neon_dotprod();
-#else
-    // Elsewhere the portable kernels (std::fma is an instruction on most such CPUs).
-    isa.f32 = Path::Portable;
-#endif
-    // JEPA_GEMM caps the paths (for tests and comparisons); it never raises one past the CPU.
-    if (const char * env = std::getenv("JEPA_GEMM")) {
-        const std::string v(env);
-        // A cap this CPU lacks (avx2 on ARM, neon on x86) leaves the path as detected.
-        auto cap = [&](Path p) {
-            if (cpu_can(p)) isa.f32 = std::min(isa.f32, p);
-            isa.avx512_bf16 = isa.amx_bf16 = isa.amx_int8 = false;  // (a cap is a CPU without AMX)
-            if (isa.f32 != Path::Avx512) isa.avx512_vnni = false;
-            if (isa.f32 != Path::Neon) isa.neon_dotprod = false;
-        };
-        if (v == "ggml") cap(Path::Ggml);
-        if (v == "portable") isa = Isa{Path::Portable};
-        if (v == "avx2" || v == "avxvnni") cap(Path::Avx2);
-        if (v == "avx2") isa.avx_vnni = false;  // x86-64-v3 as a VNNI-less AVX2 CPU has it
-        if (v == "avx512") cap(Path::Avx512);
-        if (v == "neon") cap(Path::Neon);
-        if (v == "avx512bf16") isa.amx_bf16 = isa.amx_int8 = false;  // AVX512-BF16 and VNNI, no AMX
-    }
-    return isa;
-}
-
-// The f32 kernels of the path (the portable ones on the ggml path: text's per-sequence attention
-// and the elementwise GELU have no ggml op to fall back to).
-const KernelSet & f32_kernels() {
-    static const KernelSet & k = []() -> const KernelSet & {
-#ifndef JEPA_NO_X86_KERNELS
-        if (cpu_isa().f32 == Path::Avx512) return avx512::kernels;
-        if (cpu_isa().f32 == Path::Avx2) return avx2::kernels;
-#endif
-#ifdef JEPA_ARM64
-        if (cpu_isa().f32 == Path::Neon) return neon::kernels;
-#endif
-        return portable::kernels;
-    }();
-    return k;
-}
-
-bool own_f32() { return cpu_isa().f32 != Path::Ggml; }
-
-// The q8_0 product of the path: AMX-INT8 tiles where the CPU has them (with VNNI for row tails),
-// VPDPBUSD where it has AVX-512 VNNI or AVX-VNNI, else AVX2's VPMADDUBSW; SDOT on an ARM64 core with
-// DotProd; else portable C++ (the same bits on each, kernels_q8.inc).
-enum class Q8 { Portable, Avx2, AvxVnni, Avx512Vnni, AmxInt8, NeonDot };
-Q8 q8_path() {
-    const Isa & i = cpu_isa();
-    const bool x86 = i.f32 == Path::Avx512 || i.f32 == Path::Avx2;
-    if (i.f32 == Path::Avx512 && i.avx512_vnni) return i.amx_int8 ? Q8::AmxInt8 : Q8::Avx512Vnni;
-    if (x86 && i.avx_vnni) return Q8::AvxVnni;
-    if (i.f32 == Path::Neon && i.neon_dotprod) return Q8::NeonDot;
-    return x86 ? Q8::Avx2 : Q8::Portable;
-}
-
-void run_q8(const Problem & p, int ith, int nth) {
-    switch (q8_path()) {
-#ifndef JEPA_NO_X86_KERNELS
-        case Q8::AmxInt8: return avx512::amx::run_gemm_q8(p, ith, nth);
-        case Q8::Avx512Vnni: return avx512::run_gemm_q8(p, ith, nth);
-        case Q8::AvxVnni: return avx2::vnni::run_gemm_q8(p, ith, nth);
-        case Q8::Avx2: return avx2::run_gemm_q8(p, ith, nth);
-#endif
-#ifdef JEPA_ARM64
-        case Q8::NeonDot: return neon::run_gemm_q8(p, ith, nth);
-#endif
-        default: return portable::run_gemm_q8(p, ith, nth);
-    }
-}
-
-const char * q8_name() {
-    switch (q8_path()) {
-        case Q8::AmxInt8: return "amx-int8";
-        case Q8::Avx512Vnni: return "avx512-vnni";
-        case Q8::AvxVnni: return "avx-vnni";
-        case Q8::Avx2: return "avx2";
-        case Q8::NeonDot: return "neon-dotprod";
-        default: return "portable";
-    }
-}
-
-bool bf16_pairs() { return cpu_isa().avx512_bf16; }
-
-template <typename T>
-void pack_panels(T * data, int64_t N, int64_t K) {
-    // [N][K] -> panels of NR columns, [K][width] each (width NR but for the last).
-    std::vector<T> src(data, data + N * K);
-    for (int64_t n0 = 0; n0 < N; n0 += NR) {
-        const int64_t width = std::min(NR, N - n0);
-        T * dst = data + n0 * K;
-        for (int64_t k = 0; k < K; ++k) {
-            for (int64_t j = 0; j < width; ++j) dst[k * width + j] = src[size_t((n0 + j) * K + k)];
-        }
-    }
-}
-
-// ggml's q8_0 rows ([N][K / 32] blocks of an f16 scale and 32 int8) -> panels of NRQ columns, each
-// [K/32][width] f16 scales then [K/32][8][width][4] weights as w + 128 (gemm_kernels.h). A weight of
-// -128, which ggml's quantizer never writes (it rounds to [-127, 127]), is read as -127: AVX2's
-// product forms |a| times w with a's sign, where -128 has no negation.
-void pack_q8(uint8_t * data, int64_t N, int64_t K) {
-    constexpr int64_t kBlock = 34;  // ggml's block_q8_0: f16 d, int8 qs[32]
-    const int64_t nb = K / 32;
-    std::vector<uint8_t> src(data, data + N * nb * kBlock);
-    for (int64_t n0 = 0; n0 < N; n0 += NRQ) {
-        const int64_t width = std::min(NRQ, N - n0);
-        uint8_t * scales = data + n0 * nb * kBlock;
-        uint8_t * q = scales + nb * width * 2;
-        for (int64_t j = 0; j < width; ++j) {
-            const uint8_t * row = src.data() + (n0 + j) * nb * kBlock;
-            for (int64_t b = 0; b < nb; ++b) {
-                const uint8_t * blk = row + b * kBlock;
-                std::memcpy(scales + (b * width + j) * 2, blk, 2);
-                for (int64_t k = 0; k < 32; ++k) {
-                    const int v = std::max(-127, int(int8_t(blk[2 + k])));
-                    q[((b * 8 + k / 4) * width + j) * 4 + k % 4] = uint8_t(v + 128);
-                }
-            }
-        }
-    }
-}
-
-void pack_pairs(uint16_t * data, int64_t N, int64_t K) {
-    // [N][K] -> panels of NR16 columns, [K/2][width][2] each.
-    std::vector<uint16_t> src(data, data + N * K);
-    for (int64_t n0 = 0; n0 < N; n0 += NR16) {
-        const int64_t width = std::min(NR16, N - n0);
-        uint16_t * dst = data + n0 * K;
-        for (int64_t kp = 0; kp < K / 2; ++kp) {
-            for (int64_t j = 0; j < width; ++j) {
-                dst[(kp * width + j) * 2 + 0] = src[size_t((n0 + j) * K + 2 * kp)];
-                dst[(kp * width + j) * 2 + 1] = src[size_t((n0 + j) * K + 2 * kp + 1)];
-            }
-        }
-    }
-}
-
-Layout layout_of(const ggml_tensor * w) {
-    switch (w->type) {
-        case GGML_TYPE_F32: return Layout::F32;
-        case GGML_TYPE_F16: return Layout::F16;
-        case GGML_TYPE_BF16: return bf16_pairs() ? Layout::Bf16Pairs : Layout::Bf16Wide;
-        case GGML_TYPE_Q8_0: return Layout::Q8;
-        default: return Layout::None;
-    }
-}
 
 // The op's userdata: the epilogue in the low byte, then whether a bias, a gate and a residual follow
 // x and w among the sources (src[0] = x, src[1] = packed w, then the bias, the gate, the residual).
@@ -332,7 +54,7 @@ void compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
         p.ldr = int64_t(r->nb[1] / sizeof(float));
     }
     if (p.layout == Layout::Bf16Pairs) {
-        run_bf16(p, ith, nth, cpu_isa().amx_bf16);
+        run_bf16(p, ith, nth, amx_bf16());
     } else if (p.layout == Layout::Q8) {
         run_q8(p, ith, nth);
     } else {
@@ -379,106 +101,13 @@ void compute_attention(ggml_tensor * dst, int ith, int nth, void * userdata) {
         a.mask_ld = int64_t(mask->nb[1] / ggml_element_size(mask));
     }
     if ((bits >> 32) & 1) {
-        run_attention_bf16(a, ith, nth, cpu_isa().amx_bf16);
+        run_attention_bf16(a, ith, nth, amx_bf16());
     } else {
         f32_kernels().attention(a, ith, nth);
     }
 }
 
 }  // namespace
-
-namespace detail {
-void * scratch_alloc(size_t bytes) {
-    const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
-    void * p = (scratch_limit() != 0 && rounded > scratch_limit()) ? nullptr : std::aligned_alloc(64, rounded);
-    if (!p) g_scratch_failures.fetch_add(1, std::memory_order_relaxed);
-    return p;
-}
-}  // namespace detail
-
-namespace detail {
-Scratch & thread_scratch(Slot slot) {
-    thread_local Scratch slots[int(Slot::Count)];
-    return slots[int(slot)];
-}
-}  // namespace detail
-
-int64_t scratch_failures() { return g_scratch_failures.load(std::memory_order_relaxed); }
-
-const Isa & cpu_isa() {
-    static const Isa isa = detect();
-    return isa;
-}
-
-bool cpu_can(Path p) {
-    switch (p) {
-        case Path::Ggml:
-        case Path::Portable: return true;
-#ifdef JEPA_X86
-        case Path::Avx2: return has_avx2();
-        case Path::Avx512: return has_avx512();
-#else
-        case Path::Avx2:
-        case Path::Avx512: return false;
-#endif
-#ifdef JEPA_ARM64
-        case Path::Neon: return has_asimd();
-#else
-        case Path::Neon: return false;
-#endif
-    }
-    return false;
-}
-
-const char * path_name(Path p) {
-    switch (p) {
-        case Path::Ggml: return "ggml";
-        case Path::Portable: return "portable";
-        case Path::Avx2: return "avx2";
-        case Path::Avx512: return "avx512";
-        case Path::Neon: return "neon";
-    }
-    return "?";
-}
-
-const char * describe() {
-    static const std::string s = [] {
-        const Isa & i = cpu_isa();
-        if (i.f32 == Path::Ggml) return std::string("ggml");
-        const bool plain = i.f32 == Path::Portable || i.f32 == Path::Neon;  // (every NEON FMA is fused)
-        const std::string f32 = plain ? path_name(i.f32) : std::string(path_name(i.f32)) + "-fma";
-        return "f32/f16: " + f32 + "; bf16: " + (i.amx_bf16 ? "amx" : i.avx512_bf16 ? "avx512-bf16" : f32) +
-               "; q8_0: " + q8_name();
-    }();
-    return s.c_str();
-}
-
-bool packable(const ggml_tensor * w) {
-    if (!own_f32()) return false;
-    if (ggml_n_dims(w) > 2 || !ggml_is_contiguous(w)) return false;
-    if (layout_of(w) == Layout::None) return false;
-    if (layout_of(w) == Layout::Bf16Pairs && w->ne[0] % 2 != 0) return false;
-    if (layout_of(w) == Layout::Q8 && w->ne[0] % 32 != 0) return false;
-    return w->ne[0] >= 1 && w->ne[1] >= 1;
-}
-
-bool can_pack(const ggml_tensor * w) {
-    return packable(w) && w->data && (reinterpret_cast<uintptr_t>(w->data) & 63) == 0;
-}
-
-void pack_in_place(ggml_tensor * w) {
-    const int64_t K = w->ne[0], N = w->ne[1];
-    switch (layout_of(w)) {
-        case Layout::F32: pack_panels(static_cast<float *>(w->data), N, K); break;
-        case Layout::F16:
-        case Layout::Bf16Wide: pack_panels(static_cast<uint16_t *>(w->data), N, K); break;
-        case Layout::Bf16Pairs: pack_pairs(static_cast<uint16_t *>(w->data), N, K); break;
-        case Layout::Q8: pack_q8(static_cast<uint8_t *>(w->data), N, K); break;
-        case Layout::None: break;
-    }
-}
-
-bool takes_bf16(const ggml_tensor * w) { return layout_of(w) == Layout::Bf16Pairs; }
 
 namespace {
 // A row-addressable f32 operand of the epilogue: rows of ne[0] floats at one stride (a view into a
@@ -529,7 +158,7 @@ bool layer_norm_supported(const ggml_tensor * x, const ggml_tensor * w, const gg
 
 ggml_tensor * layer_norm(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, float eps,
                          bool out_bf16) {
-    out_bf16 = out_bf16 && cpu_isa().avx512_bf16;
+    out_bf16 = out_bf16 && bf16_kernel();
     if (!ggml_is_contiguous(x)) x = ggml_cont(ctx, x);
     ggml_tensor * args[3] = {x, w, b};
     int n = 1;
@@ -621,7 +250,7 @@ ggml_tensor * attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, gg
     ggml_tensor * args[4] = {q, k, v, mask};
     uint32_t scale_bits;
     std::memcpy(&scale_bits, &scale, sizeof(float));
-    const bool bf16 = half && cpu_isa().avx512_bf16;
+    const bool bf16 = half && bf16_kernel();
     void * userdata = reinterpret_cast<void *>(uintptr_t(scale_bits) | (uintptr_t(bf16) << 32) |
                                                (uintptr_t(one_kernel) << 33));
     // bf16 out only from the bf16 kernel (for a bf16 product that reads it).
@@ -644,7 +273,7 @@ void compute_varlen(ggml_tensor * dst, int ith, int nth, void * userdata) {
     a.o_tok = int64_t(dst->nb[1] / sizeof(float));
     a.hd = q->ne[0], a.H = q->ne[1], a.B = 1;
     a.scale = spec.scale;
-    const bool bf16 = spec.half && cpu_isa().avx512_bf16;
+    const bool bf16 = spec.half && bf16_kernel();
     for (size_t s = 0; s + 1 < spec.offsets.size(); ++s) {
         const int64_t t0 = spec.offsets[s], n = spec.offsets[s + 1] - t0;
         a.q = static_cast<const float *>(q->data) + t0 * a.q_tok;
@@ -653,7 +282,7 @@ void compute_varlen(ggml_tensor * dst, int ith, int nth, void * userdata) {
         a.out = static_cast<float *>(dst->data) + t0 * a.o_tok;
         a.Nq = a.Nk = n;
         a.q_item = a.k_item = a.v_item = a.o_item = 0;
-        if (bf16) run_attention_bf16(a, ith, nth, cpu_isa().amx_bf16);
+        if (bf16) run_attention_bf16(a, ith, nth, amx_bf16());
         else f32_kernels().attention(a, ith, nth);
     }
 }
@@ -701,7 +330,7 @@ void compute_ranged(ggml_tensor * dst, int ith, int nth, void * userdata) {
     const Attention whole = attention_of(dst);
     Attention a = whole;
     a.scale = spec.scale;
-    const bool bf16 = spec.half && cpu_isa().avx512_bf16;
+    const bool bf16 = spec.half && bf16_kernel();
     // Each group is one call of the kernel on its rows and keys; the groups write disjoint rows, so
     // every thread walks them in order with no barrier between.
     for (size_t g = 0; g + 1 < spec.q_start.size(); ++g) {
@@ -713,7 +342,7 @@ void compute_ranged(ggml_tensor * dst, int ith, int nth, void * userdata) {
         else a.out = whole.out + q0 * a.o_tok;
         a.Nq = spec.q_start[g + 1] - q0;
         a.Nk = spec.k_hi[g] - lo;
-        if (bf16) run_attention_bf16(a, ith, nth, cpu_isa().amx_bf16);
+        if (bf16) run_attention_bf16(a, ith, nth, amx_bf16());
         else f32_kernels().attention(a, ith, nth);
     }
 }
@@ -728,7 +357,7 @@ bool ranged_attention_supported(const ggml_tensor * q, const ggml_tensor * k, co
 ggml_tensor * ranged_attention(ggml_context * ctx, ggml_tensor * q, ggml_tensor * k, ggml_tensor * v, const KeyRanges * spec,
                                bool out_bf16) {
     ggml_tensor * args[3] = {q, k, v};
-    const bool bf16 = spec->half && cpu_isa().avx512_bf16;
+    const bool bf16 = spec->half && bf16_kernel();
     return ggml_custom_4d(ctx, out_bf16 && bf16 ? GGML_TYPE_BF16 : GGML_TYPE_F32, q->ne[0] * q->ne[1], q->ne[2], q->ne[3], 1,
                           args, 3, compute_ranged, GGML_N_TASKS_MAX, const_cast<KeyRanges *>(spec));
 }

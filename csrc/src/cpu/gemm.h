@@ -10,8 +10,9 @@
 // weights run AMX or AVX512-BF16 where the CPU has them (the half class: its own bits). q8_0 weights run
 // an int8 product of their own (kernels_q8.inc: activations quantized per row and block of 32, exact
 // int32 block sums met in f32 in k order: the quantized class, the same bits on every ISA, batch and
-// thread count), on AMX-INT8, AVX-512 VNNI, AVX-VNNI, AVX2, NEON's SDOT or portable C++. Runtime detection picks the
-// best path the CPU has (a portable build reaches them all); JEPA_GEMM caps it (gemm.cpp).
+// thread count), on AMX-INT8, AVX-512 VNNI, AVX-VNNI, AVX2, NEON's SDOT or portable C++. Which of these
+// a process runs is its kernel path (paths.h: the CPU's features within JEPA_GEMM's row); a portable
+// build reaches them all. The ops are in ops.cpp, the packing in pack.cpp, the kernels in gemm_<isa>.cpp.
 #pragma once
 
 #include "ggml.h"
@@ -26,39 +27,6 @@ enum class Epilogue : int {
     None = 0,     // + bias (when present)
     GeluErf = 1,  // + bias, then 0.5 x (1 + erf(x / sqrt 2))
 };
-
-// The f32 kernel path: ggml's own products (JEPA_GEMM=ggml only: fast, not batch bit-identical),
-// portable C++, AVX2 + FMA + F16C, AVX-512; on ARM64, Advanced SIMD (NEON; above portable, and
-// beside the x86 paths rather than above them: a build has the one or the others).
-enum class Path : int { Ggml = 0, Portable = 1, Avx2 = 2, Avx512 = 3, Neon = 4 };
-
-// The kernels this CPU runs, detected once (and capped by JEPA_GEMM: ggml, portable, avx2 (x86-64-v3
-// as an AVX2-only EPYC has it: no VNNI), avxvnni (AVX2 with AVX-VNNI's int8 dots), avx512,
-// avx512bf16, neon; a cap this CPU lacks, unset or anything else: the best the CPU has).
-struct Isa {
-    Path f32 = Path::Ggml;    // the f32 / f16 kernel (bf16 weights widened where no bf16 kernel runs)
-    bool avx512_bf16 = false; // VDPBF16PS: the bf16 kernel without AMX
-    bool amx_bf16 = false;    // AMX tiles, with the OS's permission granted
-    bool avx512_vnni = false; // VPDPBUSD: the q8_0 product's int8 dots
-    bool avx_vnni = false;    // VPDPBUSD on ymm (AVX-VNNI): the same, where the f32 path is AVX2
-    bool neon_dotprod = false; // SDOT (ARMv8.2 DotProd): the same on ARM64, where the f32 path is NEON
-    bool amx_int8 = false;    // AMX-INT8 tiles (TDPBSUD) for the q8_0 product's block dots, beside VNNI
-};
-const Isa & cpu_isa();
-// Whether this CPU has AVX-VNNI (the q8_0 product's ymm int8 dots), whatever JEPA_GEMM says.
-bool cpu_has_avx_vnni();
-// Whether this ARM64 CPU has NEON with the dot-product extension (SDOT), whatever JEPA_GEMM says.
-bool cpu_has_neon_dotprod();
-// Whether this CPU has AMX-INT8 with AVX-512 VNNI and the kernel grants the tile state, whatever
-// JEPA_GEMM says.
-bool cpu_has_amx_int8();
-// Whether this CPU (and this build) can run the path, whatever JEPA_GEMM says.
-bool cpu_can(Path p);
-// The path's name as JEPA_GEMM spells it ("avx2", ...).
-const char * path_name(Path p);
-
-// One line naming the paths in use, e.g. "f32/f16: avx2-fma; bf16: avx2-fma" or "ggml".
-const char * describe();
 
 // True when the engine's kernel takes this weight on this CPU (f32, f16, bf16 or q8_0; shape limits),
 // wherever its data will lie: the loader gives these memory of their own (weights.h).

@@ -203,7 +203,5 @@ void run_gemm_q8(const Problem & p, int ith, int nth);
 // The bf16 kernels (gemm_bf16.cpp: AMX or AVX512-BF16).
 void run_bf16(const Problem & p, int ith, int nth, bool amx);
 void run_attention_bf16(const Attention & a, int ith, int nth, bool amx);
-// Per-thread AMX set-up (tile permission and configuration); false when the OS refuses.
-bool amx_request_permission();
 
 }  // namespace jepa::gemm::detail

@@ -5,8 +5,6 @@
 #include "simd_avx512.h"
 
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -14,15 +12,6 @@
 #include <memory>
 
 namespace jepa::gemm::detail {
-
-bool amx_request_permission() {
-#if defined(__linux__) && defined(SYS_arch_prctl)
-    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
-#else
-    return false;
-#endif
-}
 
 namespace {
 

@@ -1,0 +1,43 @@
+# One native suite again on every other kernel path of the engine's table, after ctest's plain run of it
+# on the default path: list_kernel_paths names the paths (the engine's one table, on this CPU and its
+# JEPA_CPU_FEATURES mask), and each runs with JEPA_GEMM set. A path that fails fails the test, and
+# its output is printed; the others' one line each.
+#
+#   cmake -DLIST=<list_kernel_paths> -DSUITE=<suite> [-DKINDS=f32,q8] [-DGGML=1] [-DEMULATOR=a|b|c] -P run_on_paths.cmake
+if (NOT LIST OR NOT SUITE)
+    message(FATAL_ERROR "run_on_paths.cmake: LIST and SUITE are required")
+endif()
+set(emulator "")
+if (EMULATOR)
+    string(REPLACE "|" ";" emulator "${EMULATOR}")
+endif()
+set(flags ${KINDS})
+if (GGML)
+    list(APPEND flags --ggml)
+endif()
+execute_process(COMMAND ${emulator} ${LIST} ${flags} RESULT_VARIABLE rc OUTPUT_VARIABLE paths ERROR_VARIABLE about)
+if (NOT rc EQUAL 0)
+    message(FATAL_ERROR "list_kernel_paths failed (${rc}): ${about}")
+endif()
+string(STRIP "${about}" about)
+string(REPLACE "\n" ";" paths "${paths}")
+list(FILTER paths EXCLUDE REGEX "^$")
+get_filename_component(name ${SUITE} NAME)
+message(STATUS "${name} on the other paths (${about}): ${paths}")
+set(failed "")
+foreach(p ${paths})
+    string(TIMESTAMP t0 "%s")
+    execute_process(COMMAND ${CMAKE_COMMAND} -E env JEPA_GEMM=${p} ${emulator} ${SUITE}
+        RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+    string(TIMESTAMP t1 "%s")
+    math(EXPR dt "${t1} - ${t0}")
+    if (rc EQUAL 0)
+        message(STATUS "  JEPA_GEMM=${p}: passed (${dt} s)")
+    else()
+        message(STATUS "  JEPA_GEMM=${p}: FAILED (${rc})\n${out}")
+        list(APPEND failed ${p})
+    endif()
+endforeach()
+if (failed)
+    message(FATAL_ERROR "${name} failed on JEPA_GEMM=${failed}")
+endif()
