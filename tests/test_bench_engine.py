@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from jepa.cpu import cpu_info
+
 from conftest import import_tool, smoke_record
 
 VARIANTS = {"torch-f32", "ort-f32", "ov-f32", "jepa-f32", "ov-bf16", "jepa-bf16", "jepa-f16", "jepa-q8_0",
@@ -25,7 +27,13 @@ def test_bench_engine_smoke(tmp_path: Path) -> None:
         assert info["export"]["exporter"] is not None, (name, info["export"])
         assert set(info["ov_kernels"]) == {"ov-f32", "ov-bf16", "ov-int8w", "ov-int8"}
     peaks = data["peaks"]
-    assert peaks["f32_gflops"] > 0 and peaks["bf16_gflops"] > 0
+    assert peaks["f32_gflops"] > 0
+    # The bf16 peak is measured where the CPU computes in bf16 (AVX512-BF16 / AMX), and only there:
+    # elsewhere torch's bf16 product is emulated and the peak is recorded as skipped.
+    if cpu_info().bf16:
+        assert peaks["bf16_gflops"] > 0
+    else:
+        assert peaks["bf16_gflops"] is None and "skipped" in peaks["runs"][0]["onednn-bf16"]
     for c in data["cells"]:
         where = (c["model"], c["batch"])
         assert set(c["ms_per_img"]) == VARIANTS, where

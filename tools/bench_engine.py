@@ -416,10 +416,12 @@ def _ort_matmul_gflops(n: int, threads: int) -> float:
 
 
 def has_bf16_hardware() -> bool:
-    """AVX512-BF16 or AMX-BF16, where oneDNN's bf16 products run in hardware (elsewhere torch's bf16
-    matmul is emulated: minutes for the peak's product)."""
-    flags = set(machine_info(1)["simd"])
-    return bool(flags & {"avx512_bf16", "amx_bf16"}) and os.environ.get("ONEDNN_MAX_CPU_ISA") != "AVX2"
+    """AVX512-BF16 or AMX-BF16 (as the engine sees the CPU: JEPA_CPU_FEATURES masks it), where oneDNN's
+    bf16 products run in hardware (elsewhere torch's bf16 matmul is emulated: minutes for the peak's
+    product)."""
+    from bench import cpu
+
+    return cpu.bf16() and os.environ.get("ONEDNN_MAX_CPU_ISA") != "AVX2"
 
 
 def measure_peaks(threads: int, n: int, isa: str = "native") -> dict[str, Any]:
@@ -944,6 +946,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.isa == "avx2" and not args.peak_worker:
         os.environ.update(AVX2_ENV)  # before any engine is imported (each reads its switch once)
+    from bench import cpu
+
+    cpu.apply_peer_env()  # JEPA_CPU_FEATURES holds the peers to the same CPU class, before they load
 
     if args.peak_worker:
         res = _peak_worker(args.peak_worker, args.peak_n or PEAK_N, args.threads)
