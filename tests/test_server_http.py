@@ -27,6 +27,7 @@ from test_server_support import (
 )
 
 import jepa
+from jepa.cpu import cpu_info
 
 from conftest import bits
 
@@ -78,6 +79,7 @@ def test_startup_line_names_version_model_family_dtype_backend_url(server: Serve
     assert "workers 1" in server.startup[1] and "max-batch 8" in server.startup[1]
 
 
+@pytest.mark.cpu_class
 def test_health_models_info(server: ServerProcess) -> None:
     h = http(server.url + "/health").json()
     assert h["model"] == "demo-vit" and h["file"] == "demo-vit.gguf" and "/" not in h["file"]
@@ -88,10 +90,12 @@ def test_health_models_info(server: ServerProcess) -> None:
     info = http(server.url + "/info").json()
     assert info["limits"]["max_items"] == MAX_ITEMS and info["model"]["embed_dim"] == 192
     assert info["limits"]["files_root"] is False and "path" not in info["model"]
-    # Which kernels run the weight matrices (the engine's own on an AVX-512 CPU, else ggml's).
+    # Which kernels run the weight matrices: the engine's own on the path this CPU (as JEPA_CPU_FEATURES
+    # masks it; the server inherits it) selects, ggml's on an x86 CPU without AVX2 + FMA.
     matmul, packed = info["model"]["matmul"], info["model"]["n_matmul_packed"]
-    own = matmul.startswith("jepa: ") and packed > 0
-    assert own or (matmul == "ggml" and packed == 0), (matmul, packed)
+    kernels = cpu_info().kernels
+    assert matmul == ("ggml" if kernels == "ggml" else f"jepa: {kernels}"), (matmul, kernels)
+    assert (packed > 0) == (kernels != "ggml"), (matmul, packed)
 
 
 def test_embeddings_shape_usage_and_timing_headers(server: ServerProcess) -> None:
