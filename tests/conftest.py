@@ -170,13 +170,15 @@ def kernel_path_models(tmp_path_factory: pytest.TempPathFactory, wide_vit_path: 
 
 
 def run_tool(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """tools/<script> in a fresh interpreter (the benchmarks' smoke modes)."""
+    """tools/<script> in a fresh interpreter, as the docs run it: `python tools/gen_stubs.py`, and
+    every benchmark a module of tools/bench/ run as a script (`run_tool("bench/engine.py", "--smoke")`)."""
     cmd = [sys.executable, str(ROOT / "tools" / script), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
 def smoke_record(script: str, out: Path, *args: str, timeout: float = 300) -> dict[str, Any]:
-    """tools/<script> --smoke ... --out <out>, which must succeed; the JSON record it wrote."""
+    """tools/<script> --smoke ... --out <out> (a benchmark: "bench/engine.py"), which must succeed; the
+    JSON record it wrote."""
     r = run_tool(script, "--smoke", *args, "--out", str(out), timeout=timeout)
     assert r.returncode == 0, r.stderr[-3000:]
     data: dict[str, Any] = json.loads(out.read_text())
@@ -184,7 +186,8 @@ def smoke_record(script: str, out: Path, *args: str, timeout: float = 300) -> di
 
 
 def import_tool(name: str) -> ModuleType:
-    """tools/<name>.py as a module (tools/ is scripts, not a package)."""
+    """tools/<name>.py as a module, tools/ on the path while it loads: a script of tools/ by its name
+    ("render_docs"), a benchmark's module of the bench package by its dotted one ("bench.engine")."""
     sys.path.insert(0, str(ROOT / "tools"))
     try:
         return importlib.import_module(name)

@@ -1,13 +1,16 @@
-"""tools/bench_engine.py --smoke: every variant (PyTorch, ONNX Runtime, OpenVINO f32 / bf16, jepa f32 /
+"""tools/bench/engine.py --smoke: every variant (PyTorch, ONNX Runtime, OpenVINO f32 / bf16, jepa f32 /
 bf16 / f16 / q8_0 / q4_k) runs end to end on a tiny ViT and a tiny V-JEPA 2 video encoder, and the
 JSON renders.
 
 The peers are in requirements/bench.txt, which the test command installs: a missing one fails here
-rather than skipping, so the benchmark cannot quietly lose a column."""
+rather than skipping, so the benchmark cannot quietly lose a column. Under JEPA_CPU_FEATURES (make
+cpu-test) the run stands for the smaller CPU: its record says what each engine was held to."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from jepa.cpu import cpu_info
 
@@ -18,9 +21,15 @@ VARIANTS = {"torch-f32", "ort-f32", "ov-f32", "jepa-f32", "ov-bf16", "jepa-bf16"
 JEPA = ("jepa-f32", "jepa-bf16", "jepa-f16", "jepa-q8_0", "jepa-q4_k")
 
 
+@pytest.mark.cpu_class
 def test_bench_engine_smoke(tmp_path: Path) -> None:
-    data = smoke_record("bench_engine.py", tmp_path / "e.json", "--threads", "1")
-    assert data["schema"] == 2 and data["smoke"]
+    data = smoke_record("bench/engine.py", tmp_path / "e.json", "--threads", "1")
+    assert data["schema"] == 2 and data["smoke"] and data["benchmark"] == "bench-engine"
+    # The record's CPU is the engine's view of it (a mask included), and says what each engine was held to.
+    here = cpu_info()
+    assert data["machine"]["cpu_mask"] == here.mask and set(data["machine"]["features"]) == here.features
+    assert data["held"]["jepa"] == here.kernels == data["machine"]["kernels"]
+    assert ("onnxruntime" in data["held"]) == (here.features != here.detected)
     assert {(c["model"], c["batch"]) for c in data["cells"]} == {
         ("vit-tiny", 1), ("vit-tiny", 2), ("vjepa2-tiny", 1), ("vjepa2-tiny", 2)}
     for name, info in data["models"].items():
@@ -54,6 +63,7 @@ def test_bench_engine_smoke(tmp_path: Path) -> None:
         if c["batch"] > 1:
             assert all(c["batch_bit_identical"][k] for k in JEPA), where
     text = import_tool("render_docs").render_bench_engine(data)
+    assert ("**Held to" in text) == bool(here.mask)
     for label in ("ORT f32", "OpenVINO bf16", "jepa bf16", "jepa q8_0", "jepa q4_k", "V-JEPA 2 tiny (smoke)",
                   "GEMM peaks"):
         assert label in text, label

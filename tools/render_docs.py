@@ -136,6 +136,21 @@ def isa_lines(data: dict[str, Any]) -> list[str]:
     return [f"**Held to AVX2** (`--isa avx2`, on a CPU that has more) — {held}.", ""]
 
 
+HELD = {"jepa": "jepa", "peers": "the peers' switches", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
+
+
+def held_lines(data: dict[str, Any]) -> list[str]:
+    """What a run stood for, as a paragraph: an `--isa avx2` run's isa block (the records before
+    JEPA_CPU_FEATURES), or the CPU class a masked run held each engine to (its held block)."""
+    old = isa_lines(data)
+    mask = data.get("machine", {}).get("cpu_mask")
+    if old or not mask:
+        return old
+    held = data.get("held", {})
+    what = "; ".join(f"{HELD[k]}: {held[k]}" for k in HELD if k in held)
+    return [f"**Held to {mask}** (`JEPA_CPU_FEATURES={mask}`, on a CPU that has more) — {what}.", ""]
+
+
 def render_bench_engine_peers(data: dict[str, Any], source: str = "bench-engine") -> str:
     m, v, pk = data["machine"], data["versions"], data["peaks"]
     cells, models = data["cells"], data.get("models", {})
@@ -177,7 +192,7 @@ def render_bench_engine_peers(data: dict[str, Any], source: str = "bench-engine"
         + f"; PyTorch {data.get('kernels', {}).get('torch', {}).get('cpu_capability', '?')} (MKL f32).",
         "",
     ]
-    lines += isa_lines(data)
+    lines += held_lines(data)
     lines += [
         "Milliseconds per item (an image, or one clip for the video encoder): the median of the "
         "interleaved rounds. *Other load*: the share of the machine's cores that other processes used "
@@ -996,7 +1011,7 @@ TEXT_VARIANTS = {"st-torch": "sentence-transformers (PyTorch)", "ort-f32": "ONNX
 def render_bench_text(data: dict[str, Any], source: str = "bench-text") -> str:
     """bench-text.json (tools/bench_text.py): the text encoder against sentence-transformers and
     ONNX Runtime on real weights and real sentences, tokens per second, padding and parity."""
-    lines = [run_record(data), "", *isa_lines(data)]
+    lines = [run_record(data), "", *held_lines(data)]
     t = data["tokens_per_text"]
     lines.append(
         f"{data['model']}, {data['texts']} texts of the standard library's docstrings ({t['min']}-{t['max']} "

@@ -42,6 +42,7 @@ from ._engine import (
     ResizeMode,
     cpu_kernels,
     default_threads,
+    ggml_version,
     has_cuda,
 )
 from .classify import Classification, classify, classify_prepared
@@ -99,6 +100,7 @@ __all__ = [
     "device_memory",
     "embed",
     "encode_prepared",
+    "ggml_version",
     "has_cuda",
     "parse_device",
     "plan",

@@ -146,3 +146,33 @@ def machine(threads: int) -> dict[str, Any]:
                                                 "OMP_WAIT_POLICY", "JEPA_GEMM", "JEPA_CPU_FEATURES")},
         "shared": "yes: other jobs may run; runs are interleaved and medians taken",
     }
+
+
+def masked() -> bool:
+    """Whether JEPA_CPU_FEATURES masks a feature of this CPU away: the run stands for a smaller CPU."""
+    i = info()
+    return i.features != i.detected
+
+
+def kernels_under(mask: str) -> str:
+    """The kernel line jepa runs under JEPA_CPU_FEATURES=mask, asked of a child process (the engine
+    reads the mask once, at load)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "JEPA_CPU_FEATURES": mask}
+    code = "import jepa; print(jepa.cpu_kernels())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def smaller_class() -> str | None:
+    """The CPU class a benchmark stands in for when it measures a smaller CPU beside this one: x86-64-v3
+    (AVX2 + FMA, the AVX2-only EPYC) where this CPU, as masked, has more; None elsewhere."""
+    from jepa.cpu import cpu_classes
+
+    i = info()
+    for c in cpu_classes():
+        if c.name == "x86-64-v3" and c.features <= i.features and c.features != i.features:
+            return c.name
+    return None
