@@ -15,7 +15,8 @@ import pytest
 
 from jepa.convert import convert
 
-pytestmark = [pytest.mark.transformers, pytest.mark.every_path]
+# Every test is parity in the exact class (f32, f16): the default path alone runs it (`pytest -m parity`).
+pytestmark = [pytest.mark.transformers, pytest.mark.every_path, pytest.mark.parity]
 
 # id -> (HF class, layout written, config overrides). Norms are randomised by the fixture.
 CASES: dict[str, tuple[str, str, dict[str, Any]]] = {

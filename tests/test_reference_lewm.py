@@ -15,7 +15,8 @@ from numpy_reference.ops import BatchNorm, LayerNorm, Linear
 from numpy_reference.vit import Block, HFViT
 
 LEWM = LEWM_BUNDLE
-pytestmark = [pytest.mark.torch, pytest.mark.every_path]
+# Parity of the numpy reference with the goldens (no engine at all): the default path alone runs it.
+pytestmark = [pytest.mark.torch, pytest.mark.every_path, pytest.mark.parity]
 
 
 def upstream_lewm(sd: dict[str, np.ndarray], config: dict) -> LeWM:

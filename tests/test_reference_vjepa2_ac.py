@@ -15,7 +15,8 @@ from numpy_reference.vit import Block, VJEPA2Encoder
 from numpy_reference.vjepa2_ac import ACPredictor, ACWorldModel
 
 AC = AC_BUNDLE
-pytestmark = [pytest.mark.torch, pytest.mark.every_path]
+# Parity of the numpy reference with the goldens (no engine at all): the default path alone runs it.
+pytestmark = [pytest.mark.torch, pytest.mark.every_path, pytest.mark.parity]
 HW = 36
 
 
