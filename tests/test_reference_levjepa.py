@@ -20,6 +20,8 @@ from numpy_reference import assert_agrees
 
 BUNDLE = REFERENCE_DIR / "levjepa"
 T, GRID = 4, 4  # frames, patches per side (64 px, patch 16)
+# @pytest.mark.parity: within a tolerance of the goldens in the exact class, run on the default path alone;
+# the rest (bit identity, and tests that check bits and a tolerance) on every kernel path.
 pytestmark = pytest.mark.every_path
 
 
@@ -58,6 +60,7 @@ def test_the_model_reads_the_file(model: jepa.Model) -> None:
     assert model.n_tokens(T, 64, 96) == g("tokens_wide").shape[1]
 
 
+@pytest.mark.parity
 @pytest.mark.parametrize(("golden", "inputs"), [
     ("tokens", "input_clip"),
     ("tokens_future", "input_future"),
@@ -67,10 +70,12 @@ def test_tokens(ctx: jepa.Context, golden: str, inputs: str) -> None:
     assert_agrees(ctx.encode(g(inputs)), g(golden), golden)
 
 
+@pytest.mark.parity
 def test_a_still_image_repeated(ctx: jepa.Context) -> None:
     assert_agrees(ctx.encode(clip_of(g("input_image"))), g("tokens_image"), "tokens_image")
 
 
+@pytest.mark.parity
 def test_the_cls_is_the_pooled_feature(ctx: jepa.Context, model: jepa.Model) -> None:
     tokens = ctx.encode(g("input_clip"))
     assert_agrees(jepa.pool(tokens, None, model), g("cls"), "cls (the default pool)")
@@ -79,6 +84,7 @@ def test_the_cls_is_the_pooled_feature(ctx: jepa.Context, model: jepa.Model) -> 
     assert_agrees(jepa.pool(tokens, "mean", model), mean, "mean of the patch tokens")
 
 
+@pytest.mark.parity
 def test_block_causal(ctx: jepa.Context, full_path: str) -> None:
     """Patch rows of frames 0 .. T/2 - 1 do not see the later frames (upstream's are bit-identical); the
     CLS and later rows do. With attn_mode full the same weights give tokens_full."""
@@ -93,6 +99,7 @@ def test_block_causal(ctx: jepa.Context, full_path: str) -> None:
     assert_agrees(full.context(threads=2).encode(g("input_clip")), g("tokens_full"), "tokens_full")
 
 
+@pytest.mark.parity
 def test_the_pipeline_from_uint8_frames(ctx: jepa.Context) -> None:
     """jepa.embed on the bundle's uint8 frames: its recipe (identity resize at 64 px, x / 255, ImageNet)
     gives the bundle's inputs, a still image becomes the model's 4-frame clip, the CLS is the default."""

@@ -28,6 +28,8 @@ HEADS = {"bl": 1, "gg": 2}  # the bundle's encoders (hparams.json): no config.js
 WIDTH = {"bl": 64, "gg": 32}
 LEVELS_IN = {"bl": 1, "gg": 4}  # what the predictor reads: the final level (B/L) or the four (g/G)
 PRED_OUT = {"bl": 96, "gg": 128}  # the teacher's width (B/L), four levels of D (g/G)
+# @pytest.mark.parity: within a tolerance of the goldens in the exact class, run on the default path alone;
+# the rest (bit identity, and tests that check bits and a tolerance) on every kernel path.
 pytestmark = [pytest.mark.torch, pytest.mark.every_path]
 
 
@@ -71,6 +73,7 @@ def test_the_model_reads_the_file(model: jepa.Model, kind: str) -> None:
     assert model.n_tokens(4, 64, 96) == g(f"{kind}_enc_wide").shape[1]
 
 
+@pytest.mark.parity
 @pytest.mark.parametrize("inputs", ["video", "image", "wide"])
 def test_encoder(ctx: jepa.Context, kind: str, inputs: str) -> None:
     golden = f"{kind}_enc_{inputs}"
@@ -93,6 +96,7 @@ def _context_tokens(ctx: jepa.Context, kind: str, inputs: str) -> np.ndarray:
     return ctx.encode(g(f"input_{inputs}"), levels=LEVELS_IN[kind] > 1, ids=g(f"ctx_ids_{inputs}"))
 
 
+@pytest.mark.parity
 @pytest.mark.parametrize("inputs", ["video", "image"])
 def test_the_masked_encoder(ctx: jepa.Context, kind: str, inputs: str) -> None:
     """encoder(x, masks=ctx_ids): only the context tokens, each at its own (interpolated) position."""
@@ -119,6 +123,7 @@ def test_the_predictor(ctx: jepa.Context, kind: str) -> None:
         assert np.array_equal(bits(alone), bits(pred))  # the context rows cost nothing to x_pred
 
 
+@pytest.mark.parity
 def test_the_anticipation_call(ctx: jepa.Context, kind: str) -> None:
     """Every clip token as context, the next tubelet's grid as targets (ids past the clip), from the
     engine's own encoder output."""
@@ -129,6 +134,7 @@ def test_the_anticipation_call(ctx: jepa.Context, kind: str) -> None:
     assert_agrees(context, g(f"{kind}_pred_future_ctx"), f"{kind}_pred_future_ctx")
 
 
+@pytest.mark.parity
 @pytest.mark.parametrize("inputs", ["video", "image"])
 def test_end_to_end(ctx: jepa.Context, kind: str, inputs: str) -> None:
     """The engine's masked encoder into its predictor: upstream's whole masked call."""

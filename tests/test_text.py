@@ -15,6 +15,7 @@ from jepa.pooling import TEXT_POOL_MODES
 from jepa.testing.random_text import tiny_tokenizer_json, write_random_bert
 from jepa.text import Tokens, embed_text, encode_tokens, token_batches, tokens_from_ids
 
+# @pytest.mark.parity (pooling within a tolerance of numpy, f32): the default path alone runs it.
 pytestmark = pytest.mark.every_path
 
 SENTENCES = [
@@ -84,6 +85,7 @@ def test_a_text_is_the_same_bits_alone_and_in_any_batch(ctx: jepa.Context) -> No
     assert np.array_equal(bits(c4.encode_text(seqs, pool=jepa.Pooling.NONE)), bits(all_tok))
 
 
+@pytest.mark.parity
 @pytest.mark.parametrize("pool", list(TEXT_POOL_MODES))
 @pytest.mark.parametrize("normalize", [False, True])
 def test_pooling_against_numpy(ctx: jepa.Context, pool: str, normalize: bool) -> None:

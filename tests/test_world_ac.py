@@ -18,6 +18,8 @@ from conftest import AC_BUNDLE, bits, model_and_context
 from numpy_reference import assert_agrees, assert_cem_replays, assert_rel_close, cem_golden, cem_options
 
 AC = AC_BUNDLE
+# @pytest.mark.parity: within a tolerance of the goldens in the exact class, run on the default path alone;
+# the rest (bit identity, and tests that check bits and a tolerance) on every kernel path.
 pytestmark = [pytest.mark.torch, pytest.mark.every_path]
 TOL = 1e-5
 # Sizes and planner settings from the bundle itself, so an independent bundle runs unchanged.
@@ -41,6 +43,7 @@ def test_info(model: jepa.Model) -> None:
     assert i.pred_norm_reps_eps == pytest.approx(HP["normalize_reps_eps"])
 
 
+@pytest.mark.parity
 def test_encode_frames(ctx: jepa.Context) -> None:
     frames = g("input_clip")[0].transpose(1, 0, 2, 3)  # [T, C, H, W]
     z = world.latents(ctx, frames)
@@ -64,6 +67,7 @@ def test_latents_are_the_float64_layer_norm_bit_for_bit(ctx: jepa.Context) -> No
     np.testing.assert_array_equal(bits(ctx.world_latents(x)), bits(jepa.planning.normalize_reps(x, eps)))
 
 
+@pytest.mark.parity
 def test_predictor(ctx: jepa.Context) -> None:
     en, acts, states = g("enc_norm"), g("ctx_actions"), g("ctx_states")
     assert_agrees(ctx.world_predict(en, acts[:, :2], states[:, :2]), g("pred_ctx2"), "pred_ctx2")
@@ -74,6 +78,7 @@ def test_predictor(ctx: jepa.Context) -> None:
     assert_agrees(p1, g("pred_ctx2")[:, :HW], "pred_ctx2 frame 0 from a 1-frame context")
 
 
+@pytest.mark.parity
 def test_rollout(ctx: jepa.Context) -> None:
     out = world.rollout_latents(
         ctx, g("z_ctx")[0], g("rollout_actions"), g("z_goal")[0], state=g("states")[0, 0], return_latents=True
@@ -94,6 +99,7 @@ def test_batched_candidates_equal_single_rollouts(ctx: jepa.Context) -> None:
             np.testing.assert_array_equal(bits(single[key][0]), bits(batched[key][k]), err_msg=key)
 
 
+@pytest.mark.parity
 def test_plan_reproduces_upstream_cem(ctx: jepa.Context) -> None:
     """The engine as the energy from the pixels on, only upstream's draws replayed."""
     z = world.latents(ctx, g("input_clip")[0].transpose(1, 0, 2, 3))
@@ -142,6 +148,7 @@ def test_refusals(ctx: jepa.Context) -> None:
         ctx.predict(en, [0], [1])
 
 
+@pytest.mark.parity
 def test_f16_weights(tmp_path: Path) -> None:
     path = convert(
         AC / "checkpoint.pt",

@@ -18,6 +18,8 @@ from conftest import LEWM_BUNDLE, bits, model_and_context
 from numpy_reference import assert_agrees, assert_cem_replays, assert_rel_close, cem_golden, cem_options
 
 LEWM = LEWM_BUNDLE
+# @pytest.mark.parity: within a tolerance of the goldens in the exact class, run on the default path alone;
+# the rest (bit identity, and tests that check bits and a tolerance) on every kernel path.
 pytestmark = [pytest.mark.torch, pytest.mark.every_path]
 TOL = 1e-5
 # Sizes and planner settings from the bundle itself, so an independent bundle runs unchanged.
@@ -71,6 +73,7 @@ def test_predictor(ctx: jepa.Context) -> None:
     np.testing.assert_array_equal(bits(ctx.world_predict(g("emb"), g("actions"))), bits(parts["pred"]))
 
 
+@pytest.mark.parity
 def test_rollouts_and_cost(ctx: jepa.Context) -> None:
     emb = world.latents(ctx, g("pixels")[0])  # history and goal from the pixels, through the engine
     assert_agrees(predicted(ctx, emb[:1], g("cand_eval")[0]), g("rollout_h1")[0], "rollout_h1")
@@ -98,6 +101,7 @@ def test_batched_candidates_equal_single_rollouts(ctx: jepa.Context) -> None:
     np.testing.assert_array_equal(bits(batched), bits(single))
 
 
+@pytest.mark.parity
 def test_plan_reproduces_upstream_cem(ctx: jepa.Context) -> None:
     """The engine as the cost, only upstream's draws replayed: same elites, same plan."""
     emb = world.latents(ctx, g("pixels")[0])
@@ -135,6 +139,7 @@ def test_refusals(ctx: jepa.Context) -> None:
         ctx.predict(g("enc_tokens")[:1], [0], [1])
 
 
+@pytest.mark.parity
 def test_f16_weights(tmp_path: Path) -> None:
     ctx = jepa.Model(convert(LEWM, tmp_path / "lewm16.gguf", family="lewm", ftype="f16")).context(threads=2)
     emb = world.latents(ctx, g("pixels")[0])
