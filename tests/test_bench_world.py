@@ -1,7 +1,7 @@
-"""The random world-model writers (jepa.testing.random_world), tools/bench_world.py --smoke with the
+"""The random world-model writers (jepa.testing.random_world), tools/bench/world.py --smoke with the
 upstream side (cc-vjepa2's V-JEPA 2-AC predictor, stable-worldmodel's LeWM and CEMSolver) and without
 it, and the upstream side itself against the reference bundles' goldens, driven the way the benchmark
-drives it."""
+drives it (bench.world_models)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 
 import jepa
 from jepa import world
+from jepa.cpu import cpu_info
 from jepa.testing.random_world import write_random_ac, write_random_lewm
 
 from conftest import import_tool, smoke_record
@@ -58,7 +59,7 @@ def test_random_lewm_loads_and_plans(tmp_path: Path) -> None:
 
 
 def _smoke(tmp_path: Path, *extra: str) -> dict[str, Any]:
-    data = smoke_record("bench_world.py", tmp_path / "w.json", "--threads", "1", *extra)
+    data = smoke_record("bench/world.py", tmp_path / "w.json", "--threads", "1", *extra)
     cells = {(c["cell"], c["K"], c.get("H")) for c in data["cells"]}
     per_k = (("ac_step", 2), ("ac_cem_iter", 2), ("ac_cem_iter", 4))
     ac = {(cell, k, h) for k in (16, 64) for cell, h in per_k}
@@ -69,19 +70,23 @@ def _smoke(tmp_path: Path, *extra: str) -> dict[str, Any]:
 
 
 @pytest.mark.torch
+@pytest.mark.cpu_class
 def test_bench_world_smoke_with_upstream(tmp_path: Path) -> None:
     data = _smoke(tmp_path)
     assert data["upstream"].startswith("measured side by side")
     assert {"torch", "cc-vjepa2", "stable-worldmodel"} <= set(data["versions"])
-    assert data["machine"]["cpu_flags"] and data["machine"]["torch_threads"] == 1
+    assert data["machine"]["simd"] and data["machine"]["torch_threads"] == 1
+    assert data["machine"]["cpu_mask"] == cpu_info().mask and data["held"]["jepa"] == cpu_info().kernels
     assert data["upstream_detail"]["torch_threads"] == data["upstream_detail"]["jepa_threads"] == 1
     for c in data["cells"]:
         assert set(c["ms"]) == set(c["samples_ms"]) == {"f32", "f16", "bf16", "upstream"}
         assert set(c["ratio_upstream_over"]) == set(c["ratio_of_medians"]) == {"f32", "f16", "bf16"}
         # 1.5x everywhere but the AC CEM iteration at H = 4: 2x (10 frame blocks upstream, 4 cached).
         assert c["goal"] == (2.0 if c.get("H") == 4 else 1.5) and isinstance(c["meets_goal"], bool)
-        # The half class's 3x is set only where the bf16 files run on bf16 instructions.
+        # The half class's 3x is set only where the bf16 files run on bf16 instructions (as the engine
+        # sees the CPU: a mask without bf16 has none).
         half = data["machine"]["bf16_hardware"]
+        assert half == cpu_info().bf16
         assert ("meets_half_goal" in c) == half and (not half or c["half_goal"] == 3.0)
         assert all(set(v) == {"f32", "f16", "bf16"} for v in c["agreement"].values())
     agree = {(c["cell"], c["K"], c.get("H")): c["agreement"] for c in data["cells"]}
@@ -98,6 +103,7 @@ def test_bench_world_smoke_with_upstream(tmp_path: Path) -> None:
     assert agree[("lewm_plan", 16, None)]["final_elite_cost_rel_err"]["f32"] < 1e-5
 
 
+@pytest.mark.cpu_class
 def test_bench_world_smoke_jepa_only(tmp_path: Path) -> None:
     data = _smoke(tmp_path, "--no-upstream")
     assert data["upstream"] == "not measured in this run (--no-upstream)"
@@ -105,19 +111,26 @@ def test_bench_world_smoke_jepa_only(tmp_path: Path) -> None:
     assert not any("ratio_upstream_over" in c for c in data["cells"])
 
 
+@pytest.mark.cpu_class
+@pytest.mark.skipif("avx2" not in cpu_info().detected, reason="stands for the AVX2 class: a CPU with AVX2")
 def test_bench_world_smoke_avx2_holds_both_sides(tmp_path: Path) -> None:
-    """--isa avx2: the engine runs its AVX2 kernels for every file type (no bf16 hardware counted), and
-    the record says so; --ftypes trims jepa's files but keeps f32, the goals' reference."""
-    data = _smoke(tmp_path, "--no-upstream", "--isa", "avx2", "--ftypes", "bf16")
-    assert data["isa"] == "avx2" and data["machine"]["env"]["JEPA_GEMM"] == "avx2"
-    assert data["machine"]["kernels"] == "f32/f16: avx2-fma; bf16: avx2-fma; q8_0: avx2"
-    assert data["machine"]["bf16_hardware"] is False
+    """--cpu x86-64-v3 (JEPA_CPU_FEATURES for the run): the engine runs its AVX2 kernels for every file
+    type (no bf16 hardware counted), PyTorch's switches are set to the class, and the record says so;
+    --ftypes trims jepa's files but keeps f32, the goals' reference."""
+    data = _smoke(tmp_path, "--no-upstream", "--cpu", "x86-64-v3", "--ftypes", "bf16")
+    m = data["machine"]
+    assert m["cpu_mask"] == m["env"]["JEPA_CPU_FEATURES"] == data["held"]["mask"] == "x86-64-v3"
+    assert m["kernels"] == "f32/f16: avx2-fma; bf16: avx2-fma; q8_0: avx2" and set(m["features"]) == {"avx2"}
+    assert m["bf16_hardware"] is False
+    if m["features_detected"] != ["avx2"]:  # a CPU with more: the peers' switches are held to the class
+        assert m["env"]["ATEN_CPU_CAPABILITY"] == "avx2" and m["env"]["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"
+        assert "Both sides held to the x86-64-v3 class" in import_tool("render_docs").render_bench_world(data)
     assert all(set(c["ms"]) == {"f32", "bf16"} for c in data["cells"])
 
 
 @pytest.fixture(scope="module")
 def upstream() -> Any:
-    return import_tool("bench_world").load_upstream(threads=1)
+    return import_tool("bench.world_models").load_upstream(threads=1)
 
 
 @pytest.mark.torch
@@ -145,7 +158,7 @@ def test_upstream_lewm_planned_the_bench_way_is_the_golden_plan(upstream: Any, l
     """stable-worldmodel's LeWM built from the bundle's config.json by the benchmark's build_lewm and
     planned the benchmark's way (CEMSolver on given emb / goal_emb, nothing encoded) gives the golden
     prediction and CEM plan; solver_draws are the solver's recorded draws bit for bit."""
-    bw, torch, lw = import_tool("bench_world"), upstream.torch, lewm_bundle
+    bw, torch, lw = import_tool("bench.world_models"), upstream.torch, lewm_bundle
     config = json.loads((lw / "config.json").read_text())
     model = bw.build_lewm(upstream, config)
     state = torch.load(lw / "weights.pt", weights_only=True)

@@ -444,9 +444,11 @@ def render_bench_world(data: dict[str, Any], source: str = "bench-world") -> str
         "",
     ]
     if "kernels" in m:
-        avx2 = data.get("isa") == "avx2"
+        avx2, mask = data.get("isa") == "avx2", m.get("cpu_mask")
         held = (" Both sides held to AVX2 (`--isa avx2`: JEPA_GEMM=avx2 for jepa; ATen, MKL and oneDNN "
-                "capped for PyTorch), the stand-in for an AVX2-only CPU." if avx2 else "")
+                "capped for PyTorch), the stand-in for an AVX2-only CPU." if avx2 else
+                f" Both sides held to the {mask} class (`JEPA_CPU_FEATURES={mask}`: jepa's kernels for it; "
+                "PyTorch's ATen and MKL switches set to it), the stand-in for such a CPU." if mask else "")
         lines[0] += f" jepa's kernels: {m['kernels']}; PyTorch {m.get('torch_cpu_capability', '?')}." + held
     if data.get("reduced"):
         lines += ["**Reduced for this CPU:** " + "; ".join(data["reduced"]) + ". Widths and token counts "
