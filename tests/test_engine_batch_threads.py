@@ -62,6 +62,17 @@ def _pixels(n: int, seed: int = 0, size: int = 32) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((n, 3, size, size)).astype(np.float32)
 
 
+def _images_per_call(wide: jepa.Model, seconds: float = 0.3) -> int:
+    """How many 224 px images (1 to 8) one thread encodes on `wide` in about `seconds`: 8 on the SIMD
+    kernel paths (tens of ms), 1 on the portable path (~0.4 s an image), where 8 would only cost time."""
+    ctx = wide.context(threads=1)
+    one = _pixels(1, size=224)
+    ctx.encode(one)  # warm-up
+    t0 = time.perf_counter()
+    ctx.encode(one)
+    return max(1, min(8, int(seconds / (time.perf_counter() - t0))))
+
+
 def _bits(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
 
@@ -108,8 +119,8 @@ def test_threads_sharing_one_model_run_at_once_and_match_serial(wide: jepa.Model
     At once: every encode starts before any ends (a GIL held through encode forbids it), and while
     all of them are inside encode the kernel sees two or more of the threads running in most samples
     (a lock anywhere around the compute, in Python or in the engine, leaves one running, the rest asleep)."""
-    n = 4
-    inputs = [_pixels(8, seed=10 + i, size=224) for i in range(n)]
+    n, per_call = 4, _images_per_call(wide)
+    inputs = [_pixels(per_call, seed=10 + i, size=224) for i in range(n)]
     contexts = [wide.context(threads=1) for _ in range(n)]
     serial = [ctx.encode(x) for ctx, x in zip(contexts, inputs, strict=True)]  # also the warm-up
     results: dict[int, np.ndarray] = {}
@@ -165,7 +176,7 @@ def test_gil_is_released_during_encode(wide: jepa.Model) -> None:
 
     With the GIL held for the whole call, the spinning thread could only run in the few
     milliseconds of a switch interval; released, it spins for the whole call."""
-    x = _pixels(8, seed=4, size=224)
+    x = _pixels(_images_per_call(wide), seed=4, size=224)
     ctx = wide.context(threads=1)
     ctx.encode(x[:1])  # warm-up
     # How fast this thread spins alone.
