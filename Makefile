@@ -16,7 +16,7 @@ FUZZ_LOGS    := $(FUZZ_BUILD)/logs
 ARM_BUILD    := build/aarch64
 ARM          ?= 1         # 0: `make test` skips the aarch64 cross build and its emulated suites, saying so
 
-.PHONY: run test install venv bench-deps qemu-deps native-test py-test path-test lint clean
+.PHONY: run test install venv bench-deps qemu-deps native-test py-test path-test cpu-test lint clean
 .PHONY: fuzz-deps fuzz-build sanitize fuzz-test fuzz fuzz-corpus
 .PHONY: arm-deps arm-build arm-test arm-skipped golden-outputs
 .PHONY: cuda-core cpu-core gpu-carry gpu-dry-run gpu-rehearse
@@ -36,9 +36,11 @@ install: venv
 run: install
 	$(BIN)/jepa-server $(if $(MODEL),-m $(MODEL),--demo) $(ARGS)
 
-test: install bench-deps qemu-deps
-	$(MAKE) native-test py-test path-test lint $(if $(filter 0,$(strip $(ARM))),arm-skipped,arm-test) \
-	    $(if $(filter 0,$(strip $(FUZZ))),fuzz-skipped,sanitize fuzz-test)
+# Each step timed by .ci/steps.sh, which prints the table of where the time went at the end.
+TEST_STEPS = install bench-deps qemu-deps native-test py-test path-test cpu-test lint \
+    $(if $(filter 0,$(strip $(ARM))),arm-skipped,arm-test) $(if $(filter 0,$(strip $(FUZZ))),fuzz-skipped,sanitize fuzz-test)
+test:
+	@MAKE="$(MAKE)" bash .ci/steps.sh $(TEST_STEPS)
 
 # The test requirements and the benchmarks' peers (the tests run every benchmark's smoke mode).
 bench-deps: venv
@@ -48,8 +50,12 @@ bench-deps: venv
 native-test:
 	$(BIN)/ctest --test-dir $(BUILD) --output-on-failure
 
+# pytest on every core (pytest-xdist; tests/conftest.py groups the tests by module, so a module's
+# servers and models are made once, on one worker), the slowest tests listed at the end.
+PYTEST_WORKERS ?= $(shell nproc)
+PYTEST_PAR := -n $(PYTEST_WORKERS) --dist loadgroup
 py-test:
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_PAR) --durations=30
 
 # qemu-user from Debian when it is missing: tests/test_portable_wheel.py runs the portable wheel on an
 # emulated AVX2-only CPU (Haswell) against this machine's bits. A machine where it cannot be installed
@@ -61,13 +67,25 @@ qemu-deps:
 	        echo "qemu-deps: FAILED to install qemu-user: the AVX2-only CPU check cannot run" >&2; exit 1; }; \
 	fi
 
-# The bit-identity and parity suite (marker every_path) again on each other CPU kernel path this CPU
-# runs (py-test ran the default one): AVX2 and portable on every AVX2 CPU, and the AVX-512 FMA path
-# beside the bf16 kernels where there are some (tools/kernel_paths.py lists them).
+# The bit-identity suite (marker every_path) again on each other CPU kernel path this CPU runs (py-test
+# ran the default one, parity included): AVX2 and portable on every AVX2 CPU, and the AVX-512 FMA path
+# beside the bf16 kernels where there are some (the engine's table: tools/kernel_paths.py --others).
+# Parity (marker parity) stays on the default path: the exact class has the same bits on every path
+# (tests/test_kernel_paths.py), so its parity there is its parity everywhere.
 path-test:
 	@for p in $$($(BIN)/python tools/kernel_paths.py --others); do \
-	    echo "== the every_path suite with JEPA_GEMM=$$p"; \
-	    JEPA_GEMM=$$p $(BIN)/python -m pytest -q -m every_path -p no:cacheprovider || exit 1; \
+	    echo "== the every_path suite (bit identity) with JEPA_GEMM=$$p"; \
+	    JEPA_GEMM=$$p $(BIN)/python -m pytest -q $(PYTEST_PAR) -m "every_path and not parity" -p no:cacheprovider || exit 1; \
+	done
+
+# The tests that depend on what the CPU can do (marker cpu_class: benchmark smokes, path selection,
+# cpu_kernels(), /info's matmul, the CPU-dependent skips) again under each smaller CPU class this CPU
+# can stand for: JEPA_CPU_FEATURES masks what the engine detects and what the tools and tests believe
+# about the peers (docs/cpu.md). py-test ran them as this CPU.
+cpu-test:
+	@for c in $$($(BIN)/python tools/kernel_paths.py --classes); do \
+	    echo "== the cpu_class tests with JEPA_CPU_FEATURES=$$c"; \
+	    JEPA_CPU_FEATURES=$$c $(BIN)/python -m pytest -q $(PYTEST_PAR) -m cpu_class -p no:cacheprovider || exit 1; \
 	done
 
 # ruff on the whole tree; mypy on python/jepa and server/jepa_server ([tool.mypy] in pyproject.toml).

@@ -44,6 +44,29 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         )
 
 
+# ---- the two workers of `make py-test` (pytest-xdist, --dist loadgroup) -------------------------
+
+# Modules whose tests may go to either worker one by one: their fixtures are per test (or cheap)
+# and each test is long (the atheris targets run for a fixed time each).
+UNGROUPED = {"test_fuzz_atheris"}
+# Modules that must not run beside each other: each starts a Ray cluster, and Serve's HTTP proxy
+# and the GCS have ports of their own.
+SHARED_GROUPS = {"test_ray_serve": "ray", "test_ray_serve_run": "ray", "test_ray_bench": "ray"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """One xdist group per module (its module-scoped fixtures, servers and models, are then made once,
+    on one worker), the Ray modules in one group, and the long independent tests of UNGROUPED left to
+    spread. Without xdist there is nothing to mark."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        module = item.module.__name__ if isinstance(item, pytest.Function) and item.module else ""
+        if module in UNGROUPED:
+            continue
+        item.add_marker(pytest.mark.xdist_group(SHARED_GROUPS.get(module, module)))
+
+
 # ---- the tiny models, written once per session by the project's own writers --------------------
 
 

@@ -69,6 +69,17 @@ def test_the_engine_runs_what_the_masked_features_say() -> None:
 
 
 @pytest.mark.cpu_class
+def test_each_row_is_what_a_process_under_it_runs() -> None:
+    # The table's line for a row (what tools/kernel_paths.py and the benchmarks read instead of asking
+    # a child) is what a fresh process with JEPA_GEMM set to it reports.
+    code = "import jepa; print(jepa.cpu_kernels())"
+    for r in kernel_paths():
+        env = {**os.environ, "JEPA_GEMM": r.name}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == r.kernels, r
+
+
+@pytest.mark.cpu_class
 def test_the_half_and_int8_beliefs_follow_the_mask() -> None:
     info = cpu_info()
     assert info.bf16 == bool(info.features & {"avx512_bf16", "amx_bf16"})
@@ -135,6 +146,8 @@ def test_make_cpu_test_lists_the_classes_this_cpu_stands_for() -> None:
     r = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=120)
     names = r.stdout.split()
     have = cpu_info().detected
-    assert names and all(c.features <= have for c in cpu_classes() if c.name in names)
+    assert all(c.features <= have and c.features != have for c in cpu_classes() if c.name in names)
+    # Every x86 CPU with AVX2 stands for the one without it at least (an ARM64 core: plain ARMv8-A).
+    assert names or not have & {"avx2", "asimddp"}
     sets = [frozenset(c.features) for c in cpu_classes() if c.name in names]
     assert len(set(sets)) == len(sets)  # one class per feature set

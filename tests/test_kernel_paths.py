@@ -28,7 +28,7 @@ def outputs(
 ) -> dict[str, dict[str, np.ndarray]]:
     tmp_path = tmp_path_factory.mktemp("path-outputs")
     out: dict[str, dict[str, np.ndarray]] = {}
-    for cap, line in KERNEL_PATHS.distinct_paths().items():
+    for cap, line in KERNEL_PATHS.distinct().items():
         out[line] = kernel_path_outputs.run(sys.executable, kernel_path_models, tmp_path / f"{cap}.npz", cap)
         assert str(out[line]["kernels"]) == line
     return out

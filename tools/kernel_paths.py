@@ -5,8 +5,8 @@ ggml's products are not a path of the promise and are left out.
     python tools/kernel_paths.py             JEPA_GEMM value<TAB>kernel line, one per distinct path
     python tools/kernel_paths.py --others    the values past the default whose f32 or bf16 kernels
                                              differ (what `make path-test` runs the every_path suite on)
-    python tools/kernel_paths.py --classes   the CPU classes this CPU can stand for (what `make
-                                             cpu-test` runs the cpu_class tests under), smallest first
+    python tools/kernel_paths.py --classes   the smaller CPU classes this CPU can stand for (what
+                                             `make cpu-test` runs the cpu_class tests under)
 """
 
 from __future__ import annotations
@@ -20,21 +20,29 @@ from jepa.cpu import CpuClass, cpu_classes, cpu_info, distinct_paths, kernel_pat
 EVERY_PATH_KINDS = "f32,bf16"
 
 
+def kernels_under(cap: str) -> str:
+    """The kernel line (jepa.cpu_kernels()) a process with JEPA_GEMM=cap runs on this CPU, read from
+    the table ("" and "native": the default)."""
+    if cap in ("", "native"):
+        return cpu_info().kernels
+    lines = {row.name: row.kernels for row in kernel_paths()}
+    if cap not in lines:
+        raise ValueError(f"JEPA_GEMM={cap!r}: not a kernel path (the table has {', '.join(lines)})")
+    return lines[cap]
+
+
 def distinct() -> dict[str, str]:
     """JEPA_GEMM value -> kernel line, one per distinct path, the default ("") first."""
-    lines = {row.name: row.kernels for row in kernel_paths()}
-    out = {"": cpu_info().kernels}
-    for name in distinct_paths():
-        out[name] = lines[name]
-    return out
+    return {cap: kernels_under(cap) for cap in ("", *distinct_paths())}
 
 
 def classes_here() -> list[CpuClass]:
-    """The CPU classes this CPU can stand for (each a subset of what it has), one per feature set."""
+    """The smaller CPU classes this CPU can stand for: each a subset of what it has and not all of it
+    (that run is the unmasked one), one per feature set."""
     have = cpu_info().detected
     out: dict[frozenset[str], CpuClass] = {}
     for c in cpu_classes():
-        if c.features <= have:
+        if c.features <= have and c.features != have:
             out.setdefault(c.features, c)
     return list(out.values())
 
