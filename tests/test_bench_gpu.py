@@ -1,6 +1,6 @@
-"""tools/bench_gpu.py --smoke on the CPU: the GPU benchmark's code (torch and jepa on one device, the
+"""tools/bench/gpu.py --smoke on the CPU: the GPU benchmark's code (torch and jepa on one device, the
 same weights, interleaved rounds, errors against torch f32; the world models' peers on the same device)
-runs end to end here, so it cannot rot between the sessions that have a GPU. tools/gpu_check.sh itself
+runs end to end here, so it cannot rot between the sessions that have a GPU. .ci/gpu_check.sh itself
 is tests/test_gpu_check.py's."""
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ VARIANTS = {"torch-f32", "torch-f16", "torch-bf16", "jepa-f32", "jepa-f16", "jep
 @pytest.mark.transformers
 @pytest.mark.slow
 def test_bench_gpu_smoke_on_cpu(tmp_path: Path) -> None:
-    data = smoke_record("bench_gpu.py", tmp_path / "g.json", "--device", "cpu")
+    data = smoke_record("bench/gpu.py", tmp_path / "g.json", "--device", "cpu")
     assert data["device"] == "cpu" and data["smoke"] and data["gpu"] is None
+    assert data["benchmark"] == "bench-gpu" and {"jepa", "ggml", "engine", "torch"} <= set(data["versions"])
     assert data["errors"] == {} and data["skipped"] == [] and not data["budget_exhausted"]
     cells = {(c["model"], c["batch"]) for c in data["cells"]}
     assert cells == {("vit-tiny", 1), ("vit-tiny", 2), ("vjepa2-tiny", 1)}
@@ -39,7 +40,7 @@ def test_bench_gpu_smoke_on_cpu(tmp_path: Path) -> None:
 
 
 def test_a_budget_too_small_skips_cells_and_says_so(tmp_path: Path) -> None:
-    data = smoke_record("bench_gpu.py", tmp_path / "g.json", "--device", "cpu", "--budget-s", "0")
+    data = smoke_record("bench/gpu.py", tmp_path / "g.json", "--device", "cpu", "--budget-s", "0")
     assert data["cells"] == [] and data["world_cells"] == [] and data["budget_exhausted"]
     assert data["skipped"] == ["encoder vit-tiny b1", "encoder vit-tiny b2", "encoder vjepa2-tiny b1",
                                "ac_step 4", "lewm_plan lewm"]

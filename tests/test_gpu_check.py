@@ -284,7 +284,7 @@ def test_the_script_parses_and_names_every_step_and_the_run_call() -> None:
         "tests/test_reference_vjepa2_ac.py",
         "tests/test_reference_lewm.py",
         "tests/test_text_parity.py",
-        "tools/bench_gpu.py",
+        "tools/bench/gpu.py",
         "ctest",
         "gpu_check.py batch",
         "gpu_check.py server",

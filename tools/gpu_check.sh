@@ -21,7 +21,7 @@
 # It builds jepa._engine and the native suites against the carried core with the machine's python3
 # (seconds on 16 cores), then runs, each step time-boxed and the next one run whatever the last gave:
 # ctest, the parity suites on cuda:0, the CPU's bit-identity suites on cuda:0 (reported, not assumed),
-# the batch rule, the server on cuda:0 and on cpu,cuda:0, and tools/bench_gpu.py against the machine's
+# the batch rule, the server on cuda:0 and on cpu,cuda:0, and tools/bench/gpu.py against the machine's
 # PyTorch CUDA in what time is left. $OUT gets 8 files: summary.json, gpu-check.log, ctest.xml,
 # parity.xml, identity.xml, batch-rule.json, server.json, bench-gpu.json.
 set -uo pipefail
@@ -56,7 +56,7 @@ CARRY=build/gpu-carry
 HOST_PY=${GPU_CHECK_HOST_PYTHON:-$ROOT/.venv/bin/python}
 CUBLAS_WHEEL=nvidia-cublas==13.0.2.14   # headers + libcublas.so.13 for the build here (the toolkit has none)
 # The wheels the GPU machine's python3 lacks (KINDS.md's list): gguf for the converter, and the world-model
-# peers tools/bench_gpu.py times (requirements/bench.txt's pins) with their missing dependencies. PyAV
+# peers tools/bench/gpu.py times (requirements/bench.txt's pins) with their missing dependencies. PyAV
 # (34 MiB) stays behind: the check decodes no video, and stage writes a stand-in where it is missing.
 CARRY_WHEELS="gguf==0.19.0 cc-vjepa2==0.0.3 stable-worldmodel==0.1.1 gymnasium==1.4.0 loguru==0.7.3 farama-notifications==0.0.6"
 
@@ -372,7 +372,7 @@ if [ "$BUILT" = 1 ]; then
     fi
     BENCH_T=$(( $(left) - 30 ))
     BENCH+=(--budget-s "$(( BENCH_T > 20 ? BENCH_T - 15 : 5 ))")
-    step bench "$BENCH_T" "$PY" tools/bench_gpu.py "${BENCH[@]}"
+    step bench "$BENCH_T" "$PY" tools/bench/gpu.py "${BENCH[@]}"
 else
     for s in ctest parity identity batch server bench; do skip "$s" "the module did not build"; done
 fi

@@ -303,12 +303,14 @@ def lewm_upstream(up: Upstream, cfg: dict[str, int], tmp: Path, seed: int,
     return files, model
 
 
-def solver_draws(torch: Any, seed: int, n_steps: int, num_samples: int, horizon: int, a: int) -> np.ndarray:
-    """The standard-normal draws CEMSolver.solve makes from its torch.Generator(seed), in order,
-    in jepa's replay layout [n_steps, num_samples, horizon, A]."""
-    g = torch.Generator().manual_seed(seed)
-    return np.stack([torch.randn(1, num_samples, horizon, a, generator=g, dtype=torch.float32)[0].numpy()
-                     for _ in range(n_steps)])
+def solver_draws(torch: Any, seed: int, n_steps: int, num_samples: int, horizon: int, a: int,
+                 device: str = "cpu") -> np.ndarray:
+    """The standard-normal draws CEMSolver.solve makes from its torch.Generator(seed) on `device`, in
+    order, in jepa's replay layout [n_steps, num_samples, horizon, A] (a CUDA generator draws other
+    numbers than the CPU's, so a solver on a GPU is replayed from the GPU's)."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    return np.stack([torch.randn(1, num_samples, horizon, a, generator=g, device=device,
+                                 dtype=torch.float32)[0].cpu().numpy() for _ in range(n_steps)])
 
 
 def rel_err(x: Any, ref: Any) -> float:

@@ -1,16 +1,15 @@
-#!/usr/bin/env python3
 """jepa on a GPU against PyTorch on the same GPU -> tests/results/bench-gpu.json.
 
-The GPU half of the engine benchmark (tools/gpu_check.sh runs it on a lent machine), same weights and
+The GPU half of the engine benchmark (.ci/gpu_check.sh runs it on a lent machine), same weights and
 same precision on both sides, rounds interleaved (the order rotates), the first round a warm-up,
 medians reported with ratios torch / jepa (above 1 jepa is faster) and jepa's errors against torch f32:
 
 - encoders: ViT-S/16 and ViT-L/16 at batch 1 / 8 / 32 / 128 and the V-JEPA 2 ViT-L video encoder on
-  one clip (and 4), the transformers models (random weights, built as tools/bench_engine.py builds
-  them) in PyTorch f32, f16 and bf16 (weights cast, autocast off) against their jepa-convert GGUFs in
-  f32, f16 and bf16 through jepa.Model(device=...);
+  one clip (and 4), the transformers models (random weights, built by bench.vit as the CPU benchmark
+  builds them) in PyTorch f32, f16 and bf16 (weights cast, autocast off) against their jepa-convert
+  GGUFs in f32, f16 and bf16 through jepa.Model(device=...);
 - V-JEPA 2-AC's predictor step at K = 16 / 64 / 256 candidates (H = 2): Meta's predictor
-  (cc-vjepa2, as tools/bench_world.py builds it) in f32 and bf16 against jepa's f32 and bf16 files;
+  (cc-vjepa2, built by bench.world_models) in f32 and bf16 against jepa's f32 and bf16 files;
 - LeWM's plan (the eval's CEM: 300 samples, top 30, 30 steps, horizon 5): stable-worldmodel's
   CEMSolver on the device against jepa.world.plan_latents on the same candidates (the solver's
   generator draws, replayed).
@@ -18,20 +17,19 @@ medians reported with ratios torch / jepa (above 1 jepa is faster) and jepa's er
 The cells run in the order of the goals (the encoders at batch 32 and the AC step first) while
 --budget-s lasts; a cell that does not fit is listed under "skipped", never half-measured.
 
-    python tools/bench_gpu.py --device cuda:0 --budget-s 240   # on the GPU machine (tools/gpu_check.sh)
-    python tools/bench_gpu.py --device cpu --smoke --out /tmp/x.json   # checks the script runs (CI)
+    python tools/bench/gpu.py --device cuda:0 --budget-s 240   # on the GPU machine (.ci/gpu_check.sh)
+    python tools/bench/gpu.py --device cpu --smoke --out /tmp/x.json   # checks the script runs (CI)
 
 A benchmark, not a test. Needs a CUDA build of jepa (-DJEPA_CUDA=ON) for a cuda device; the world
-cells need the peers (requirements/bench.txt; tools/gpu_check.sh carries them as wheels)."""
+cells need the peers (requirements/bench.txt; .ci/gpu_check.sh carries them as wheels)."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
 import io
 import json
-import statistics
+import os
 import sys
 import tempfile
 import time
@@ -41,14 +39,32 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+if not __package__:  # python tools/bench/gpu.py: bench from tools/, numpy's OpenBLAS on 1 thread
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_engine as be  # the model specs, builders and machine record are shared
-import bench_world as bw  # the world models' upstream builders
+from bench import harness
+from bench.vit import MODELS, SMOKE_MODELS, build_torch, hf_layout, last_hidden
+from bench.world_models import (
+    AC_FULL,
+    AC_H,
+    AC_SMOKE,
+    FTYPES,
+    LEWM_ACTION_BLOCK,
+    LEWM_FULL,
+    LEWM_PLAN,
+    LEWM_SMOKE,
+    SMOKE_LEWM_PLAN,
+    Upstream,
+    ac_upstream,
+    lewm_upstream,
+    load_upstream,
+    rel_err,
+    solver_draws,
+)
 
-DEFAULT_OUT = be.ROOT / "tests" / "results" / "bench-gpu.json"
-FTYPES = ("f32", "f16", "bf16")
 # (kind, name or K, batch): the order is the goals' (issue 24: the encoders at batch 32 and the AC step
 # first), then the rest of the table.
 FULL_PLAN: list[tuple[str, Any, int]] = [
@@ -75,7 +91,10 @@ SMOKE_PLAN: list[tuple[str, Any, int]] = [
     ("lewm_plan", "lewm", 0),
 ]
 AC_GPU_LAYERS = 24  # the released depth
-SMOKE_LEWM_PLAN = dict(num_samples=16, topk=4, n_steps=2, horizon=5)
+HALF = ("f32", "bf16")  # the world models' files: the exact class and the half class torch autocasts to
+
+
+# ---- timing ------------------------------------------------------------------------------------------
 
 
 def _sync(device: str) -> None:
@@ -86,6 +105,8 @@ def _sync(device: str) -> None:
 
 
 class Budget:
+    """The seconds the run may still start cells in."""
+
     def __init__(self, seconds: float) -> None:
         self.t0, self.seconds = time.perf_counter(), seconds
 
@@ -94,8 +115,10 @@ class Budget:
 
 
 def timed(runs: dict[str, Callable[[], Any]], rounds: int, slice_s: float, device: str) -> dict[str, Any]:
-    """Interleaved rounds (order rotating), the first a warm-up; at least 2 timed rounds, then more
-    up to `rounds` while the cell's time slice lasts. Returns the first outputs and the samples."""
+    """Interleaved rounds (bench.harness.rotated), the first a warm-up, the device synchronised around
+    every call (its work is asynchronous); at least 2 timed rounds, then more up to `rounds` while the
+    cell's time slice lasts (bench.harness.interleave has no slice, nor drops a variant). Returns the
+    rounds (bench.harness.Rounds), their count, the variants dropped and the seconds."""
     order = list(runs)
     outputs: dict[str, Any] = {}
     dropped: dict[str, str] = {}
@@ -110,40 +133,33 @@ def timed(runs: dict[str, Callable[[], Any]], rounds: int, slice_s: float, devic
             order.remove(k)
     samples: dict[str, list[float]] = {k: [] for k in order}
     r = 1
-    while r < rounds + 1:
-        for k in order[r % len(order) :] + order[: r % len(order)]:
+    while r <= rounds:
+        for k in harness.rotated(order, r):
             _sync(device)
             s = time.perf_counter()
-            out = runs[k]()
+            runs[k]()
             _sync(device)
-            outputs.setdefault(k, out)
             samples[k].append(time.perf_counter() - s)
         r += 1
         if r >= 3 and time.perf_counter() - t0 > slice_s:
             break
-    return {
-        "outputs": outputs,
-        "samples": samples,
-        "rounds": r - 1,
-        "dropped": dropped,
-        "seconds": round(time.perf_counter() - t0, 1),
-    }
+    return {"got": harness.Rounds(samples, outputs), "rounds": r - 1, "dropped": dropped,
+            "seconds": round(time.perf_counter() - t0, 1)}
 
 
 def ratios(med: dict[str, float], pairs: dict[str, tuple[str, str]]) -> dict[str, float]:
+    """Each pair's (torch, jepa) ratio of the medians, where both ran."""
     return {p: round(med[t] / med[j], 3) for p, (t, j) in pairs.items() if t in med and j in med}
 
 
-def rel_errors(
-    outputs: dict[str, Any], ref: str, key: Callable[[Any], Any] = lambda x: x
-) -> dict[str, float]:
-    r = np.asarray(key(outputs[ref]), np.float64)
-    scale = float(np.abs(r).max()) or 1.0
-    return {
-        k: float(f"{float(np.abs(np.asarray(key(v), np.float64) - r).max()) / scale:.3g}")
-        for k, v in outputs.items()
-        if k != ref
-    }
+def rel_errors(outputs: dict[str, Any], ref: str,
+               key: Callable[[Any], Any] = lambda x: x) -> dict[str, float]:
+    """Every other variant's output against `ref`'s (bench.world_models.rel_err)."""
+    return {k: rel_err(key(v), key(outputs[ref])) for k, v in outputs.items() if k != ref}
+
+
+def _cell_tail(t: dict[str, Any]) -> dict[str, Any]:
+    return {"rounds": t["rounds"], "seconds": t["seconds"], "dropped": t["dropped"]}
 
 
 # ---- encoders ---------------------------------------------------------------------------------------
@@ -165,12 +181,12 @@ class Encoders:
         import jepa
         from jepa.convert import convert
 
-        spec = {**be.MODELS, **be.SMOKE_MODELS}[name]
-        model = be.build_torch(spec, self.seed)
+        spec = {**MODELS, **SMOKE_MODELS}[name]
+        model = build_torch(spec, self.seed)
         src = self.work / f"{name}-hf"
         model.save_pretrained(src)
         files = {ft: convert(src, self.work / f"{name}-{ft}.gguf", ftype=ft) for ft in FTYPES}
-        wrapped = be.last_hidden(model, spec.kind).to(self.device)
+        wrapped = last_hidden(model, spec.kind).to(self.device)
         torch_models = {
             "f32": wrapped,
             "f16": copy.deepcopy(wrapped).to(dtype=torch.float16),
@@ -187,7 +203,7 @@ def encoder_cell(enc: Encoders, name: str, batch: int, rounds: int, slice_s: flo
     spec, torch_models, models = enc.get(name)
     device = enc.device
     x = np.random.default_rng(enc.seed).standard_normal(spec.input_shape(batch)).astype(np.float32)
-    xt = torch.from_numpy(be.hf_layout(spec, x)).to(device)
+    xt = torch.from_numpy(hf_layout(spec, x)).to(device)
     dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
     def torch_run(ft: str) -> Callable[[], np.ndarray]:
@@ -202,22 +218,17 @@ def encoder_cell(enc: Encoders, name: str, batch: int, rounds: int, slice_s: flo
 
     runs: dict[str, Callable[[], np.ndarray]] = {f"torch-{ft}": torch_run(ft) for ft in FTYPES}
     for ft, m in models.items():
-        ctx = m.context(max_batch=max(batch, 1))
-        runs[f"jepa-{ft}"] = lambda ctx=ctx: ctx.encode(x)
+        runs[f"jepa-{ft}"] = partial(m.context(max_batch=max(batch, 1)).encode, x)
     t = timed(runs, rounds, slice_s, device)
-    med = {k: statistics.median(v) * 1000 / batch for k, v in t["samples"].items()}
-    pairs = {ft: (f"torch-{ft}", f"jepa-{ft}") for ft in FTYPES}
-    r = ratios(med, pairs)
+    med = t["got"].medians(1000 / batch)
     return {
         "cell": "encoder",
         "model": name,
         "batch": batch,
         "ms_per_item": med,
-        "ratio_torch_over_jepa": r,
-        "max_rel_error_vs_torch_f32": rel_errors(t["outputs"], "torch-f32"),
-        "rounds": t["rounds"],
-        "seconds": t["seconds"],
-        "dropped": t["dropped"],
+        "ratio_torch_over_jepa": ratios(med, {ft: (f"torch-{ft}", f"jepa-{ft}") for ft in FTYPES}),
+        "max_rel_error_vs_torch_f32": rel_errors(t["got"].outputs, "torch-f32"),
+        **_cell_tail(t),
     }
 
 
@@ -230,25 +241,25 @@ class World:
     def __init__(self, device: str, work: Path, seed: int, smoke: bool, ac_layers: int) -> None:
         self.device, self.work, self.seed, self.smoke = device, work, seed, smoke
         self.ac_layers = ac_layers
-        self.up: Any = None
+        self.up: Upstream | None = None
         self.ac: Any = None
         self.lewm: Any = None
 
-    def upstream(self) -> Any:
+    def upstream(self) -> Upstream:
         if self.up is None:
             import torch
 
-            self.up = bw.load_upstream(torch.get_num_threads())
+            self.up = load_upstream(torch.get_num_threads())
         return self.up
 
     def ac_ready(self) -> Any:
         if self.ac is None:
             import jepa
 
-            cfg = dict(bw.AC_SMOKE if self.smoke else bw.AC_FULL)
+            cfg = dict(AC_SMOKE if self.smoke else AC_FULL)
             if not self.smoke:
                 cfg["n_layer"] = self.ac_layers
-            files, pred = bw.ac_upstream(self.upstream(), cfg, self.work, self.seed, ("f32", "bf16"))
+            files, pred = ac_upstream(self.upstream(), cfg, self.work, self.seed, HALF)
             pred = pred.to(self.device)
             models = {ft: jepa.Model(p, device=self.device) for ft, p in files.items()}
             self.ac = (cfg, pred, models)
@@ -258,8 +269,8 @@ class World:
         if self.lewm is None:
             import jepa
 
-            cfg = dict(bw.LEWM_SMOKE if self.smoke else bw.LEWM_FULL)
-            files, model = bw.lewm_upstream(self.upstream(), cfg, self.work, self.seed, ("f32", "bf16"))
+            cfg = dict(LEWM_SMOKE if self.smoke else LEWM_FULL)
+            files, model = lewm_upstream(self.upstream(), cfg, self.work, self.seed, HALF)
             model = model.to(self.device)
             models = {ft: jepa.Model(p, device=self.device) for ft, p in files.items()}
             self.lewm = (cfg, model, models)
@@ -273,9 +284,9 @@ def ac_step_cell(w: World, k: int, rounds: int, slice_s: float) -> dict[str, Any
     info = next(iter(models.values())).info
     hw, d = int(info.pred_grid_size) ** 2, int(info.embed_dim)
     rng = np.random.default_rng(w.seed + k)
-    lat = rng.standard_normal((k, bw.AC_H * hw, d)).astype(np.float32)
-    acts = (0.05 * rng.standard_normal((k, bw.AC_H, 7))).astype(np.float32)
-    states = (0.1 * rng.standard_normal((k, bw.AC_H, 7))).astype(np.float32)
+    lat = rng.standard_normal((k, AC_H * hw, d)).astype(np.float32)
+    acts = (0.05 * rng.standard_normal((k, AC_H, 7))).astype(np.float32)
+    states = (0.1 * rng.standard_normal((k, AC_H, 7))).astype(np.float32)
     dev = [torch.from_numpy(a).to(w.device) for a in (lat, acts, states)]
 
     def torch_run(half: bool) -> Callable[[], np.ndarray]:
@@ -290,22 +301,19 @@ def ac_step_cell(w: World, k: int, rounds: int, slice_s: float) -> dict[str, Any
 
     runs: dict[str, Callable[[], np.ndarray]] = {"torch-f32": torch_run(False), "torch-bf16": torch_run(True)}
     for ft, m in models.items():
-        ctx = m.context(max_batch=k)
-        runs[f"jepa-{ft}"] = partial(ctx.world_predict, lat, acts, states)
+        runs[f"jepa-{ft}"] = partial(m.context(max_batch=k).world_predict, lat, acts, states)
     t = timed(runs, rounds, slice_s, w.device)
-    med = {n: statistics.median(v) * 1000 for n, v in t["samples"].items()}
+    med = t["got"].medians(1000)
     return {
         "cell": "ac_step",
         "K": k,
-        "H": bw.AC_H,
-        "tokens": k * bw.AC_H * (2 + hw),
+        "H": AC_H,
+        "tokens": k * AC_H * (2 + hw),
         "predictor_layers": cfg["n_layer"],
         "ms": med,
-        "ratio_torch_over_jepa": ratios(med, {ft: (f"torch-{ft}", f"jepa-{ft}") for ft in ("f32", "bf16")}),
-        "max_rel_error_vs_torch_f32": rel_errors(t["outputs"], "torch-f32"),
-        "rounds": t["rounds"],
-        "seconds": t["seconds"],
-        "dropped": t["dropped"],
+        "ratio_torch_over_jepa": ratios(med, {ft: (f"torch-{ft}", f"jepa-{ft}") for ft in HALF}),
+        "max_rel_error_vs_torch_f32": rel_errors(t["got"].outputs, "torch-f32"),
+        **_cell_tail(t),
     }
 
 
@@ -316,30 +324,19 @@ def lewm_plan_cell(w: World, rounds: int, slice_s: float) -> dict[str, Any]:
     from jepa import world
 
     _cfg, model, models = w.lewm_ready()
-    plan_cfg = dict(SMOKE_LEWM_PLAN if w.smoke else bw.LEWM_PLAN)
+    plan_cfg = dict(SMOKE_LEWM_PLAN if w.smoke else LEWM_PLAN)
     info = next(iter(models.values())).info
     d, a = int(info.wm_embed_dim), int(info.pred_action_dim)
     rng = np.random.default_rng(w.seed)
     history = rng.standard_normal((1, d)).astype(np.float32)
     goal = rng.standard_normal(d).astype(np.float32)
     s, h, seed = plan_cfg["num_samples"], plan_cfg["horizon"], w.seed
-    up = w.upstream()
-    solver = up.cem.CEMSolver(
-        model,
-        batch_size=1,
-        num_samples=s,
-        var_scale=1.0,
-        n_steps=plan_cfg["n_steps"],
-        topk=plan_cfg["topk"],
-        device=w.device,
-        seed=seed,
-    )
-    space = Box(-np.inf, np.inf, shape=(1, a // bw.LEWM_ACTION_BLOCK), dtype=np.float32)
-    solver.configure(
-        action_space=space,
-        n_envs=1,
-        config=types.SimpleNamespace(horizon=h, action_block=bw.LEWM_ACTION_BLOCK),
-    )
+    solver = w.upstream().cem.CEMSolver(model, batch_size=1, num_samples=s, var_scale=1.0,
+                                        n_steps=plan_cfg["n_steps"], topk=plan_cfg["topk"], device=w.device,
+                                        seed=seed)
+    space = Box(-np.inf, np.inf, shape=(1, a // LEWM_ACTION_BLOCK), dtype=np.float32)
+    solver.configure(action_space=space, n_envs=1,
+                     config=types.SimpleNamespace(horizon=h, action_block=LEWM_ACTION_BLOCK))
     info_dict = {
         "pixels": torch.zeros(1, 1, 1),
         "goal": torch.zeros(1, 1, 1),
@@ -354,71 +351,71 @@ def lewm_plan_cell(w: World, rounds: int, slice_s: float) -> dict[str, Any]:
         return {"actions": out["actions"][0].cpu().numpy(), "cost": np.float32(out["costs"][0])}
 
     # The solver's draws on the device's generator, in jepa's replay layout [n_steps, S, H, A].
-    g = torch.Generator(device=w.device).manual_seed(seed)
-    noise = np.stack(
-        [
-            torch.randn(1, s, h, a, generator=g, device=w.device, dtype=torch.float32)[0].cpu().numpy()
-            for _ in range(plan_cfg["n_steps"])
-        ]
-    )
+    noise = solver_draws(torch, seed, plan_cfg["n_steps"], s, h, a, device=w.device)
     runs: dict[str, Callable[[], Any]] = {"upstream-f32": torch_plan}
     for ft, m in models.items():
-        runs[f"jepa-{ft}"] = partial(
-            world.plan_latents, m.context(max_batch=s), history, goal, **plan_cfg, seed=seed, noise=noise
-        )
+        runs[f"jepa-{ft}"] = partial(world.plan_latents, m.context(max_batch=s), history, goal, **plan_cfg,
+                                     seed=seed, noise=noise)
     t = timed(runs, rounds, slice_s, w.device)
-    med = {n: statistics.median(v) * 1000 for n, v in t["samples"].items()}
+    med = t["got"].medians(1000)
     return {
         "cell": "lewm_plan",
         **plan_cfg,
         "ms": med,
         "ratio_upstream_f32_over": ratios(med, {ft: ("upstream-f32", f"jepa-{ft}") for ft in models}),
-        "plan_actions_max_rel_err": rel_errors(t["outputs"], "upstream-f32", lambda p: p["actions"]),
-        "rounds": t["rounds"],
-        "seconds": t["seconds"],
-        "dropped": t["dropped"],
+        "plan_actions_max_rel_err": rel_errors(t["got"].outputs, "upstream-f32", lambda p: p["actions"]),
+        **_cell_tail(t),
     }
 
 
 # ---- the run ----------------------------------------------------------------------------------------
 
+# What each kind of cell prints as it ends (the record keeps everything).
+PRINTED = {"encoder": ("model", "batch", "ms_per_item", "ratio_torch_over_jepa"),
+           "ac_step": ("cell", "K", "ms", "ratio_torch_over_jepa"),
+           "lewm_plan": ("cell", "ms", "ratio_upstream_f32_over")}
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+
+def plan_of(args: Any) -> list[tuple[str, Any, int]]:
+    """The cells to run, in order: --smoke's tiny ones or the full table, cut to --only."""
+    plan = SMOKE_PLAN if args.smoke else FULL_PLAN
+    if args.only == "vit":
+        return [c for c in plan if c[0] == "encoder" and str(c[1]).startswith("vit")]
+    if args.only == "encoders":
+        return [c for c in plan if c[0] == "encoder"]
+    if args.only == "world":
+        return [c for c in plan if c[0] != "encoder"]
+    return plan
+
+
+def options() -> Any:
+    p = harness.parser(__doc__, smoke="tiny models, 2 rounds (runs on the CPU too)", threads=None)
     p.add_argument("--device", default="cuda:0")
-    p.add_argument("--smoke", action="store_true", help="tiny models, 2 rounds (runs on the CPU too)")
     p.add_argument("--rounds", type=int, default=10, help="timed rounds per cell at most")
-    p.add_argument(
-        "--budget-s", type=float, default=600.0, help="stop starting cells after this many seconds"
-    )
-    p.add_argument(
-        "--only",
-        choices=("vit", "encoders", "world"),
-        default=None,
-        help="vit: the ViT cells alone; encoders: every encoder cell; world: the AC and LeWM cells",
-    )
+    p.add_argument("--budget-s", type=float, default=600.0,
+                   help="stop starting cells after this many seconds")
+    p.add_argument("--only", choices=("vit", "encoders", "world"), default=None,
+                   help="vit: the ViT cells alone; encoders: every encoder cell; "
+                   "world: the AC and LeWM cells")
     p.add_argument("--ac-layers", type=int, default=AC_GPU_LAYERS, help="AC predictor depth (released: 24)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=None)
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = harness.parse(options(), argv)
     import torch
 
     budget = Budget(a.budget_s)
-    plan = SMOKE_PLAN if a.smoke else FULL_PLAN
-    if a.only == "vit":
-        plan = [c for c in plan if c[0] == "encoder" and str(c[1]).startswith("vit")]
-    elif a.only == "encoders":
-        plan = [c for c in plan if c[0] == "encoder"]
-    elif a.only == "world":
-        plan = [c for c in plan if c[0] != "encoder"]
+    plan = plan_of(a)
     rounds = 2 if a.smoke else a.rounds
-    out = a.out or (Path(tempfile.gettempdir()) / "bench-gpu-smoke.json" if a.smoke else DEFAULT_OUT)
     gpu = torch.cuda.get_device_name(0) if a.device.startswith("cuda") and torch.cuda.is_available() else None
+    rec = harness.Run("bench-gpu", torch.get_num_threads(), a.smoke, modules=("torch",),
+                      versions={"cuda": torch.version.cuda})
     cells: list[dict[str, Any]] = []
     world_cells: list[dict[str, Any]] = []
     skipped: list[str] = []
     errors: dict[str, str] = {}
-    commit = be.git_commit()
     with tempfile.TemporaryDirectory() as tmp:
         enc = Encoders(a.device, Path(tmp), a.seed)
         w = World(a.device, Path(tmp), a.seed, a.smoke, a.ac_layers)
@@ -432,41 +429,20 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 if kind == "encoder":
                     c = encoder_cell(enc, what, batch, rounds, slice_s)
-                    cells.append(c)
-                    print(
-                        json.dumps(
-                            {k: c[k] for k in ("model", "batch", "ms_per_item", "ratio_torch_over_jepa")}
-                        ),
-                        flush=True,
-                    )
+                elif kind == "ac_step":
+                    c = ac_step_cell(w, what, rounds, slice_s)
                 else:
-                    if kind == "ac_step":
-                        c = ac_step_cell(w, what, rounds, slice_s)
-                    else:
-                        c = lewm_plan_cell(w, rounds, slice_s)
-                    world_cells.append(c)
-                    print(
-                        json.dumps(
-                            {
-                                k: v
-                                for k, v in c.items()
-                                if k
-                                in ("cell", "K", "ms", "ratio_torch_over_jepa", "ratio_upstream_f32_over")
-                            }
-                        ),
-                        flush=True,
-                    )
+                    c = lewm_plan_cell(w, rounds, slice_s)
+                (cells if kind == "encoder" else world_cells).append(c)
+                print(json.dumps({k: c[k] for k in PRINTED[kind]}), flush=True)
             except Exception as exc:  # a cell that fails is reported; the next one still runs
                 errors[label] = f"{type(exc).__name__}: {exc}"[:2000]
-                print(f"[{label}] failed: {errors[label]}", file=sys.stderr, flush=True)
+                harness.log(f"[{label}] failed: {errors[label]}")
     data = {
+        **rec.head(),
         "device": a.device,
         "gpu": gpu,
-        "machine": be.machine_info(torch.get_num_threads()),
-        "versions": {"torch": torch.__version__, "cuda": torch.version.cuda},
-        "commit": commit,
-        "date": time.strftime("%Y-%m-%d"),
-        "smoke": a.smoke,
+        "date": rec.started[:10],
         "budget_s": a.budget_s,
         "budget_exhausted": bool(skipped),
         "skipped": skipped,
@@ -475,15 +451,12 @@ def main(argv: list[str] | None = None) -> int:
         "cells": cells,
         "world_cells": world_cells,
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data, indent=1) + "\n")
-    print(
-        f"wrote {out}"
-        + (f"; skipped (budget): {', '.join(skipped)}" if skipped else "")
-        + (f"; failed: {', '.join(errors)}" if errors else "")
-    )
+    out = harness.out_path(a, "bench-gpu")
+    harness.write_record(out, data)
+    print(f"wrote {out}" + (f"; skipped (budget): {', '.join(skipped)}" if skipped else "")
+          + (f"; failed: {', '.join(errors)}" if errors else ""))
     return 1 if errors else 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())
