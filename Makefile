@@ -90,7 +90,7 @@ cpu-test:
 
 # ruff on the whole tree; mypy on python/jepa and server/jepa_server ([tool.mypy] in pyproject.toml).
 lint:
-	$(BIN)/ruff check python server tests tools
+	$(BIN)/ruff check python server tests tools .ci
 	$(BIN)/mypy
 
 # ---- sanitizers and fuzzing (docs/fuzzing.md) ------------------------------------------------
@@ -179,23 +179,23 @@ golden-outputs: install
 # The Python-independent CUDA core (ggml + its CUDA backend for sm_90 + libjepa) into build/cuda-core/dist:
 # about an hour on 2 cores the first time, minutes when only the engine's sources changed.
 cuda-core: venv
-	GPU_CHECK_HOST_PYTHON=$(abspath $(BIN)/python) tools/gpu_check.sh --build-core
+	GPU_CHECK_HOST_PYTHON=$(abspath $(BIN)/python) .ci/gpu_check.sh --build-core
 
 # The same core without CUDA (build/cpu-core/dist), for the rehearsal's module build.
 cpu-core: venv
-	GPU_CHECK_HOST_PYTHON=$(abspath $(BIN)/python) tools/gpu_check.sh --build-core --cpu
+	GPU_CHECK_HOST_PYTHON=$(abspath $(BIN)/python) .ci/gpu_check.sh --build-core --cpu
 
 # build/gpu-carry: the wheels the GPU machine lacks and the reference bundles the suites read.
 gpu-carry: venv
-	GPU_CHECK_HOST_PYTHON=$(abspath $(BIN)/python) tools/gpu_check.sh --prepare
+	GPU_CHECK_HOST_PYTHON=$(abspath $(BIN)/python) .ci/gpu_check.sh --prepare
 
 # What the call would take along (<= 64 MiB), the core (sm_90, these sources) and the Python it meets.
 gpu-dry-run: venv
-	GPU_CHECK_HOST_PYTHON=$(abspath $(BIN)/python) tools/gpu_check.sh --dry-run
+	GPU_CHECK_HOST_PYTHON=$(abspath $(BIN)/python) .ci/gpu_check.sh --dry-run
 
 # Every step of the check on this CPU (device cpu for cuda:0), the module built against build/cpu-core.
 gpu-rehearse: install bench-deps
-	GPU_CHECK_HOST_PYTHON=$(abspath $(BIN)/python) tools/gpu_check.sh --rehearse --budget-s 3000
+	GPU_CHECK_HOST_PYTHON=$(abspath $(BIN)/python) .ci/gpu_check.sh --rehearse --budget-s 3000
 
 clean:
 	rm -rf build $(VENV)

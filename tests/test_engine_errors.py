@@ -165,13 +165,13 @@ def test_bad_device(tiny_vit_path: str, device: object, cls: type[jepa.JepaError
 
 
 def test_cuda_device_without_cuda(tiny_vit_path: str) -> None:
-    # The test command builds the CPU engine (tools/gpu_check.sh builds CUDA and runs the parity suites).
+    # The test command builds the CPU engine (.ci/gpu_check.sh builds CUDA and runs the parity suites).
     with pytest.raises(jepa.UnsupportedError, match="CUDA"):
         jepa.Model(tiny_vit_path, device="cuda")
 
 
 def test_default_device_from_environment(tiny_vit_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # JEPA_DEVICE names the device a Model loads on when none is given (tools/gpu_check.sh uses it).
+    # JEPA_DEVICE names the device a Model loads on when none is given (.ci/gpu_check.sh uses it).
     monkeypatch.setenv("JEPA_DEVICE", "cpu")
     assert jepa.Model(tiny_vit_path).device == "cpu"
     monkeypatch.setenv("JEPA_DEVICE", "tpu:0")

@@ -1,24 +1,40 @@
-"""tools/gpu_check.sh and tools/gpu_check.py here, without a GPU: the dry-run's checks (what a device call
+""".ci/gpu_check.sh and .ci/gpu_check.py here, without a GPU: the dry-run's checks (what a device call
 takes along against the tool's 64 MiB, the Python the GPU machine has, the prebuilt core) on forged
 folders, the summary, and a --quick rehearsal of the check's steps on the CPU. The tests that need the
 hour-long CUDA core build (build/cuda-core/dist) skip where it is absent, saying so."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
-from conftest import ROOT, import_tool
+from conftest import ROOT
 
-gc = import_tool("gpu_check")
-SCRIPT = ROOT / "tools" / "gpu_check.sh"
+CI = ROOT / ".ci"
+
+
+def _ci_module(name: str) -> ModuleType:
+    """.ci/<name>.py as a module: a CI script beside the others, not one of the product's tools (it
+    reaches tools/ itself, for processes and media_samples, only when it runs a check)."""
+    spec = importlib.util.spec_from_file_location(name, CI / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+gc = _ci_module("gpu_check")
+SCRIPT = CI / "gpu_check.sh"
 CUDA_CORE = ROOT / "build" / "cuda-core" / "dist"
 CPU_CORE = ROOT / "build" / "cpu-core" / "dist"
 MIB = 1 << 20
@@ -92,7 +108,7 @@ def test_a_forged_oversized_carry_fails_the_dry_run(tmp_path: Path) -> None:
     done = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "tools" / "gpu_check.py"),
+            str(CI / "gpu_check.py"),
             "dry-run",
             "--root",
             str(root),
@@ -128,7 +144,7 @@ def test_a_forged_cpython_311_extension_fails_the_python_check(tmp_path: Path) -
     done = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "tools" / "gpu_check.py"),
+            str(CI / "gpu_check.py"),
             "dry-run",
             "--root",
             str(root),
@@ -231,7 +247,7 @@ def test_the_cpu_core_is_checked_as_a_cpu_build(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(
     not (CUDA_CORE / "jepa-core.json").is_file(),
-    reason="needs the CUDA core (tools/gpu_check.sh --build-core: about an hour on 2 cores); "
+    reason="needs the CUDA core (.ci/gpu_check.sh --build-core: about an hour on 2 cores); "
     "CI's fresh clone has none",
 )
 def test_the_built_cuda_core_passes_the_dry_run(tmp_path: Path) -> None:
@@ -288,13 +304,13 @@ def test_the_script_parses_and_names_every_step_and_the_run_call() -> None:
         "ctest",
         "gpu_check.py batch",
         "gpu_check.py server",
-        "command: bash tools/gpu_check.sh --out $OUT",
+        "command: bash .ci/gpu_check.sh --out $OUT",
         'carry:   ["build/cuda-core/pack", "build/gpu-carry"]',
     ):
         assert s in text, s
     docs = (ROOT / "docs" / "gpu-check.md").read_text()
     assert (
-        "bash tools/gpu_check.sh --out $OUT" in docs and '"build/cuda-core/pack", "build/gpu-carry"' in docs
+        "bash .ci/gpu_check.sh --out $OUT" in docs and '"build/cuda-core/pack", "build/gpu-carry"' in docs
     )
 
 
@@ -361,7 +377,7 @@ def test_a_quick_rehearsal_runs_the_steps_end_to_end(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(
     not (CPU_CORE / "jepa-core.cmake").is_file() and not (CUDA_CORE / "jepa-core.cmake").is_file(),
-    reason="needs a prebuilt core (tools/gpu_check.sh --build-core [--cpu]); CI's fresh clone has none",
+    reason="needs a prebuilt core (.ci/gpu_check.sh --build-core [--cpu]); CI's fresh clone has none",
 )
 def test_the_module_builds_against_a_prebuilt_core_and_imports(tmp_path: Path) -> None:
     """Only jepa._engine against the core (no ggml, no libjepa compiled), with this python; a CUDA core's
@@ -426,7 +442,7 @@ def test_the_module_builds_against_a_prebuilt_core_and_imports(tmp_path: Path) -
 
 def test_the_docs_measured_blocks_are_what_the_record_gives() -> None:
     """docs/gpu-check.md and docs/performance.md say the core's build time and sizes as
-    tests/results/gpu-core-build.json has them (`python tools/gpu_check.py render` rewrites them)."""
+    tests/results/gpu-core-build.json has them (`python .ci/gpu_check.py render` rewrites them)."""
     assert gc.render_docs(check=True) == []
     if gc.RECORD.is_file():
         r = json.loads(gc.RECORD.read_text())

@@ -52,7 +52,7 @@ def device_memory(device: str) -> tuple[int, int]:
 
 def default_device() -> str:
     """The device a Model loads on when none is named: $JEPA_DEVICE ('cpu', 'cuda', 'cuda:N'), else 'cpu'.
-    tools/gpu_check.sh runs the parity suites on a GPU this way, unchanged."""
+    .ci/gpu_check.sh runs the parity suites on a GPU this way, unchanged."""
     return os.environ.get("JEPA_DEVICE", "").strip() or "cpu"
 
 

@@ -2,20 +2,20 @@
 # Every GPU check in one device call of at most 10 minutes, for a lent H200 (sm_90); docs/gpu-check.md.
 #
 # Ahead, on a CPU machine (this one):
-#   tools/gpu_check.sh --build-core      the Python-independent core: vendored ggml + its CUDA backend
+#   .ci/gpu_check.sh --build-core      the Python-independent core: vendored ggml + its CUDA backend
 #                                        (sm_90 only) + libjepa, static, into build/cuda-core, installed
 #                                        to build/cuda-core/dist and packed (xz) into build/cuda-core/pack,
 #                                        what travels (about an hour on 2 cores; then minutes when only
 #                                        the engine's sources changed). --pack: pack dist again
-#   tools/gpu_check.sh --prepare         build/gpu-carry: the wheels the GPU machine lacks (gguf, the
+#   .ci/gpu_check.sh --prepare         build/gpu-carry: the wheels the GPU machine lacks (gguf, the
 #                                        world-model peers), CPython 3.12's headers and the reference
 #                                        bundles the suites read (V-JEPA 2-AC, LeWM, V-JEPA 2.1, LeVJEPA)
-#   tools/gpu_check.sh --dry-run         what the call takes along (<= 64 MiB), the core (sm_90, these
+#   .ci/gpu_check.sh --dry-run         what the call takes along (<= 64 MiB), the core (sm_90, these
 #                                        sources, no extension) and the Python it meets (3.12)
-#   tools/gpu_check.sh --rehearse [--quick]   every step here on the CPU: device cpu for cuda:0, the
+#   .ci/gpu_check.sh --rehearse [--quick]   every step here on the CPU: device cpu for cuda:0, the
 #                                        module built against a CPU core (build/cpu-core/dist)
 # On the GPU machine, the one device call (the `run` tool):
-#   command: bash tools/gpu_check.sh --out $OUT
+#   command: bash .ci/gpu_check.sh --out $OUT
 #   carry:   ["build/cuda-core/pack", "build/gpu-carry"]
 #   timeout_s: 600
 # It builds jepa._engine and the native suites against the carried core with the machine's python3
@@ -81,7 +81,7 @@ build_core() {  # build_core DIR CUDA(0|1): configure, build and install the cor
     rm -rf "$dir/dist"
     cmake --install "$dir" --component core --prefix "$dir/dist" || return 1
     strip --strip-debug "$dir"/dist/lib/*.a 2>/dev/null
-    "$HOST_PY" tools/gpu_check.py core-info --core "$dir/dist" --src . --build-seconds $(( $(date +%s) - t0 )) \
+    "$HOST_PY" .ci/gpu_check.py core-info --core "$dir/dist" --src . --build-seconds $(( $(date +%s) - t0 )) \
         || return 1
     pack_core "$dir"
 }
@@ -134,7 +134,7 @@ case "$MODE" in
         if [ "$CPU_CORE" = 1 ]; then pack_core "$CPU_CORE_DIR"; else pack_core "$CUDA_CORE"; fi
         exit $? ;;
     dry-run)
-        exec "$HOST_PY" tools/gpu_check.py dry-run --core "$CUDA_CORE/dist" --pack "$CUDA_CORE/pack" \
+        exec "$HOST_PY" .ci/gpu_check.py dry-run --core "$CUDA_CORE/dist" --pack "$CUDA_CORE/pack" \
             --carry "$CUDA_CORE/pack" "$CARRY" \
             ${OUT_DIR:+--json "$OUT_DIR/dry-run.json"} ;;
 esac
@@ -248,7 +248,7 @@ module() {
             echo "module: $PY has no Python.h: the carried headers $CARRY/python$PYVER-include"
             args+=(-DPython_INCLUDE_DIR="$ROOT/$CARRY/python$PYVER-include")
         else
-            echo "module: $PY has no Python.h and none was carried for $PYVER (tools/gpu_check.sh --prepare)"
+            echo "module: $PY has no Python.h and none was carried for $PYVER (.ci/gpu_check.sh --prepare)"
         fi
     fi
     rm -rf "$WORK/module"
@@ -257,7 +257,7 @@ module() {
     local nice=()
     [ "$MODE" = rehearse ] && nice=(nice -n 19)
     "${nice[@]}" cmake --build "$WORK/module" -j "$(nproc)" || return 1
-    "$PY" tools/gpu_check.py stage --engine "$(ls "$WORK"/module/_engine*.so)" --site "$WORK/site" || return 1
+    "$PY" .ci/gpu_check.py stage --engine "$(ls "$WORK"/module/_engine*.so)" --site "$WORK/site" || return 1
     PYTHONPATH=$WORK/site:$ROOT/server${PYTHONPATH:+:$PYTHONPATH} "$PY" -c '
 import sys, jepa, jepa._engine as e
 print("engine", e.__file__, "version", jepa.__version__, "has_cuda", e.has_cuda())
@@ -269,7 +269,7 @@ summary() {
     printf '{"mode": "%s", "quick": %s, "device": "%s", "mixed": "%s", "budget_s": %s, "seconds": %s}\n' \
         "$MODE" "$([ "$QUICK" = 1 ] && echo true || echo false)" "$DEV" "$MIXED" "$BUDGET" "$(( $(date +%s) - T0 ))" \
         > "$WORK/run.json"
-    "$PY" tools/gpu_check.py summary --steps "$STEPS" --out-dir "$OUT_DIR" \
+    "$PY" .ci/gpu_check.py summary --steps "$STEPS" --out-dir "$OUT_DIR" \
         --extra "$WORK/run.json" "$WORK/preflight.json" "$WORK/stage.json" "$WORK/machine.txt" 2>&1 | tee "$WORK/summary.txt"
     local rc=${PIPESTATUS[0]}
     # The log: the machine, every step's output and the summary, capped at 15 MiB (the tool brings back 16).
@@ -319,12 +319,12 @@ if [ "$QUICK" = 0 ]; then  # --quick builds nothing: the tree alone
     PRE+=(--core "$CORE" --pack "$PACK" --carry "$CORE_DIR/pack")
     [ "$MODE" = rehearse ] && PRE+=(--cpu-core)
 fi
-step preflight 60 "$HOST_OR_PY" tools/gpu_check.py dry-run "${PRE[@]}"
+step preflight 60 "$HOST_OR_PY" .ci/gpu_check.py dry-run "${PRE[@]}"
 if [ "$QUICK" = 1 ]; then
     # --quick (the rehearsal's test): the engine already installed for this python stands in for the build.
     skip module "--quick: the installed jepa._engine stands in for the module build"
     ENGINE=$("$PY" -c 'import jepa._engine as e; print(e.__file__)')
-    "$PY" tools/gpu_check.py stage --engine "$ENGINE" --site "$WORK/site" > "$WORK/stage.json"
+    "$PY" .ci/gpu_check.py stage --engine "$ENGINE" --site "$WORK/site" > "$WORK/stage.json"
     BUILT=1
 else
     if step module 300 module ON; then
@@ -359,10 +359,10 @@ if [ "$BUILT" = 1 ]; then
     # 4. The CPU's bit-identity promises (batch, threads), asked of the device: reported, not assumed.
     step identity 60 env JEPA_DEVICE="$DEV" "${PYTEST[@]}" "${IDENTITY[@]}" --junitxml="$OUT_DIR/identity.xml"
     # 5. The batch rule: batched within 1e-6 of single in f32, and whether bit-identical.
-    step batch 90 "$PY" tools/gpu_check.py batch --device "$DEV" --out "$OUT_DIR/batch-rule.json" \
+    step batch 90 "$PY" .ci/gpu_check.py batch --device "$DEV" --out "$OUT_DIR/batch-rule.json" \
         $([ "$QUICK" = 1 ] && echo --quick)
     # 6. The server on the device alone and on the CPU and the device (one queue, two devices).
-    step server 90 "$PY" tools/gpu_check.py server --device "$DEV" --mixed "$MIXED" --out "$OUT_DIR/server.json" \
+    step server 90 "$PY" .ci/gpu_check.py server --device "$DEV" --mixed "$MIXED" --out "$OUT_DIR/server.json" \
         $([ "$QUICK" = 1 ] && echo --quick)
     # 7. Speed against PyTorch on the same device and weights, in what time is left.
     BENCH=(--device "$DEV" --out "$OUT_DIR/bench-gpu.json")

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""tools/gpu_check.sh's Python half: what it checks before it goes (dry-run), how it lays out the
+""".ci/gpu_check.sh's Python half: what it checks before it goes (dry-run), how it lays out the
 engine it built (stage), and the checks that are not pytest suites (batch, server), then the summary.
 
-    python tools/gpu_check.py dry-run --core build/cuda-core/dist --carry build/cuda-core/dist build/gpu-carry
-    python tools/gpu_check.py core-info --core build/cuda-core/dist --src . --build-seconds 3600
-    python tools/gpu_check.py stage --engine BUILD/_engine*.so --site DIR
-    python tools/gpu_check.py batch --device cuda:0 --out OUT/batch-rule.json [--quick]
-    python tools/gpu_check.py server --device cuda:0 --mixed cpu,cuda:0 --out OUT/server.json [--quick]
-    python tools/gpu_check.py summary --steps STEPS.tsv --out OUT/summary.json [--dry-run FILE] ...
+    python .ci/gpu_check.py dry-run --core build/cuda-core/dist --carry build/cuda-core/dist build/gpu-carry
+    python .ci/gpu_check.py core-info --core build/cuda-core/dist --src . --build-seconds 3600
+    python .ci/gpu_check.py stage --engine BUILD/_engine*.so --site DIR
+    python .ci/gpu_check.py batch --device cuda:0 --out OUT/batch-rule.json [--quick]
+    python .ci/gpu_check.py server --device cuda:0 --mixed cpu,cuda:0 --out OUT/server.json [--quick]
+    python .ci/gpu_check.py summary --steps STEPS.tsv --out OUT/summary.json [--dry-run FILE] ...
 
 The dry-run is what the device tool would refuse or what the GPU machine could not load, found here:
 the working tree that travels (tracked + untracked-not-ignored files, shared/ inside the checkout,
@@ -277,7 +277,7 @@ def core_report(
             "ok": False,
             "problems": [
                 f"no core at {core} (jepa-core.cmake, jepa-core.json): build it with "
-                "`tools/gpu_check.sh --build-core` (about an hour on 2 cores)"
+                "`.ci/gpu_check.sh --build-core` (about an hour on 2 cores)"
             ],
         }
     info = json.loads(info_path.read_text())
@@ -310,10 +310,10 @@ def core_report(
         packed = pack / "jepa-core.json"
         if not (pack / "jepa-core.tar.xz").is_file() or not packed.is_file():
             problems.append(
-                f"no pack at {pack} (jepa-core.tar.xz, jepa-core.json): tools/gpu_check.sh --pack"
+                f"no pack at {pack} (jepa-core.tar.xz, jepa-core.json): .ci/gpu_check.sh --pack"
             )
         elif packed.read_bytes() != info_path.read_bytes():
-            problems.append(f"the pack at {pack} is of another core than {core}: tools/gpu_check.sh --pack")
+            problems.append(f"the pack at {pack} is of another core than {core}: .ci/gpu_check.sh --pack")
     built = info.get("sources_sha256")
     if built is None:
         notes.append(
@@ -494,7 +494,7 @@ def render_docs(check: bool, record: Path = RECORD) -> list[str]:
 # ---- staging the module -------------------------------------------------------------------------------
 
 SITECUSTOMIZE = """\
-# Written by tools/gpu_check.py stage. jepa is imported from this folder (the staged package with the
+# Written by .ci/gpu_check.py stage. jepa is imported from this folder (the staged package with the
 # module built for this check), so an editable install's redirecting finder must not answer first.
 import sys
 
@@ -502,19 +502,19 @@ sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "ScikitBuild
 """
 
 AV_STUB = '''\
-"""A stand-in for PyAV, written by tools/gpu_check.py stage where python3 has none: jepa.media imports
+"""A stand-in for PyAV, written by .ci/gpu_check.py stage where python3 has none: jepa.media imports
 it at load; the GPU check decodes no video, and any use says so."""
 
 
 class _Missing:
     def __getattr__(self, name):
-        raise ImportError("PyAV is not installed here (tools/gpu_check.py stage put this stand-in)")
+        raise ImportError("PyAV is not installed here (.ci/gpu_check.py stage put this stand-in)")
 
 
 def __getattr__(name):
     if name.startswith("__"):
         raise AttributeError(name)
-    raise ImportError(f"PyAV is not installed here (av.{name}; tools/gpu_check.py stage put this stand-in)")
+    raise ImportError(f"PyAV is not installed here (av.{name}; .ci/gpu_check.py stage put this stand-in)")
 '''
 
 
