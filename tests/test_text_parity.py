@@ -21,8 +21,8 @@ from jepa.text import Tokens
 pytestmark = [pytest.mark.transformers, pytest.mark.torch, pytest.mark.every_path]
 
 
-# Not tools/bench_text.smoke_model: that is a sentence-transformers directory sized for speed; this one
-# is bare save_pretrained, BERT or XLM-R, with randomised LayerNorms and room for long sequences.
+# Not tools/bench/text.py's smoke_model: that is a sentence-transformers directory sized for speed; this
+# one is bare save_pretrained, BERT or XLM-R, with randomised LayerNorms and room for long sequences.
 def _save(kind: str, tmp: Path, seed: int = 0, **cfg: Any) -> tuple[Path, Any]:
     import torch
     from transformers import BertConfig, BertModel, XLMRobertaConfig, XLMRobertaModel

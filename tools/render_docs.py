@@ -1010,8 +1010,17 @@ TEXT_VARIANTS = {"st-torch": "sentence-transformers (PyTorch)", "ort-f32": "ONNX
                  "jepa-f16": "jepa f16"}
 
 
+def _cpu_option(data: dict[str, Any]) -> str:
+    """The --cpu option that reruns a record's CPU class: its mask, or x86-64-v3 for an `--isa avx2`
+    record (the AVX2 class before JEPA_CPU_FEATURES)."""
+    mask = data.get("machine", {}).get("cpu_mask")
+    if not mask and data.get("isa", {}).get("cap") == "avx2":
+        mask = "x86-64-v3"
+    return f" --cpu {mask}" if mask else ""
+
+
 def render_bench_text(data: dict[str, Any], source: str = "bench-text") -> str:
-    """bench-text.json (tools/bench_text.py): the text encoder against sentence-transformers and
+    """bench-text.json (tools/bench/text.py): the text encoder against sentence-transformers and
     ONNX Runtime on real weights and real sentences, tokens per second, padding and parity."""
     lines = [run_record(data), "", *held_lines(data)]
     t = data["tokens_per_text"]
@@ -1049,8 +1058,7 @@ def render_bench_text(data: dict[str, Any], source: str = "bench-text") -> str:
         "positions a peer runs through the network, as a share of the real tokens (jepa lays a batch's "
         "texts end to end).",
         "",
-        f"Source: `tests/results/{source}.json` (`python tools/bench_text.py"
-        + (" --isa avx2" if data.get("isa", {}).get("cap") == "avx2" else "") + "`).",
+        f"Source: `tests/results/{source}.json` (`python tools/bench/text.py{_cpu_option(data)}`).",
     ]
     return "\n".join(lines) + "\n"
 

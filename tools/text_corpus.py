@@ -1,6 +1,6 @@
 """Real English sentences available offline: the docstrings of Python's standard library, cut into
 paragraphs of varied length (a line to a page), deduplicated and ordered deterministically. Used by
-the real-weights tests (tests/test_text_real.py) and tools/bench_text.py."""
+the real-weights tests (tests/test_text_real.py) and tools/bench/text.py."""
 
 from __future__ import annotations
 
