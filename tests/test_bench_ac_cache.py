@@ -1,4 +1,4 @@
-"""tools/bench_ac_cache.py --smoke: both variants of every cell timed, bit-identical, their frame
+"""tools/bench/ac_cache.py --smoke: both variants of every cell timed, bit-identical, their frame
 blocks and the cache's bytes per candidate recorded (the formula jepa_world_rollout documents)."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from conftest import smoke_record
 
 def test_bench_ac_cache_smoke(tmp_path: Path) -> None:
     args = ("--threads", "1", "--K", "3", "--H", "1", "3", "--memory")
-    data = smoke_record("bench_ac_cache.py", tmp_path / "c.json", *args)
+    data = smoke_record("bench/ac_cache.py", tmp_path / "c.json", *args)
     assert data["smoke"] and [(c["K"], c["H"]) for c in data["cells"]] == [(3, 1), (3, 3)]
+    assert data["benchmark"] == "bench-ac-cache" and data["machine"]["kernels"] == data["held"]["jepa"]
     cfg = data["config"]
     for c in data["cells"]:
         assert set(c["ms"]) == {"cache", "recompute"} and c["agreement"] == {"bit_identical": True}
