@@ -1,4 +1,4 @@
-"""tools/bench_world_half.py: the half class's planning criteria (its `compare` on made-up traces), and
+"""tools/bench/world_half.py: the half class's planning criteria (its `compare` on made-up traces), and
 its --smoke run on the reference bundles and tiny random models, on every kernel path the CPU has."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def _trace(values: list[list[float]], topk: int, actions: list[float]) -> dict[s
 
 
 def test_compare_counts_elites_and_sees_through_a_common_offset() -> None:
-    compare = import_tool("bench_world_half").compare
+    compare = import_tool("bench.world_half").compare
     ref = _trace([[1, 2, 3, 4], [1, 2, 3, 4]], 2, [0.5, 0.25])
     # Iteration 0: every value 5 higher (ranks unchanged); iteration 1: candidate 1 pushed past candidate 2.
     half = np.asarray([[6, 7, 8, 9], [1, 3.5, 3, 4]], np.float32)
@@ -40,8 +40,9 @@ def test_compare_counts_elites_and_sees_through_a_common_offset() -> None:
 
 @pytest.mark.torch
 def test_bench_world_half_smoke(tmp_path: Path) -> None:
-    data = smoke_record("bench_world_half.py", tmp_path / "h.json", "--threads", "1")
-    assert data["machine"]["cpu_flags"] and data["paths"]["default"]
+    data = smoke_record("bench/world_half.py", tmp_path / "h.json", "--threads", "1")
+    assert data["machine"]["simd"] and data["paths"]["default"] and data["benchmark"] == "world-half"
+    assert data["held"]["jepa"] == data["paths"]["default"]
     cases = {c["case"]: c for c in data["cases"]}
     assert set(cases) == {"ac-bundle", "lewm-bundle", "ac-released", "lewm-released"}
     for name in ("ac-bundle", "lewm-bundle"):

@@ -516,7 +516,7 @@ def _half_kernel(row: dict[str, Any]) -> str:
 
 
 def render_world_half(data: dict[str, Any]) -> str:
-    """tools/bench_world_half.py: half-precision plans against f32 on the same draws (world-models.md)."""
+    """tools/bench/world_half.py: half-precision plans against f32 on the same draws (world-models.md)."""
     kind = " A `--smoke` run (tiny random models)." if data.get("smoke") else ""
     lines = [run_record(data) + kind, ""]
     rows = []

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The half class for planning: V-JEPA 2-AC and LeWM plans from f16 and bf16 files against f32 on the
 same replayed noise -> tests/results/world-half.json (rendered into docs/world-models.md).
 
@@ -8,7 +7,7 @@ per file type:
 - the reference bundles (../shared/reference/vjepa2_ac and lewm; see their READMEs): the upstream
   models converted by jepa-convert --ftype f32 / f16 / bf16, planned from upstream's latents with
   upstream's CEM settings and draws (`cem_noise.npy`); the f32 plan picks upstream's elites (recorded);
-- released-size random models (jepa.testing.random_world at bench_world's widths; V-JEPA 2-AC's
+- released-size random models (jepa.testing.random_world at bench.world_models' widths; V-JEPA 2-AC's
   predictor at --ac-layers of its 24 blocks): AC planned with the planner's defaults (Meta's notebook:
   25 samples, top 10, 2 iterations, H = 2), LeWM with its eval's solver (300 samples, top 30, 30
   steps, horizon 5). The goal is what the f32 model predicts for a drawn target action sequence, so
@@ -30,9 +29,11 @@ and JEPA_GEMM=avx2, what an AVX2-only CPU runs (a bf16 file's weights widened ex
 in f32: only the weights are rounded). f16 files run that way on every CPU path, so they run once.
 f16 on a GPU (f16 activations) is not measured here: no GPU.
 
-    python tools/bench_world_half.py                    # the committed run (AC at its 24 blocks)
-    python tools/bench_world_half.py --ac-layers 2      # CPU-sized AC
-    python tools/bench_world_half.py --smoke --out /tmp/h.json   # tiny random models + bundles (the test)"""
+    python tools/bench/world_half.py                    # the committed run (AC at its 24 blocks)
+    python tools/bench/world_half.py --ac-layers 2      # CPU-sized AC
+    python tools/bench/world_half.py --smoke --out /tmp/h.json   # tiny random models + bundles (the test)
+    python tools/bench/world_half.py --cpu x86-64-v3    # every path held to the AVX2 class
+                                                        # -> tests/results/world-half-avx2.json"""
 
 from __future__ import annotations
 
@@ -47,20 +48,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+if not __package__:  # python tools/bench/world_half.py: bench from tools/, numpy's OpenBLAS on 1 thread
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_engine import git_commit, write_record
-from bench_server import engine_fingerprint
-from bench_world import AC_FULL, AC_SMOKE, LEWM_FULL, LEWM_SMOKE, cpu_info, rel_err, versions
-from kernel_paths import kernels_under
+from bench import cpu, harness
+from bench.harness import sig
+from bench.world_models import AC_FULL, AC_SMOKE, LEWM_FULL, LEWM_SMOKE, rel_err
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_OUT = ROOT / "tests" / "results" / "world-half.json"
-SMOKE_OUT = Path(tempfile.gettempdir()) / "world-half-smoke.json"
-REFERENCE = Path(os.environ.get("JEPA_REFERENCE_DIR", ROOT.parent / "shared" / "reference"))
+REFERENCE = Path(os.environ.get("JEPA_REFERENCE_DIR", harness.ROOT.parent / "shared" / "reference"))
 HALF = ("f16", "bf16")
 # JEPA_GEMM value -> the half files run there. f16 weights widen exactly on every CPU path (the same
 # bits everywhere), so only bf16 runs again on the AVX2 path.
@@ -72,11 +70,6 @@ AC_BUNDLE_KEYS = ("samples", "topk", "cem_steps", "momentum_mean", "momentum_mea
                   "momentum_std_gripper", "maxnorm")
 SMOKE_PLAN = {"ac": dict(samples=8, topk=3, cem_steps=2, horizon=2),
               "lewm": dict(num_samples=16, topk=4, n_steps=3, horizon=5)}
-
-
-def sig(x: float, digits: int = 3) -> float:
-    """x to `digits` significant digits (what the JSON keeps)."""
-    return float(f"{float(x):.{digits}g}")
 
 
 @dataclass(frozen=True)
@@ -296,7 +289,7 @@ def run_path(cases: list[Case], ftypes: tuple[str, ...], ref_dir: Path, threads:
     """Every case's half files on this process's kernel path against the f32 plan."""
     import jepa
 
-    out: dict[str, Any] = {"kernels": jepa.cpu_kernels(), "engine": engine_fingerprint(), "cases": {}}
+    out: dict[str, Any] = {"kernels": jepa.cpu_kernels(), "engine": harness.engine_fingerprint(), "cases": {}}
     for case in cases:
         t0 = time.perf_counter()
         ref, f32, info = reference(case, ref_dir, threads)
@@ -313,8 +306,7 @@ def run_path(cases: list[Case], ftypes: tuple[str, ...], ref_dir: Path, threads:
             judged = f32.values(np.stack([ref["actions"], free["actions"]]))
             row["free"]["f32_value_of_plan_ratio"] = sig(judged[1] / judged[0], 6)
             rows[ft] = row
-            print(f"[{case.name} {ft} {os.environ.get('JEPA_GEMM') or 'default'}] {row}", file=sys.stderr,
-                  flush=True)
+            harness.log(f"[{case.name} {ft} {os.environ.get('JEPA_GEMM') or 'default'}] {row}")
         out["cases"][case.name] = {"f32": info, "half": rows, "seconds": round(time.perf_counter() - t0, 1)}
     return out
 
@@ -328,7 +320,8 @@ def worker(spec: Path) -> int:
 
 
 def on_path(cap: str, cases: list[Case], ftypes: tuple[str, ...], tmp: Path, threads: int) -> dict[str, Any]:
-    """run_path in a fresh process with JEPA_GEMM=cap."""
+    """run_path in a fresh process with JEPA_GEMM=cap (JEPA_CPU_FEATURES and the peers' switches, where
+    --cpu set them, inherited)."""
     spec, out = tmp / f"spec-{cap or 'default'}.json", tmp / f"out-{cap or 'default'}.json"
     spec.write_text(json.dumps({"cases": [asdict(c) for c in cases], "ftypes": list(ftypes),
                                 "ref_dir": str(tmp), "threads": threads, "out": str(out)}))
@@ -342,7 +335,9 @@ def on_path(cap: str, cases: list[Case], ftypes: tuple[str, ...], tmp: Path, thr
 
 
 def run(threads: int, smoke: bool, ac_layers: int, seed: int, bundles: bool) -> dict[str, Any]:
-    started, t0 = time.strftime("%Y-%m-%dT%H:%M:%S%z"), time.perf_counter()
+    from kernel_paths import kernels_under  # the engine's kernel-path table: after --cpu is held
+
+    rec = harness.Run("world-half", threads, smoke)
     paths = {"": kernels_under("")}
     for cap in PATHS:
         line = kernels_under(cap)
@@ -365,7 +360,8 @@ def run(threads: int, smoke: bool, ac_layers: int, seed: int, bundles: bool) -> 
                   lewm_random_case(tmp, lw_cfg, lw_opts, seed, threads, titles[1])]
         results = {cap: on_path(cap, cases, PATHS[cap], tmp, threads) for cap in paths}
     # The paths compare against one f32 trace: a rebuild of the engine between them mixes two builds.
-    engines = {res["engine"] for res in results.values()} | {engine_fingerprint()}
+    engines = {res["engine"] for res in results.values()}
+    engines |= {rec.versions["engine"], harness.engine_fingerprint()}
     if len(engines) > 1:
         raise SystemExit(f"the engine changed during the run ({', '.join(sorted(engines))}): run it again")
     rows = []
@@ -377,12 +373,7 @@ def run(threads: int, smoke: bool, ac_layers: int, seed: int, bundles: bool) -> 
                      "plan": case.options, "f32": results[""]["cases"][case.name]["f32"], "half": half,
                      "seconds": seconds})
     return {
-        "started": started,
-        "seconds": round(time.perf_counter() - t0, 1),
-        "commit": git_commit(),
-        "smoke": smoke,
-        "machine": cpu_info(threads, None),
-        "versions": {**versions(None), "engine": results[""]["engine"]},
+        **rec.head(bf16_hardware=cpu.bf16()),
         "paths": {cap or "default": line for cap, line in paths.items()},
         "method": "the same latents and recorded draws (noise=) for every file type; lock-step: the half "
                   "file's values on f32's candidates of each iteration; free: the half file's own plan",
@@ -392,21 +383,18 @@ def run(threads: int, smoke: bool, ac_layers: int, seed: int, bundles: bool) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--threads", type=int, default=2)
+    ap = harness.parser(__doc__, smoke="tiny random models and small plans (+ the bundles)")
     ap.add_argument("--ac-layers", type=int, default=AC_FULL["n_layer"],
                     help="AC predictor blocks (24 released)")
-    ap.add_argument("--smoke", action="store_true", help="tiny random models and small plans (+ the bundles)")
     ap.add_argument("--no-bundles", action="store_true", help="skip the reference bundles (they need torch)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=None, help=f"default {DEFAULT_OUT} ({SMOKE_OUT} for --smoke)")
     ap.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
+    args = harness.parse(ap, argv)
     if args.worker:
         return worker(args.worker)
+    out = harness.out_path(args, "world-half")
     data = run(args.threads, args.smoke, args.ac_layers, args.seed, not args.no_bundles)
-    out = args.out or (SMOKE_OUT if args.smoke else DEFAULT_OUT)
-    write_record(out, data, indent=2)
+    harness.write_record(out, data, indent=2)
     print(f"wrote {out} ({data['seconds']:.0f} s)")
     return 0
 
