@@ -618,8 +618,9 @@ def run_record(data: dict[str, Any]) -> str:
 
 
 def render_bench_video(data: dict[str, Any]) -> str:
-    """bench-video.json: the V-JEPA 2 ViT-L/16 clip against transformers' VJEPA2Model."""
-    lines = [run_record(data), "",
+    """bench-video.json (tools/bench/video.py): the V-JEPA 2 ViT-L/16 clip against transformers'
+    VJEPA2Model."""
+    lines = [run_record(data), "", *held_lines(data),
              f"{data['model']}; {data['threads']} threads, {data['rounds']} timed rounds (interleaved, "
              f"after a warm-up); {data.get('torch', 'PyTorch')}.", ""]
     rows = []
