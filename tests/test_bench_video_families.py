@@ -1,4 +1,4 @@
-"""tools/bench_video_families.py's harness and its docs renderer, at tiny sizes, without the upstream trees.
+"""tools/bench/video_families.py's cell and its docs renderer, at tiny sizes, without the upstream trees.
 
 The benchmark times jepa beside V-JEPA 2.1's and LeVJEPA's upstream code, imported from checkouts the
 user passes (facebookresearch/vjepa2, MLO-lab/LeVJEPA): they are not in this repository or in CI, so this
@@ -23,7 +23,7 @@ from conftest import import_tool
 pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
 nn = torch.nn
-bench = import_tool("bench_video_families")
+bench = import_tool("bench.video_families")
 render_docs = import_tool("render_docs")
 
 

@@ -659,9 +659,10 @@ def _export_note(cell: dict[str, Any]) -> str:
 
 
 def render_bench_video_families(data: dict[str, Any]) -> str:
-    """bench-video-families.json (tools/bench_video_families.py): V-JEPA 2.1 and LeVJEPA encoders beside
+    """bench-video-families.json (tools/bench/video_families.py): V-JEPA 2.1 and LeVJEPA encoders beside
     their upstream code, ORT and OpenVINO on its export, one clip."""
-    lines = [run_record(data) + (" A `--smoke` run (tiny sizes)." if data.get("smoke") else ""), ""]
+    lines = [run_record(data) + (" A `--smoke` run (tiny sizes)." if data.get("smoke") else ""), "",
+             *held_lines(data)]
     for c in data["cells"]:
         s = c["spec"]
         sec, best, rat = c["seconds_per_clip"], c["best_seconds_per_clip"], c["ratios"]
@@ -689,7 +690,7 @@ def render_bench_video_families(data: dict[str, Any]) -> str:
         got = rat[key]
         met = "met" if got >= goal else "**not met**"
         lines += ["", f"Goal: {c['goal']}: {got:.2f}× — {met}.", ""]
-    lines += [f"Source: `tests/results/bench-video-families.json` (`python tools/bench_video_families.py "
+    lines += [f"Source: `tests/results/bench-video-families.json` (`python tools/bench/video_families.py "
               "--vjepa2-tree <vjepa2 at 204698b> --levjepa-tree <LeVJEPA module.py at 481a99b>`; "
               f"load average over the run {_loads(data)})."]
     return "\n".join(lines) + "\n"

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """jepa beside the upstream code of the two newest video families, on the same random weights, one clip,
 the same threads (issue 22's speed table):
 
@@ -18,27 +17,27 @@ modality vectors and CLS 0.5 N, matrices N x clamp(fan_in^-0.5, 0.02, 0.2)), wri
 layout (2.1: a `.pt` of {"ema_encoder": `module.backbone.*`}; LeVJEPA: model.safetensors of `encoder.*` +
 config.json) and converted by jepa-convert to f32 and bf16 GGUF files, so every engine runs the same
 weights. The upstream module is also exported with torch.onnx.export (the TorchScript exporter, then
-dynamo; what failed is recorded) and run by ONNX Runtime and OpenVINO, f32.
+dynamo; what failed is recorded; bench.peers) and run by ONNX Runtime and OpenVINO, f32.
 
 Variants run interleaved (the order rotates every round) after one untimed warm-up round; the median of
 the timed rounds is seconds per clip, with the best round beside it (less sensitive to other load on a
 shared machine) and the ratios peer / jepa (above 1: jepa is faster) paired within a round. Every
 variant's tokens are compared with the upstream PyTorch module's (min token cosine, max|d| / max|ref|).
 
-    python tools/bench_video_families.py --vjepa2-tree /tmp/vjepa2-204698b --levjepa-tree /tmp/levjepa
-    python tools/bench_video_families.py ... --family levjepa --frames 8      # one family, fewer frames
+    python tools/bench/video_families.py --vjepa2-tree /tmp/vjepa2-204698b --levjepa-tree /tmp/levjepa
+    python tools/bench/video_families.py ... --family levjepa --frames 8      # one family, fewer frames
+    python tools/bench/video_families.py ... --cpu x86-64-v3     # -> bench-video-families-avx2.json
 
-`family_cell(spec, build_peer, ...)` is the harness: it takes the peer as a builder returning a torch
+The JSON goes to tests/results/bench-video-families.json (a rerun of one family keeps the other's
+cell). `family_cell(spec, build_peer, ...)` is the cell: it takes the peer as a builder returning a torch
 module (called as module(x), x [B, C, T, H, W]) and its state dict, so it is tested without the upstream
 trees (tests/test_bench_video_families.py gives it a stand-in module of the same layout)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -49,12 +48,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+if not __package__:  # python tools/bench/video_families.py: bench from tools/, OpenBLAS on 1 thread
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_OUT = ROOT / "tests" / "results" / "bench-video-families.json"
+from bench import harness, peers
+
 UPSTREAM = {
     "vjepa2_1": "facebookresearch/vjepa2 204698b, app/vjepa_2_1/models/vision_transformer.py "
                 "VisionTransformer",
@@ -205,57 +206,13 @@ def convert_kwargs(spec: Spec) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------------
-# The harness
+# One clip, every engine
 
 
 def cos_rel(got: np.ndarray, ref: np.ndarray) -> dict[str, float]:
     a, b = got.astype(np.float64), ref.astype(np.float64)
     cos = (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
     return {"min_cos": float(cos.min()), "rel": float(np.abs(a - b).max() / np.abs(b).max())}
-
-
-def export_onnx(
-    module: Any, x: np.ndarray, path: Path, loaders: dict[str, Callable[[Path], Any]]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """torch.onnx.export of the upstream module at the clip's fixed shape, f32: the TorchScript exporter,
-    then dynamo, until a runtime in `loaders` (name -> load the file) accepts the file. Returns what
-    happened (every failure verbatim, truncated) and the loaded runtimes by name."""
-    import warnings
-
-    import torch
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_engine import OPSET
-
-    def err(exc: Exception) -> str:
-        return f"{type(exc).__name__}: {exc}"[:1500]
-
-    example = torch.from_numpy(x)
-    attempts: dict[str, dict[str, str]] = {}
-    for exporter in ("torchscript", "dynamo"):
-        t0 = time.perf_counter()
-        tried = attempts[exporter] = {}
-        try:
-            with torch.no_grad(), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                torch.onnx.export(module, (example,), str(path), input_names=["x"], output_names=["tokens"],
-                                  opset_version=OPSET, dynamo=exporter == "dynamo")
-        except Exception as exc:  # the exporter's own error is the result to record
-            tried["export"] = err(exc)
-            print(f"  torch.onnx.export ({exporter}) failed: {tried['export'][:300]}", file=sys.stderr)
-            continue
-        tried["export"] = f"ok ({time.perf_counter() - t0:.0f} s)"
-        loaded: dict[str, Any] = {}
-        for name, load in loaders.items():
-            try:
-                loaded[name] = load(path)
-                tried[name] = "ok"
-            except Exception as exc:  # the runtime's refusal of the exported file
-                tried[name] = err(exc)
-                print(f"  {name} refused the {exporter} export: {tried[name][:300]}", file=sys.stderr)
-        if loaded:
-            return {"exporter": exporter, "opset": OPSET, "attempts": attempts}, loaded
-    return {"exporter": None, "opset": OPSET, "attempts": attempts}, {}
 
 
 def family_cell(
@@ -270,9 +227,6 @@ def family_cell(
 
     import jepa
     from jepa.convert import convert
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_engine import _ort_options, ov_compile
 
     torch.set_num_threads(threads)
     module, state = build_peer()
@@ -292,17 +246,15 @@ def family_cell(
         runs: dict[str, Callable[[], np.ndarray]] = {"torch-f32": torch_run}
         notes: dict[str, Any] = {}
         if onnx:
-            import onnxruntime as ort
             import openvino as ov
 
-            onnx_path = tmp / "model.onnx"
-
+            # At the clip's fixed shape: each exporter in turn until a runtime takes its file.
             loaders: dict[str, Callable[[Path], Any]] = {
-                "ort-f32": lambda p: ort.InferenceSession(str(p), _ort_options(threads),
-                                                          providers=["CPUExecutionProvider"]),
-                "ov-f32": lambda p: ov_compile(ov.Core(), p, x.shape, "f32", threads),
+                "ort-f32": lambda p: peers.ort_session(p, threads),
+                "ov-f32": lambda p: peers.ov_compile(ov.Core(), p, x.shape, "f32", threads),
             }
-            notes["onnx_export"], loaded = export_onnx(module, x, onnx_path, loaders)
+            notes["onnx_export"], loaded = peers.export_onnx(module, (xt,), tmp / "model.onnx",
+                                                             loaders=loaders)
             if "ort-f32" in loaded:
                 sess = loaded["ort-f32"]
                 runs["ort-f32"] = lambda: np.asarray(sess.run(None, {"x": x})[0])
@@ -312,37 +264,26 @@ def family_cell(
         contexts = {ft: jepa.Model(p).context(threads=threads) for ft, p in files.items()}
         for ft, c in contexts.items():
             runs[f"jepa-{ft}"] = partial(c.encode, x)
-        names = list(runs)
-        times: dict[str, list[float]] = {n: [] for n in names}
-        outputs: dict[str, np.ndarray] = {}
-        load: list[tuple[float, float, float]] = [os.getloadavg()]
-        for r in range(rounds + 1):
-            order = names[r % len(names):] + names[: r % len(names)]
-            for n in order:
-                time.sleep(pause_s)  # let the last runtime's worker threads go idle before the next starts
-                t0 = time.perf_counter()
-                out = runs[n]()
-                dt = time.perf_counter() - t0
-                if r == 0:
-                    outputs[n] = out
-                else:  # round 0 is the warm-up
-                    times[n].append(dt)
-                print(f"  {spec.family} round {r} {n:10s} {dt:7.2f} s", file=sys.stderr, flush=True)
-            load.append(os.getloadavg())
-    med = {n: statistics.median(t) for n, t in times.items()}
-    best = {n: min(t) for n, t in times.items()}
-    peers = [n for n in names if not n.startswith("jepa")]
+        load_average = [os.getloadavg()]
+
+        def log(r: int, n: str, dt: float) -> None:
+            harness.log(f"  {spec.family} round {r} {n:10s} {dt:7.2f} s")
+            load_average.append(os.getloadavg())
+
+        # pause_s: the last runtime's worker threads go idle before the next starts.
+        with harness.Load() as load:
+            got = harness.interleave(runs, rounds, warmup=1, pause_s=pause_s, log=log)
+    times, outputs = got.samples, got.outputs
+    med, best = got.medians(), got.best()
+    names = list(runs)
+    others = [n for n in names if not n.startswith("jepa")]
     exact: list[str] = [p for p in ("ort-f32", "ov-f32") if p in names]
-
-    def paired(num: list[str], den: str) -> float:
-        return statistics.median(min(times[p][i] for p in num) / times[den][i] for i in range(rounds))
-
     ratios: dict[str, float] = {}
     for j in (n for n in names if n.startswith("jepa")):
-        for p in peers:
-            ratios[f"{p} / {j}"] = paired([p], j)
+        for p in others:
+            ratios[f"{p} / {j}"] = got.paired([p], j) or 0.0
         if exact:
-            ratios[f"faster of ORT/OV / {j}"] = paired(exact, j)
+            ratios[f"faster of ORT/OV / {j}"] = got.paired(exact, j) or 0.0
     ref = outputs["torch-f32"]
     return {
         "family": spec.family,
@@ -361,7 +302,8 @@ def family_cell(
                            / best[k.split(" / ")[1]] for k in ratios},
         "parity_vs_torch": {n: cos_rel(o, ref) for n, o in outputs.items() if n != "torch-f32"},
         "all_times": times,
-        "load_average": load,
+        "load_average": load_average,  # before the first call and after each
+        "others_cpu_share": load.others(),
         **notes,
     }
 
@@ -369,44 +311,37 @@ def family_cell(
 # --------------------------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def options() -> Any:
+    ap = harness.parser(__doc__, smoke="tiny sizes, 1 round (the wiring, not speed)")
     ap.add_argument("--vjepa2-tree", type=Path, help="facebookresearch/vjepa2 at 204698b (V-JEPA 2.1)")
     ap.add_argument("--levjepa-tree", type=Path, help="a folder with MLO-lab/LeVJEPA's module.py (481a99b)")
     ap.add_argument("--family", choices=sorted(RELEASED), action="append", help="default: both")
-    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--frames", type=int, default=None, help="override the clip length (default 16)")
     ap.add_argument("--pause", type=float, default=1.0, help="seconds idle before each timed call")
     ap.add_argument("--no-onnx", action="store_true", help="skip the ONNX Runtime / OpenVINO peers")
-    ap.add_argument("--smoke", action="store_true", help="tiny sizes, 1 round (the wiring, not speed)")
-    ap.add_argument("--out", type=Path, default=None, help=f"default {DEFAULT_OUT} (--smoke: a temp file)")
-    args = ap.parse_args(argv)
-    if args.smoke:
-        args.rounds = min(args.rounds, 1)
-    out = args.out or (Path(tempfile.gettempdir()) / "bench-video-families-smoke.json" if args.smoke
-                       else DEFAULT_OUT)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = options()
+    args = harness.parse(ap, argv)
+    rounds = min(args.rounds, 1) if args.smoke else args.rounds
+    out = harness.out_path(args, "bench-video-families")
     families = args.family or sorted(RELEASED)
     trees = {"vjepa2_1": args.vjepa2_tree, "levjepa": args.levjepa_tree}
+    for fam in families:
+        if trees[fam] is None:
+            ap.error(f"{TREE_FLAG[fam]} is needed for {fam}")
     builders = {"vjepa2_1": upstream_vjepa2_1, "levjepa": upstream_levjepa}
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_engine import git_commit, machine_info, versions_of
-
-    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    t_start = time.perf_counter()
-    record: dict[str, Any] = {
-        "benchmark": "bench-video-families", "measured_at": started, "commit": git_commit(),
-        "machine": machine_info(args.threads),
-        "versions": versions_of("torch", "onnx", "onnxruntime", "openvino"),
-        "upstream": UPSTREAM, "cells": [],
-    }
+    run = harness.Run("bench-video-families", args.threads, args.smoke,
+                      modules=("torch", "onnx", "onnxruntime", "openvino"))
+    cells: list[dict[str, Any]] = []
     if out.is_file():  # keep the other family's cell when one is rerun
         old = json.loads(out.read_text())
-        record["cells"] = [c for c in old.get("cells", []) if c["family"] not in families]
+        cells = [c for c in old.get("cells", []) if c["family"] not in families]
     for fam in families:
         tree = trees[fam]
-        if tree is None:
-            ap.error(f"{TREE_FLAG[fam]} is needed for {fam}")
         spec = SMOKE[fam] if args.smoke else RELEASED[fam]
         if args.frames is not None:
             spec = replace(spec, frames=args.frames)
@@ -415,21 +350,18 @@ def main(argv: list[str] | None = None) -> int:
             module = builders[fam](tree, spec)
             return module, randomize(module, seed=2201)
 
-        print(f"{spec.name}: {spec.frames} frames at {spec.img} px = {spec.n_tokens} tokens", file=sys.stderr)
-        cell = family_cell(spec, build, threads=args.threads, rounds=args.rounds, onnx=not args.no_onnx,
+        harness.log(f"{spec.name}: {spec.frames} frames at {spec.img} px = {spec.n_tokens} tokens")
+        cell = family_cell(spec, build, threads=args.threads, rounds=rounds, onnx=not args.no_onnx,
                            pause_s=args.pause)
-        cell["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        record["cells"].append(cell)
+        cell["measured_at"] = time.strftime(harness.ISO)
+        cells.append(cell)
         for n, t in cell["seconds_per_clip"].items():
             print(f"{fam:9s} {n:10s} {t:8.2f} s/clip (best {cell['best_seconds_per_clip'][n]:.2f})"
                   + (f"  parity {cell['parity_vs_torch'][n]}" if n in cell["parity_vs_torch"] else ""))
         for k, v in cell["ratios"].items():
             print(f"{fam:9s} {k:32s} {v:.2f}x")
-    record["cells"].sort(key=lambda c: c["family"] != "vjepa2_1")
-    record["seconds"] = round(time.perf_counter() - t_start)
-    record["smoke"] = bool(args.smoke)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1) + "\n")
+    cells.sort(key=lambda c: c["family"] != "vjepa2_1")
+    harness.write_record(out, {**run.head(), "upstream": UPSTREAM, "cells": cells})
     print(f"wrote {out}")
     return 0
 
