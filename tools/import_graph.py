@@ -1,11 +1,14 @@
-"""The import graph of the two Python packages (python/jepa, server/jepa_server), read from the source
-with ast (nothing is imported), and the two rules that keep the house in order:
+"""The import graph of the two Python packages (python/jepa, server/jepa_server) and of the tools
+(tools/: the scripts and the bench package), read from the source with ast (nothing is imported),
+and the two rules that keep the house in order:
 
 - no circle: no module reaches itself through imports, lazy imports inside functions and the
   type checker's (`if TYPE_CHECKING:`) included: a circle the type checker needs is one in the
   design. A package's __init__.py is its face: it re-exports, and its arrows are not counted.
-- one boundary: nothing outside python/jepa imports a private name of jepa (`_parse_device`) or its
-  extension (`jepa._engine`), nor reaches one as an attribute (`jepa._engine.has_cuda()`).
+- one boundary: nothing outside python/jepa (the server, tools/, .ci/) imports a private name of
+  jepa (`_parse_device`) or its extension (`jepa._engine`), by name or by a constant given to
+  importlib (`find_spec("jepa._engine")`), nor reaches one as an attribute
+  (`jepa._engine.has_cuda()`).
 
     python tools/import_graph.py            # each package's modules by layer, then any violation
     python tools/import_graph.py --check    # exit 1 on a circle or a boundary crossing
@@ -24,6 +27,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # Each package: its import name and where it lies.
 PACKAGES = {"jepa": ROOT / "python" / "jepa", "jepa_server": ROOT / "server" / "jepa_server"}
+# The tools: run as scripts with tools/ on the path, so their modules are named from there
+# (`render_docs`, `bench.harness`).
+TOOLS = ROOT / "tools"
+# The code that uses jepa from outside it, under a checkout: the server, the tools, CI's scripts.
+OUTSIDE = ("server/jepa_server", "tools", ".ci")
+# The calls that import a module named by a string (`importlib.import_module("jepa._engine")`).
+IMPORT_CALLS = {"import_module", "importlib.import_module", "find_spec", "util.find_spec",
+                "importlib.util.find_spec", "__import__"}
 
 
 @dataclass(frozen=True)
@@ -36,10 +47,11 @@ class Crossing:
 
 
 def module_name(package: str, root: Path, path: Path) -> str:
+    """The dotted name of the module at path; package "" for a folder on the path (tools/)."""
     parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join([package, *parts])
+    return ".".join(p for p in [package, *parts] if p)
 
 
 def modules(package: str, root: Path) -> dict[str, Path]:
@@ -144,9 +156,18 @@ def _private(name: str) -> bool:
     return any(p.startswith("_") and not (p.startswith("__") and p.endswith("__")) for p in name.split("."))
 
 
+def _imported_by_call(node: ast.Call) -> str | None:
+    """The module a call to importlib (or __import__) names by a constant, else None."""
+    if ast.unparse(node.func) not in IMPORT_CALLS or not node.args:
+        return None
+    first = node.args[0]
+    return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+
+
 def crossings(files: Iterable[Path], base: Path = ROOT) -> list[Crossing]:
     """Private names of jepa used by code outside it: `import jepa._engine`, `from jepa.model import
-    _parse_device`, `from jepa import _engine`, and `jepa._engine` reached as an attribute."""
+    _parse_device`, `from jepa import _engine`, `importlib.util.find_spec("jepa._engine")` (and
+    import_module, __import__), and `jepa._engine` reached as an attribute."""
     out = []
     for path in files:
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -158,15 +179,24 @@ def crossings(files: Iterable[Path], base: Path = ROOT) -> list[Crossing]:
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 if node.module.split(".")[0] == "jepa":
                     names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Call):
+                target = _imported_by_call(node)
+                names = [target] if target and target.split(".")[0] == "jepa" else []
             elif isinstance(node, ast.Attribute) and ast.unparse(node.value) == "jepa":
                 names = [f"jepa.{node.attr}"]
             out += [Crossing(rel, node.lineno, n) for n in names if _private(n)]
     return sorted(set(out), key=lambda c: (c.file, c.line, c.name))
 
 
-def outside_files() -> list[Path]:
-    """The code that uses jepa from outside: the server package."""
-    return sorted(PACKAGES["jepa_server"].rglob("*.py"))
+def outside_files(root: Path = ROOT) -> list[Path]:
+    """The code that uses jepa from outside, in the checkout at root: the server package, the tools
+    and CI's scripts (OUTSIDE), every Python file of each."""
+    return sorted(p for d in OUTSIDE for p in (root / d).rglob("*.py"))
+
+
+def tool_graph(tools: Path = TOOLS) -> dict[str, set[str]]:
+    """The tools' imports among themselves: the scripts of tools/ and the bench package's modules."""
+    return graph("", tools)
 
 
 def _summary(path: Path) -> str:
@@ -196,6 +226,9 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 on a circle or a boundary crossing")
     args = ap.parse_args()
     bad = 0
+    for comp in circles(tool_graph()):
+        print(f"circle in tools/: {' <-> '.join(comp)}")
+        bad += 1
     for package, root in PACKAGES.items():
         edges = graph(package, root)
         found = circles(edges)

@@ -57,6 +57,12 @@ if TYPE_CHECKING:
 
 __version__: str = _engine.version()
 
+
+def engine_file() -> str:
+    """The file of the native engine this process loaded: what a benchmark records (with its mtime and
+    hash) to tell one build of the engine from another."""
+    return str(_engine.__file__)
+
 # Submodules `jepa.<name>` reaches after a plain `import jepa`, imported on first use (PEP 562) so
 # that `import jepa` stays light: jepa.text needs HF tokenizers (the `text` extra) once it tokenizes.
 _LAZY_SUBMODULES = ("text",)
@@ -100,6 +106,7 @@ __all__ = [
     "device_memory",
     "embed",
     "encode_prepared",
+    "engine_file",
     "ggml_version",
     "has_cuda",
     "parse_device",

@@ -122,13 +122,12 @@ def git_commit() -> str:
 
 
 def engine_path() -> Path:
-    """The engine's extension file (where the import system finds jepa._engine)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("jepa._engine")
-    if spec is None or spec.origin is None:
-        raise SystemExit("jepa's engine is not built (make install)")
-    return Path(spec.origin)
+    """The engine's extension file, as jepa says it loaded it (jepa.engine_file)."""
+    try:
+        import jepa
+    except ImportError as exc:
+        raise SystemExit(f"jepa's engine is not built (make install): {exc}") from exc
+    return Path(jepa.engine_file())
 
 
 def engine_fingerprint() -> str:
