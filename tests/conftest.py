@@ -170,23 +170,42 @@ def tiny_lewm_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     return convert(LEWM_BUNDLE, tmp_path_factory.mktemp("lewm") / "lewm.gguf", family="lewm")
 
 
-@pytest.fixture(scope="session")
-def kernel_path_models(tmp_path_factory: pytest.TempPathFactory, wide_vit_path: str, tiny_vjepa2_path: str,
-                       tiny_ac_path: str, tiny_lewm_path: str) -> Path:
-    """The models tests/kernel_path_outputs.py runs (every kind; the wide ViT in f32, f16, bf16 and
-    q8_0), as the JSON file it reads."""
+def _kernel_path_models(d: Path, vit: str, vjepa2: str, ac: str, lewm: str) -> Path:
+    """The JSON file tests/kernel_path_outputs.py reads: every kind, the ViT in f32, f16, bf16 and q8_0."""
     from jepa.convert.quantize import quantize
     from jepa.testing.random_text import write_random_bert
 
-    d = tmp_path_factory.mktemp("paths")
-    models = {"vit": wide_vit_path, "vjepa2": tiny_vjepa2_path, "ac": tiny_ac_path, "lewm": tiny_lewm_path,
+    models = {"vit": vit, "vjepa2": vjepa2, "ac": ac, "lewm": lewm,
               "text": write_random_bert(d / "text.gguf", max_seq_len=24), "reference": str(REFERENCE_DIR)}
     for t in ("f16", "bf16", "q8_0"):
-        quantize(wide_vit_path, d / f"vit_{t}.gguf", t)
+        quantize(vit, d / f"vit_{t}.gguf", t)
         models[f"vit_{t}"] = str(d / f"vit_{t}.gguf")
     spec = d / "models.json"
     spec.write_text(json.dumps(models))
     return spec
+
+
+@pytest.fixture(scope="session")
+def kernel_path_models(tmp_path_factory: pytest.TempPathFactory, wide_vit_path: str, tiny_vjepa2_path: str,
+                       tiny_ac_path: str, tiny_lewm_path: str) -> Path:
+    """The models of the every-path comparison (test_kernel_paths), the 224 px ViT among them."""
+    return _kernel_path_models(tmp_path_factory.mktemp("paths"), wide_vit_path, tiny_vjepa2_path,
+                               tiny_ac_path, tiny_lewm_path)
+
+
+@pytest.fixture(scope="session")
+def emulated_path_models(tmp_path_factory: pytest.TempPathFactory, tiny_vjepa2_path: str, tiny_ac_path: str,
+                         tiny_lewm_path: str) -> Path:
+    """The same kinds for a run under an emulated CPU (test_portable_wheel), where an encode costs ~300x:
+    the ViT at 96 px (37 tokens, an odd count: row tails in every product and attention past one
+    16-row block; 128 wide, 4 layers, MLP 512 as the 224 px one), ~5x less arithmetic. The 224 px
+    ViT's bits on the AVX2 path are test_kernel_paths' (JEPA_GEMM=avx2)."""
+    from jepa.demo import write_demo_model
+
+    d = tmp_path_factory.mktemp("emulated")
+    vit = write_demo_model(d / "vit96.gguf", embed_dim=128, n_layer=4, n_head=4, patch_size=16, img_size=96,
+                           seed=5)
+    return _kernel_path_models(d, vit, tiny_vjepa2_path, tiny_ac_path, tiny_lewm_path)
 
 
 # ---- tools/ scripts ----------------------------------------------------------------------------

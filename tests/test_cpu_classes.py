@@ -75,8 +75,8 @@ def test_each_row_is_what_a_process_under_it_runs() -> None:
     code = "import jepa; print(jepa.cpu_kernels())"
     for r in kernel_paths():
         env = {**os.environ, "JEPA_GEMM": r.name}
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-        assert out.stdout.strip() == r.kernels, r
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert out.returncode == 0 and out.stdout.strip() == r.kernels, (r, out.stderr)
 
 
 @pytest.mark.cpu_class

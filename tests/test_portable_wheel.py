@@ -124,14 +124,14 @@ AVX2_CPU = ("qemu-x86_64", "-cpu", "Haswell-v4")
 
 @pytest.mark.torch  # the V-JEPA 2-AC checkpoint converts through torch
 def test_an_avx2_only_cpu_gets_this_machines_bits(
-    portable_venv: Path, kernel_path_models: Path, tmp_path: Path
+    portable_venv: Path, emulated_path_models: Path, tmp_path: Path
 ) -> None:
     if shutil.which(AVX2_CPU[0]) is None:
         pytest.fail("qemu-x86_64 not found: `make qemu-deps` installs qemu-user (Debian)")
-    here = kernel_path_outputs.run(sys.executable, kernel_path_models, tmp_path / "here.npz")
+    here = kernel_path_outputs.run(sys.executable, emulated_path_models, tmp_path / "here.npz")
     there = kernel_path_outputs.run(
         str(portable_venv / "bin" / "python"),
-        kernel_path_models,
+        emulated_path_models,
         tmp_path / "avx2.npz",
         launcher=AVX2_CPU,
         timeout=1500,

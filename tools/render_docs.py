@@ -22,7 +22,7 @@ import json
 import re
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -1100,6 +1100,7 @@ def _declared() -> dict[str, Callable[[], str]]:
     try:
         import import_graph
 
+        from jepa import cpu
         from jepa.gguf import schema_doc
         from jepa_server.budget_table import budgets_table
         from jepa_server.refusals import refusals_table
@@ -1113,11 +1114,35 @@ def _declared() -> dict[str, Callable[[], str]]:
         "serving-budgets": budgets_table,
         "serving-refusals": refusals_table,
         "architecture-modules": import_graph.render_modules,
+        "cpu-classes": lambda: render_cpu_classes(cpu.cpu_classes(), cpu.FEATURE_NAMES),
+        "cpu-paths": lambda: render_cpu_paths(cpu.kernel_paths()),
     }
 
 
+def render_cpu_classes(classes: Sequence[Any], feature_names: Sequence[str]) -> str:
+    """docs/cpu.md's classes (jepa.cpu.cpu_classes(): csrc/src/cpu/features.cpp), features in the
+    engine's order."""
+    order = {name: i for i, name in enumerate(feature_names)}
+    rows = [[f"`{c.name}`", ", ".join(sorted(c.features, key=order.__getitem__)) or "(none)", c.example]
+            for c in classes]
+    return "\n".join(_table(["class", "features", "stands for"], rows, "lll")) + "\n"
+
+
+def render_cpu_paths(paths: Sequence[Any]) -> str:
+    """docs/cpu.md's kernel-path table (jepa.cpu.kernel_paths(): csrc/src/cpu/paths.cpp), its declared
+    caps only: what a row runs depends on the CPU."""
+    def cap(v: str) -> str:
+        return "widened to f32" if v == "widen" else v
+
+    rows = [[f"`{p.name}`", p.f32_cap, cap(p.bf16_cap), p.q8_cap, "yes" if p.amx else "no", p.stands_for]
+            for p in paths]
+    return "\n".join(_table(["`JEPA_GEMM`", "f32 / f16", "bf16 weights", "q8_0", "AMX", "stands for"], rows,
+                             "llllll")) + "\n"
+
+
+
 DECLARED = ("gguf-keys", "gguf-tensors", "serving-settings", "serving-budgets", "serving-refusals",
-            "architecture-modules")
+            "architecture-modules", "cpu-classes", "cpu-paths")
 
 
 def render_block(name: str) -> str:

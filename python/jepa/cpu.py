@@ -107,8 +107,9 @@ def cpu_classes() -> tuple[CpuClass, ...]:
     return tuple(CpuClass(name, _split(feats), example) for name, feats, example in _engine.cpu_classes())
 
 
-# Every feature name the engine knows (both architectures').
-ALL_FEATURES = _split(_engine.cpu_feature_names())
+# Every feature name the engine knows (both architectures'), in the engine's order (features.h).
+FEATURE_NAMES: tuple[str, ...] = tuple(_engine.cpu_feature_names().split())
+ALL_FEATURES = frozenset(FEATURE_NAMES)
 
 
 def distinct_paths(kinds: str = "", *, with_ggml: bool = False) -> tuple[str, ...]:
