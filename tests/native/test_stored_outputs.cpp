@@ -44,23 +44,28 @@ uint32_t bits(float f) {
     return u;
 }
 
-jepa_model * load(const std::string & name, const tiny::Keys & keys, const std::vector<tiny::TensorDef> & tensors) {
+// One model's outputs: the model written from (keys, tensors) and loaded, a context with 2 threads (the
+// bits do not depend on it; the tests of rows and threads say so), calls(m, c, o) recording into o, both
+// freed after. A model that does not load records nothing (and the check has failed).
+using Calls = std::function<void(jepa_model *, jepa_context *, Outputs &)>;
+Outputs run_model(const std::string & name, const tiny::Keys & keys, const std::vector<tiny::TensorDef> & tensors,
+                  const Calls & calls) {
+    Outputs o;
     const std::string path = g_tmp + "/" + name + ".gguf";
     if (!tiny::write_gguf(path, keys, tensors, {2024, 0.4f})) std::exit(2);
     jepa_model * m = jepa_model_load(path.c_str(), nullptr);
     std::remove(path.c_str());
     if (!m) std::fprintf(stderr, "%s: %s\n", name.c_str(), jepa_error_text());
     CHECK(m != nullptr);
-    return m;
-}
-
-// A context with 2 threads (the bits do not depend on it; the tests of rows and threads say so).
-jepa_context * context(jepa_model * m) {
+    if (!m) return o;
     jepa_context_params p = jepa_context_default_params();
     p.n_threads = 2;
     jepa_context * c = jepa_context_new(m, &p);
     CHECK(c != nullptr);
-    return c;
+    calls(m, c, o);
+    jepa_context_free(c);
+    jepa_model_free(m);
+    return o;
 }
 
 // An output of n floats from call(out), recorded as name; NaN-filled first, so an unwritten value shows.
@@ -76,111 +81,93 @@ void record(Outputs & o, const std::string & name, size_t n, const std::function
 
 Outputs run_hfvit(const char * name, ggml_type mt) {
     using namespace tiny::hfvit;
-    Outputs o;
-    jepa_model * m = load(name, [mt](gguf_context * g) { demo_keys(g, mt); }, demo_tensors(mt));
-    if (!m) return o;
-    jepa_context * c = context(m);
-    const int B = 2;
-    const auto px = tiny::noise(size_t(B * kChans * kImg * kImg), 11);
-    const int64_t n_tok = jepa_model_n_tokens(m, kChans, 1, kImg, kImg);
-    record(o, "tokens", size_t(B * n_tok * kDim),
-           [&](float * out) { return jepa_encode(c, px.data(), B, kChans, 1, kImg, kImg, out, size_t(B * n_tok * kDim)); });
-    jepa_context_free(c);
-    jepa_model_free(m);
-    return o;
+    const auto keys = [mt](gguf_context * g) { demo_keys(g, mt); };
+    return run_model(name, keys, demo_tensors(mt), [](jepa_model * m, jepa_context * c, Outputs & o) {
+        const int B = 2;
+        const auto px = tiny::noise(size_t(B * kChans * kImg * kImg), 11);
+        const int64_t n_tok = jepa_model_n_tokens(m, kChans, 1, kImg, kImg);
+        const size_t n = size_t(B * n_tok * kDim);
+        record(o, "tokens", n, [&](float * out) { return jepa_encode(c, px.data(), B, kChans, 1, kImg, kImg, out, n); });
+    });
 }
 
 Outputs run_lewm() {
     using namespace tiny::lewm;
-    Outputs o;
-    jepa_model * m = load("lewm", lewm_keys, lewm_tensors());
-    if (!m) return o;
-    jepa_context * c = context(m);
-    const int B = 2, T = 3;
-    const auto px = tiny::noise(size_t(B * 3 * kImg * kImg), 21);
-    const int64_t n_tok = jepa_model_n_tokens(m, 3, 1, kImg, kImg);
-    const size_t n_enc = size_t(B * n_tok * kD);
-    record(o, "tokens", n_enc, [&](float * out) { return jepa_encode(c, px.data(), B, 3, 1, kImg, kImg, out, n_enc); });
-    const std::vector<float> tok = o.back().second;
-    record(o, "latents", size_t(B * kD),
-           [&](float * out) { return jepa_world_latents(c, tok.data(), B, int(n_tok), kD, out, size_t(B * kD)); });
-    const auto emb = tiny::noise(size_t(B * T * kD), 22), act = tiny::noise(size_t(B * T * kA), 23);
-    const size_t n = size_t(B * T * kD);
-    std::vector<float> raw(n), act_emb(n);
-    record(o, "pred", n, [&](float * out) {
-        const jepa_world_input in{JEPA_PRED_LEWM, B, T, 1, kD, emb.data(), kA, 0, act.data(), nullptr};
-        const jepa_world_output w{out, raw.data(), act_emb.data(), n};
-        return jepa_world_predict(c, &in, &w);
+    return run_model("lewm", lewm_keys, lewm_tensors(), [](jepa_model * m, jepa_context * c, Outputs & o) {
+        const int B = 2, T = 3;
+        const auto px = tiny::noise(size_t(B * 3 * kImg * kImg), 21);
+        const int64_t n_tok = jepa_model_n_tokens(m, 3, 1, kImg, kImg);
+        const size_t n_enc = size_t(B * n_tok * kD);
+        record(o, "tokens", n_enc, [&](float * out) { return jepa_encode(c, px.data(), B, 3, 1, kImg, kImg, out, n_enc); });
+        const std::vector<float> tok = o.back().second;
+        record(o, "latents", size_t(B * kD),
+               [&](float * out) { return jepa_world_latents(c, tok.data(), B, int(n_tok), kD, out, size_t(B * kD)); });
+        const auto emb = tiny::noise(size_t(B * T * kD), 22), act = tiny::noise(size_t(B * T * kA), 23);
+        const size_t n = size_t(B * T * kD);
+        std::vector<float> raw(n), act_emb(n);
+        record(o, "pred", n, [&](float * out) {
+            const jepa_world_input in{JEPA_PRED_LEWM, B, T, 1, kD, emb.data(), kA, 0, act.data(), nullptr};
+            const jepa_world_output w{out, raw.data(), act_emb.data(), n};
+            return jepa_world_predict(c, &in, &w);
+        });
+        o.push_back({"pred_raw", raw});
+        o.push_back({"action_embed", act_emb});
     });
-    o.push_back({"pred_raw", raw});
-    o.push_back({"action_embed", act_emb});
-    jepa_context_free(c);
-    jepa_model_free(m);
-    return o;
 }
 
 Outputs run_ac() {
     using namespace tiny::ac;
-    Outputs o;
-    jepa_model * m = load("vjepa2_ac", ac_keys, ac_tensors());
-    if (!m) return o;
-    jepa_context * c = context(m);
-    // The encoder on a 4-frame clip (2 tubelets of the 2 x 2 grid; 3-D RoPE), 2 items.
-    const int B = 2, F = 4, img = 4 * kGrid;
-    const auto px = tiny::noise(size_t(B * 3 * F * img * img), 31);
-    const int64_t n_tok = jepa_model_n_tokens(m, 3, F, img, img);
-    const size_t n_enc = size_t(B * n_tok * kE);
-    record(o, "tokens", n_enc, [&](float * out) { return jepa_encode(c, px.data(), B, 3, F, img, img, out, n_enc); });
-    const std::vector<float> tok = o.back().second;
-    const size_t n_lat = size_t(n_tok * kE);  // the first item's (the stored files stay small)
-    record(o, "latents", n_lat,
-           [&](float * out) { return jepa_world_latents(c, tok.data(), 1, int(n_tok), kE, out, n_lat); });
-    // The predictor over 2 frames of latents (frame-causal), and a 3-step rollout from one frame.
-    const int T = 2, H = 3;
-    const auto z = tiny::noise(size_t(T * kHW * kE), 32), a = tiny::noise(size_t(H * 7), 33),
-               s = tiny::noise(size_t(H * 7), 34);
-    const size_t n_pred = size_t(T * kHW * kE), n_roll = size_t(H * kHW * kE);
-    record(o, "pred", n_pred, [&](float * out) {
-        const jepa_world_input in{JEPA_PRED_AC, 1, T, kHW, kE, z.data(), 7, 7, a.data(), s.data()};
-        const jepa_world_output w{out, nullptr, nullptr, n_pred};
-        return jepa_world_predict(c, &in, &w);
+    return run_model("vjepa2_ac", ac_keys, ac_tensors(), [](jepa_model * m, jepa_context * c, Outputs & o) {
+        // The encoder on a 4-frame clip (2 tubelets of the 2 x 2 grid; 3-D RoPE), 2 items.
+        const int B = 2, F = 4, img = 4 * kGrid;
+        const auto px = tiny::noise(size_t(B * 3 * F * img * img), 31);
+        const int64_t n_tok = jepa_model_n_tokens(m, 3, F, img, img);
+        const size_t n_enc = size_t(B * n_tok * kE);
+        record(o, "tokens", n_enc, [&](float * out) { return jepa_encode(c, px.data(), B, 3, F, img, img, out, n_enc); });
+        const std::vector<float> tok = o.back().second;
+        const size_t n_lat = size_t(n_tok * kE);  // the first item's (the stored files stay small)
+        record(o, "latents", n_lat,
+               [&](float * out) { return jepa_world_latents(c, tok.data(), 1, int(n_tok), kE, out, n_lat); });
+        // The predictor over 2 frames of latents (frame-causal), and a 3-step rollout from one frame.
+        const int T = 2, H = 3;
+        const auto z = tiny::noise(size_t(T * kHW * kE), 32), a = tiny::noise(size_t(H * 7), 33),
+                   s = tiny::noise(size_t(H * 7), 34);
+        const size_t n_pred = size_t(T * kHW * kE), n_roll = size_t(H * kHW * kE);
+        record(o, "pred", n_pred, [&](float * out) {
+            const jepa_world_input in{JEPA_PRED_AC, 1, T, kHW, kE, z.data(), 7, 7, a.data(), s.data()};
+            const jepa_world_output w{out, nullptr, nullptr, n_pred};
+            return jepa_world_predict(c, &in, &w);
+        });
+        record(o, "rollout", n_roll, [&](float * out) {
+            const jepa_world_rollout_input in{JEPA_PRED_AC, 1, H, kHW, kE, z.data(), 7, 7, a.data(), s.data()};
+            return jepa_world_rollout(c, &in, nullptr, out, n_roll);
+        });
     });
-    record(o, "rollout", n_roll, [&](float * out) {
-        const jepa_world_rollout_input in{JEPA_PRED_AC, 1, H, kHW, kE, z.data(), 7, 7, a.data(), s.data()};
-        return jepa_world_rollout(c, &in, nullptr, out, n_roll);
-    });
-    jepa_context_free(c);
-    jepa_model_free(m);
-    return o;
 }
 
 Outputs run_bert() {
     using namespace tiny::bert;
-    Outputs o;
-    jepa_model * m = load("bert", bert_keys, bert_tensors());
-    if (!m) return o;
-    jepa_context * c = context(m);
-    // Three sequences end to end: one token, a short one (the few-keys attention), one past 16 keys.
-    const std::vector<int32_t> lens = {1, 6, 18};
-    std::vector<int32_t> ids, types;
-    for (int32_t n : lens) {
-        for (int32_t i = 0; i < n; ++i) {
-            ids.push_back(int32_t((ids.size() * 17 + 3) % kVocab));
-            types.push_back(i >= n / 2 ? 1 : 0);
+    return run_model("bert", bert_keys, bert_tensors(), [](jepa_model *, jepa_context * c, Outputs & o) {
+        // Three sequences end to end: one token, a short one (the few-keys attention), one past 16 keys.
+        const std::vector<int32_t> lens = {1, 6, 18};
+        std::vector<int32_t> ids, types;
+        for (int32_t n : lens) {
+            for (int32_t i = 0; i < n; ++i) {
+                ids.push_back(int32_t((ids.size() * 17 + 3) % kVocab));
+                types.push_back(i >= n / 2 ? 1 : 0);
+            }
         }
-    }
-    const int n_seq = int(lens.size());
-    const size_t n_tok = ids.size();
-    record(o, "tokens", n_tok * kDim, [&](float * out) {
-        return jepa_encode_text(c, ids.data(), types.data(), lens.data(), n_seq, JEPA_POOLING_NONE, 0, out, n_tok * kDim);
+        const int n_seq = int(lens.size());
+        const size_t n_tok = ids.size();
+        record(o, "tokens", n_tok * kDim, [&](float * out) {
+            return jepa_encode_text(c, ids.data(), types.data(), lens.data(), n_seq, JEPA_POOLING_NONE, 0, out,
+                                    n_tok * kDim);
+        });
+        record(o, "mean_normalized", size_t(n_seq * kDim), [&](float * out) {
+            return jepa_encode_text(c, ids.data(), types.data(), lens.data(), n_seq, JEPA_POOLING_MEAN, 1, out,
+                                    size_t(n_seq * kDim));
+        });
     });
-    record(o, "mean_normalized", size_t(n_seq * kDim), [&](float * out) {
-        return jepa_encode_text(c, ids.data(), types.data(), lens.data(), n_seq, JEPA_POOLING_MEAN, 1, out,
-                                size_t(n_seq * kDim));
-    });
-    jepa_context_free(c);
-    jepa_model_free(m);
-    return o;
 }
 
 // ---- the stored files: "# comment" lines, then per output a line "name count" and its values'
