@@ -83,6 +83,12 @@ std::function<void(gguf_context *)> set(const char * key, T value) {
     return [key, value](gguf_context * g) { Set(g, key, value); };
 }
 
+// An edit that sets key to an array of the values, stored with the GGUF element type given.
+template <class T>
+std::function<void(gguf_context *)> set_arr(const char * key, gguf_type type, std::vector<T> values) {
+    return [key, type, values](gguf_context * g) { gguf_set_arr_data(g, key, type, values.data(), values.size()); };
+}
+
 Bytes with_tensors(const std::function<void(std::vector<TensorDef> &)> & edit) {
     std::vector<TensorDef> t = demo_tensors();
     edit(t);
@@ -430,10 +436,7 @@ void key_type_cases() {
     const KeyCase cases[] = {
         {"n_head as a string", set<gguf_set_val_str>("jepa.enc.n_head", "2"), bad({"jepa.enc.n_head"})},
         {"embed_dim as f32", set<gguf_set_val_f32>("jepa.enc.embed_dim", 32.0f), bad({"jepa.enc.embed_dim"})},
-        {"img_size as an array", [](gguf_context * g) {
-             const uint32_t a[1] = {kImg};
-             gguf_set_arr_data(g, "jepa.enc.img_size", GGUF_TYPE_UINT32, a, 1);
-         },
+        {"img_size as an array", set_arr<uint32_t>("jepa.enc.img_size", GGUF_TYPE_UINT32, {kImg}),
          bad({"jepa.enc.img_size"})},
         {"ln_eps as a string", set<gguf_set_val_str>("jepa.enc.ln_eps", "1e-12"), bad({"jepa.enc.ln_eps"})},
         {"ln_eps as u32", set<gguf_set_val_u32>("jepa.enc.ln_eps", 0), bad({"jepa.enc.ln_eps"})},
@@ -442,16 +445,10 @@ void key_type_cases() {
         {"schema_version as a string", set<gguf_set_val_str>("jepa.schema_version", "1"), bad({"jepa.schema_version"})},
         {"cls_token as a string", set<gguf_set_val_str>("jepa.enc.cls_token", "true"), bad({"jepa.enc.cls_token"})},
         {"act as u32", set<gguf_set_val_u32>("jepa.enc.act", 0), bad({"jepa.enc.act"})},
-        {"pre.mean as i32 array", [](gguf_context * g) {
-             const int32_t a[3] = {0, 0, 0};
-             gguf_set_arr_data(g, "jepa.pre.mean", GGUF_TYPE_INT32, a, 3);
-         },
+        {"pre.mean as i32 array", set_arr<int32_t>("jepa.pre.mean", GGUF_TYPE_INT32, {0, 0, 0}),
          bad({"jepa.pre.mean"})},
         {"pre.mean as a scalar", set<gguf_set_val_f32>("jepa.pre.mean", 0.5f), bad({"jepa.pre.mean"})},
-        {"pre.std with 2 values", [](gguf_context * g) {
-             const float a[2] = {0.5f, 0.5f};
-             gguf_set_arr_data(g, "jepa.pre.std", GGUF_TYPE_FLOAT32, a, 2);
-         },
+        {"pre.std with 2 values", set_arr<float>("jepa.pre.std", GGUF_TYPE_FLOAT32, {0.5f, 0.5f}),
          bad({"jepa.pre.std"})},
         {"head.labels as a string", set<gguf_set_val_str>("jepa.head.labels", "cat"), bad({"jepa.head.labels"})},
         {"head.kind as bool", set<gguf_set_val_bool>("jepa.head.kind", false), bad({"jepa.head.kind"})},
@@ -521,16 +518,8 @@ void value_cases() {
          },
          bad({"jepa.enc.ln_eps"})},
         {"ln_eps 1e300 as f64", set<gguf_set_val_f64>("jepa.enc.ln_eps", 1e300), bad({"jepa.enc.ln_eps"})},
-        {"pre.std 0", [](gguf_context * g) {
-             const float a[3] = {0.5f, 0.0f, 0.5f};
-             gguf_set_arr_data(g, "jepa.pre.std", GGUF_TYPE_FLOAT32, a, 3);
-         },
-         bad({"jepa.pre.std"})},
-        {"pre.mean NaN", [nan](gguf_context * g) {
-             const float a[3] = {0.5f, nan, 0.5f};
-             gguf_set_arr_data(g, "jepa.pre.mean", GGUF_TYPE_FLOAT32, a, 3);
-         },
-         bad({"jepa.pre.mean"})},
+        {"pre.std 0", set_arr<float>("jepa.pre.std", GGUF_TYPE_FLOAT32, {0.5f, 0.0f, 0.5f}), bad({"jepa.pre.std"})},
+        {"pre.mean NaN", set_arr<float>("jepa.pre.mean", GGUF_TYPE_FLOAT32, {0.5f, nan, 0.5f}), bad({"jepa.pre.mean"})},
         {"pre.rescale inf", set<gguf_set_val_f32>("jepa.pre.rescale", inf), bad({"jepa.pre.rescale"})},
         {"pre.crop 0", set<gguf_set_val_u32>("jepa.pre.crop", 0), bad({"jepa.pre.crop"})},
         {"pre.resample nearest", set<gguf_set_val_str>("jepa.pre.resample", "nearest"),
@@ -552,34 +541,17 @@ void value_cases() {
         // V-JEPA 2.1 runs, but only as a rope3d encoder with its levels: a plain ViT under that name is a bad file.
         {"family vjepa2_1 on a plain ViT", set<gguf_set_val_str>("jepa.family", "vjepa2_1"),
          bad({"vjepa2_1", "jepa.enc.hier_layers"})},
-        {"hier_layers out of order", [](gguf_context * g) {
-             const uint32_t a[2] = {1, 0};
-             gguf_set_arr_data(g, "jepa.enc.hier_layers", GGUF_TYPE_UINT32, a, 2);
-         },
+        {"hier_layers out of order", set_arr<uint32_t>("jepa.enc.hier_layers", GGUF_TYPE_UINT32, {1, 0}),
          bad({"jepa.enc.hier_layers"})},
-        {"hier_layers before the last block", [](gguf_context * g) {
-             const uint32_t a[1] = {0};
-             gguf_set_arr_data(g, "jepa.enc.hier_layers", GGUF_TYPE_UINT32, a, 1);
-         },
+        {"hier_layers before the last block", set_arr<uint32_t>("jepa.enc.hier_layers", GGUF_TYPE_UINT32, {0}),
          bad({"jepa.enc.hier_layers", "last block"})},
-        {"hier_layers past n_layer", [](gguf_context * g) {
-             const uint32_t a[1] = {kLayers};
-             gguf_set_arr_data(g, "jepa.enc.hier_layers", GGUF_TYPE_UINT32, a, 1);
-         },
+        {"hier_layers past n_layer", set_arr<uint32_t>("jepa.enc.hier_layers", GGUF_TYPE_UINT32, {kLayers}),
          bad({"jepa.enc.hier_layers"})},
-        {"hier_layers as floats", [](gguf_context * g) {
-             const float a[1] = {1.0f};
-             gguf_set_arr_data(g, "jepa.enc.hier_layers", GGUF_TYPE_FLOAT32, a, 1);
-         },
+        {"hier_layers as floats", set_arr<float>("jepa.enc.hier_layers", GGUF_TYPE_FLOAT32, {1.0f}),
          bad({"jepa.enc.hier_layers", "u32"})},
-        {"hier_layers empty", [](gguf_context * g) {
-             gguf_set_arr_data(g, "jepa.enc.hier_layers", GGUF_TYPE_UINT32, nullptr, 0);
-         },
+        {"hier_layers empty", set_arr<uint32_t>("jepa.enc.hier_layers", GGUF_TYPE_UINT32, {}),
          bad({"jepa.enc.hier_layers"})},
-        {"hier_layers without their norms", [](gguf_context * g) {
-             const uint32_t a[1] = {kLayers - 1};
-             gguf_set_arr_data(g, "jepa.enc.hier_layers", GGUF_TYPE_UINT32, a, 1);
-         },
+        {"hier_layers without their norms", set_arr<uint32_t>("jepa.enc.hier_layers", GGUF_TYPE_UINT32, {kLayers - 1}),
          bad({"enc.hier_norm.0.weight"})},
         {"image_patch_embed without its tensor", set<gguf_set_val_bool>("jepa.enc.image_patch_embed", true),
          bad({"enc.patch_embed_img.weight"})},
