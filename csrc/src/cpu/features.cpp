@@ -1,5 +1,7 @@
 #include "features.h"
 
+#include "build_rows.h"
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -52,19 +54,8 @@ bool ours(const CpuClass & c) { return c.arm64; }
 bool ours(const CpuClass & c) { return !c.x86 && !c.arm64; }
 #endif
 
-// This build's classes, in table order.
-struct Classes {
-    const CpuClass * at[sizeof(kClasses) / sizeof(kClasses[0])];
-    int n = 0;
-};
-const Classes & classes() {
-    static const Classes r = [] {
-        Classes out;
-        for (const CpuClass & c : kClasses) {
-            if (ours(c)) out.at[out.n++] = &c;
-        }
-        return out;
-    }();
+const auto & classes() {
+    static const BuildRows r(kClasses, ours);
     return r;
 }
 
@@ -135,7 +126,7 @@ const std::string & mask_text() { return masked().text; }
 const std::string & mask_error() { return masked().error; }
 
 int class_count() { return classes().n; }
-const CpuClass & class_at(int i) { return *classes().at[i < 0 ? 0 : i >= classes().n ? classes().n - 1 : i]; }
+const CpuClass & class_at(int i) { return classes().at(i); }
 
 uint32_t parse_mask(const std::string & text, std::string * error) {
     uint32_t add = 0, remove = 0;

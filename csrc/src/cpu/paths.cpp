@@ -1,5 +1,6 @@
 #include "paths.h"
 
+#include "build_rows.h"
 #include "features.h"
 
 #include <cstdlib>
@@ -39,19 +40,8 @@ constexpr PathRow kRows[] = {
 
 bool ours(const PathRow & r) { return r.arch == Arch::Any || r.arch == kBuildArch; }
 
-// This build's rows, in table order.
-struct Rows {
-    const PathRow * at[sizeof(kRows) / sizeof(kRows[0])];
-    int n = 0;
-};
-const Rows & rows() {
-    static const Rows r = [] {
-        Rows out;
-        for (const PathRow & row : kRows) {
-            if (ours(row)) out.at[out.n++] = &row;
-        }
-        return out;
-    }();
+const auto & rows() {
+    static const BuildRows r(kRows, ours);
     return r;
 }
 
@@ -79,7 +69,7 @@ int rank(F32 k) {
 }  // namespace
 
 int row_count() { return rows().n; }
-const PathRow & row_at(int i) { return *rows().at[i < 0 ? 0 : i >= rows().n ? rows().n - 1 : i]; }
+const PathRow & row_at(int i) { return rows().at(i); }
 
 int selected_row() {
     static const int row = [] {
