@@ -12,6 +12,9 @@
 
 namespace jepa::gemm::detail::portable {
 
+// The names kernels.inc is written against (V, Mask, Idx, kMR, kVecs, then first, zero, set1, load, ...)
+// stand in every simd_*.h, of the same shape on purpose: each header is one ISA's registers and
+// instructions behind them, and kernels.inc is compiled once inside each ISA's namespace.
 struct V {
     float l[16];
 };
