@@ -79,6 +79,12 @@ def _forged_core(
     return core
 
 
+def _dry_run_command(root: Path, carry: str) -> subprocess.CompletedProcess[str]:
+    """`gpu_check.py dry-run` on a forged checkout, as a command: its exit status and report."""
+    args = [sys.executable, str(CI / "gpu_check.py"), "dry-run", "--root", str(root), "--carry", carry]
+    return subprocess.run(args, capture_output=True, text=True, timeout=60)
+
+
 # ---- sizes ---------------------------------------------------------------------------------------
 
 
@@ -105,20 +111,7 @@ def test_a_forged_oversized_carry_fails_the_dry_run(tmp_path: Path) -> None:
         f.truncate(65 * MIB)
     r = gc.size_report(root, ["build/carry"])
     assert not r["ok"] and r["total_mib"] > 64
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(CI / "gpu_check.py"),
-            "dry-run",
-            "--root",
-            str(root),
-            "--carry",
-            "build/carry",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _dry_run_command(root, "build/carry")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "TOO LARGE" in done.stdout and "dry-run: FAILED" in done.stdout
 
@@ -141,20 +134,7 @@ def test_a_forged_cpython_311_extension_fails_the_python_check(tmp_path: Path) -
     r = gc.python_report(root, ["build/carry"])
     assert not r["ok"]
     assert len(r["bad"]) == 1 and "_engine.cpython-311" in r["bad"][0] and "3.11" in r["bad"][0]
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(CI / "gpu_check.py"),
-            "dry-run",
-            "--root",
-            str(root),
-            "--carry",
-            "build/carry",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _dry_run_command(root, "build/carry")
     assert done.returncode == 1 and "CPython 3.11 extension" in done.stdout, done.stdout
 
 
