@@ -149,13 +149,18 @@ def wheel_fits(name: str, py: tuple[int, int] = GPU_PYTHON) -> bool:
     return False
 
 
-def _elf_needs_libpython(p: Path) -> str | None:
-    """The libpython an ELF file names in its dynamic section, if any (read with readelf when present)."""
+def _starts_with(p: Path, magic: bytes) -> bool:
+    """Whether the file at p begins with magic (False where it cannot be read)."""
     try:
         with p.open("rb") as f:
-            if f.read(4) != b"\x7fELF":
-                return None
+            return f.read(len(magic)) == magic
     except OSError:
+        return False
+
+
+def _elf_needs_libpython(p: Path) -> str | None:
+    """The libpython an ELF file names in its dynamic section, if any (read with readelf when present)."""
+    if not _starts_with(p, b"\x7fELF"):
         return None
     tool = shutil.which("readelf")
     if tool is None:
@@ -244,11 +249,7 @@ def elf_archs(lib: Path) -> list[str] | None:
     """The code for which GPUs a static library holds: sm_XX (device code) and compute_XX (PTX), read
     with cuobjdump where it is installed, else from the fat binaries themselves; None when lib is not
     an archive."""
-    try:
-        with lib.open("rb") as f:
-            if f.read(8) != b"!<arch>\n":
-                return None
-    except OSError:
+    if not _starts_with(lib, b"!<arch>\n"):
         return None
     tool = _cuda_tool("cuobjdump")
     if tool is not None:
