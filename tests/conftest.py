@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -42,6 +42,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             f"reference bundles not found under {REFERENCE_DIR}: the tests need ../shared/reference "
             "beside the checkout (or JEPA_REFERENCE_DIR)"
         )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _collect_at_module_end() -> Iterator[None]:
+    """A leaked socket or file is an error (filterwarnings = error), but Python reports it only when
+    the object is collected: on two xdist workers that is some later module's test, a different one
+    on each run. Collecting at each module's end pins the ResourceWarning on the module that leaked."""
+    yield
+    import gc
+
+    gc.collect()
 
 
 # ---- the two workers of `make py-test` (pytest-xdist, --dist loadgroup) -------------------------
