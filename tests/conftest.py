@@ -105,6 +105,19 @@ def bits(a: Any) -> np.ndarray:
     return np.ascontiguousarray(a).view(np.uint32)
 
 
+def assert_batch_bits(model: Any, x: np.ndarray) -> Any:
+    """Batch and thread bit-identity of model.encode: each item of x encoded alone on one thread has
+    the same bits inside the whole batch, encoded on one thread and on two. Returns that one-thread
+    context, for the caller's further checks against it."""
+    one = model.context(threads=1)
+    ref = [bits(one.encode(x[i : i + 1])[0]) for i in range(len(x))]
+    for threads in (1, 2):
+        batched = model.context(threads=threads).encode(x)
+        for i, r in enumerate(ref):
+            assert np.array_equal(bits(batched[i]), r), (threads, i)
+    return one
+
+
 def golden(bundle: Path, name: str) -> np.ndarray:
     """One array of a reference bundle (../shared/reference/<bundle>/<name>.npy)."""
     return np.load(bundle / f"{name}.npy")

@@ -20,7 +20,7 @@ import pytest
 import jepa
 from jepa.convert import convert
 
-from conftest import REFERENCE_DIR, bits
+from conftest import REFERENCE_DIR, assert_batch_bits, bits
 from numpy_reference import assert_agrees
 
 BUNDLE = REFERENCE_DIR / "vjepa2_1"
@@ -269,12 +269,7 @@ def test_one_patch_row_is_refused(ctx: jepa.Context) -> None:
 def test_batch_and_threads_give_the_same_bits(model: jepa.Model) -> None:
     video = g("input_video")
     x = np.concatenate([video, video[:, :, ::-1].copy()])
-    one = model.context(threads=1)
-    ref = [one.encode(x[i : i + 1])[0] for i in range(2)]
-    for threads in (1, 2):
-        batched = model.context(threads=threads).encode(x)
-        for i in range(2):
-            assert np.array_equal(bits(batched[i]), bits(ref[i])), (threads, i)
+    one = assert_batch_bits(model, x)
     image = g("input_image")
     pair = np.concatenate([image, image[:, :, :, ::-1].copy()])
     assert np.array_equal(bits(model.context(threads=2).encode(pair)[0]), bits(one.encode(image)[0]))
