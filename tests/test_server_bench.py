@@ -1,4 +1,4 @@
-"""tools/bench_server.py --smoke: the benchmark runs end to end (tiny models, a few requests, every
+"""tools/bench/server.py --smoke: the benchmark runs end to end (tiny models, a few requests, every
 kind of cell of the full grid), so it cannot rot; its servers' vectors and plans are the in-process
 ones bit for bit; and tools/render_docs.py renders what it writes."""
 
@@ -10,15 +10,19 @@ import pytest
 
 from conftest import import_tool, smoke_record
 
+pytestmark = pytest.mark.cpu_class
+
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return smoke_record("bench_server.py", tmp_path_factory.mktemp("server-bench") / "server-bench.json")
+    return smoke_record("bench/server.py", tmp_path_factory.mktemp("server-bench") / "server-bench.json")
 
 
 def test_the_run_is_recorded(smoke: dict[str, Any]) -> None:
     assert smoke["smoke"] is True and smoke["benchmark"] == "server-bench" and smoke["schema"] == 2
-    assert {"cpu", "cores", "simd"} <= set(smoke["machine"]) and smoke["versions"]["jepa"]
+    assert {"cpu", "cores", "simd", "cpu_mask", "kernels"} <= set(smoke["machine"])
+    assert smoke["versions"]["jepa"]
+    assert smoke["held"]["jepa"] == smoke["machine"]["kernels"] and smoke["versions"]["engine"]
     assert smoke["commit"] and smoke["engine_changed_during_run"] is False
     assert smoke["summary"]["mismatches"] == 0
 

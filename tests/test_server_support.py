@@ -35,7 +35,7 @@ BIN = Path(sys.executable).parent
 _samples = import_tool("media_samples")
 png_bytes = _samples.png_bytes
 video_bytes = _samples.video_bytes
-_processes = import_tool("processes")  # how a child server is stopped, shared with tools/bench_server.py
+_processes = import_tool("processes")  # how a child server is stopped, shared with tools/bench/serving.py
 
 
 

@@ -1,5 +1,5 @@
-"""Stopping a child jepa-server: one way, shared by tools/bench_server.py (and so bench_ray.py) and the
-tests' ServerProcess (conftest.import_tool("processes"))."""
+"""Stopping a child jepa-server: one way, shared by the serving benchmarks (tools/bench/serving.py) and
+the tests' ServerProcess (conftest.import_tool("processes"))."""
 
 from __future__ import annotations
 

@@ -561,11 +561,13 @@ PLAN_FTYPES = ("f32", "f16", "bf16")
 
 
 def render_bench_world_plan(data: dict[str, Any], source: str = "bench-world-plan") -> str:
-    """tools/bench_world_plan.py: one full plan from frames, in process and over /rollout."""
+    """tools/bench/world_plan.py: one full plan from frames, in process and over /rollout."""
     cfg = data["config"]
     kind = " — a `--smoke` run (tiny dims)." if data.get("smoke") else (
         " — a `--quick` run." if data.get("quick") else ".")
-    kernels = data["machine"]["kernels"]
+    kernels, mask = data["machine"]["kernels"], data["machine"].get("cpu_mask")
+    if mask:  # a --cpu run: the engine, and so its servers, held to a smaller CPU class
+        kernels += f" (held to {mask}: `JEPA_CPU_FEATURES={mask}`)"
     lines = [run_record(data) + f" Kernels: {kernels}; {cfg['threads']} threads" + kind, ""]
     if data.get("reduced"):
         lines += ["**Reduced for this CPU:** " + "; ".join(data["reduced"]) + " (widths and token counts as "
@@ -704,7 +706,7 @@ def _loads(data: dict[str, Any]) -> str:
 
 
 def render_server_bench(data: dict[str, Any]) -> str:
-    """server-bench.json (tools/bench_server.py): the max-batch x clients grid against in-process
+    """server-bench.json (tools/bench/server.py): the max-batch x clients grid against in-process
     jepa.embed, the /health control, --max-wait-ms 0, and the planner cell; schema 1 (one saturated
     server at max-batch 8 and 1) renders its summary."""
     if data.get("schema", 1) < 2:
@@ -825,7 +827,7 @@ def _render_server_bench_v1(data: dict[str, Any]) -> str:
     lines = [
         "_A run of the first version of the benchmark: one saturated server (max-batch "
         f"{st['max_batch']} and 1, {st['clients']} clients), before the grid, the /health control and the "
-        "planner cell; rerun `tools/bench_server.py` for them._",
+        "planner cell; rerun `tools/bench/server.py` for them._",
         "",
         rec,
         "",
@@ -1077,7 +1079,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench-world-avx2": lambda data: render_bench_world(data, "bench-world-avx2"),
     "world-half": render_world_half,
     "bench-world-plan": render_bench_world_plan,
-    # the same run with the engine held to AVX2 (--isa avx2)
+    # the same run with the engine held to the AVX2 class (--cpu x86-64-v3; before it, --isa avx2)
     "bench-world-plan-avx2": lambda data: render_bench_world_plan(data, "bench-world-plan-avx2"),
     "bench-text": render_bench_text,
     # the same runs held to AVX2 (--isa avx2)

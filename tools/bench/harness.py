@@ -48,7 +48,8 @@ T = TypeVar("T")
 
 
 def parser(doc: str | None, *, smoke: str = "tiny sizes, every code path, few rounds (its test runs this)",
-           quick: str | None = None, threads: int | None = 2) -> argparse.ArgumentParser:
+           quick: str | None = None, threads: int | None = 2,
+           threads_help: str = "threads for every engine") -> argparse.ArgumentParser:
     """The options every benchmark takes: --smoke, --quick (where it has a quick mode: its help),
     --threads (where it takes a thread count: the default), --out and --cpu."""
     p = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
@@ -57,7 +58,7 @@ def parser(doc: str | None, *, smoke: str = "tiny sizes, every code path, few ro
     if quick is not None:
         mode.add_argument("--quick", action="store_true", help=quick)
     if threads is not None:
-        p.add_argument("--threads", type=int, default=threads, help=f"threads for every engine ({threads})")
+        p.add_argument("--threads", type=int, default=threads, help=f"{threads_help} (default {threads})")
     p.add_argument("--out", type=Path, default=None,
                    help="the JSON to write (default: the module's docstring says; --smoke and --quick write "
                    f"to {TMP})")
@@ -141,12 +142,14 @@ def engine_fingerprint() -> str:
 
 
 def version_of(name: str) -> str:
-    """A module's __version__ by its import name, or a distribution's by its name (with a '-')."""
-    if "-" in name:
+    """A module's __version__ by its import name ("torch"), else the installed distribution's by its
+    name ("cc-vjepa2", "pillow")."""
+    try:
+        return str(importlib.import_module(name).__version__)
+    except (ImportError, ValueError, AttributeError):
         from importlib.metadata import version
 
         return version(name)
-    return str(importlib.import_module(name).__version__)
 
 
 def versions(*modules: str) -> dict[str, str]:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Planner latency as users meet it: one full plan from frames per world model, horizon and file type,
 through jepa.plan in this process and through jepa-server's /rollout -> tests/results/bench-world-plan.json
 (rendered into docs/world-models.md, "Planner latency").
@@ -8,7 +7,7 @@ the same draws (f32, f16, bf16):
 - V-JEPA 2-AC at the released size: the predictor (24 blocks x 1024, 16 heads, MLP 4096) behind its
   ViT-g encoder (1408 wide, 40 layers, 22 heads, MLP 6144, 256 px, patch 16, tubelet 2), planned with
   the planner's defaults (Meta's notebook: 25 samples, top 10, 2 CEM iterations) at horizons 1, 2, 4;
-- LeWM at the published size (bench_world's LEWM_FULL), planned with its eval's solver (300 samples,
+- LeWM at the published size (bench.world_models' LEWM_FULL), planned with its eval's solver (300 samples,
   top 30, 30 steps, horizon 5).
 A plan starts from frames: two photos (scikit-image's, as JPEG bytes), the current frame and the goal,
 and for V-JEPA 2-AC a robot pose; both frames are encoded in every plan, as in a user's call.
@@ -23,10 +22,10 @@ Per (model, file type, horizon):
   latencies the clients saw. Each server is warmed first with one one-iteration plan per worker.
   Every answer's actions are checked bit for bit against jepa.plan's.
 
-    python tools/bench_world_plan.py                 # released sizes (several hours on 2 cores)
-    python tools/bench_world_plan.py --quick         # CPU-sized: see QUICK
-    python tools/bench_world_plan.py --isa avx2      # the engine held to AVX2 -> bench-world-plan-avx2.json
-    python tools/bench_world_plan.py --smoke --out /tmp/p.json   # tiny models, every cell (the test)
+    python tools/bench/world_plan.py                 # released sizes (several hours on 2 cores)
+    python tools/bench/world_plan.py --quick         # CPU-sized: see QUICK
+    python tools/bench/world_plan.py --cpu x86-64-v3 # the AVX2 class -> bench-world-plan-avx2.json
+    python tools/bench/world_plan.py --smoke --out /tmp/p.json   # tiny models, every cell (the test)
 
 A benchmark, not a test: its numbers depend on the machine and on what else runs on it (the share of
 the cores other processes took is recorded per cell). The run exits non-zero when an answer's plan is
@@ -34,7 +33,6 @@ not jepa.plan's or the engine file changed under it."""
 
 from __future__ import annotations
 
-import argparse
 import base64
 import gc
 import json
@@ -47,21 +45,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+if not __package__:  # python tools/bench/world_plan.py: bench from tools/, numpy's OpenBLAS on 1 thread
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_engine import AVX2_ENV, git_commit, machine_busy_s, self_busy_s, write_record
-from bench_server import Server, cpu_shares, percentiles, photos, post_plans, same_bits, versions
-from bench_world import AC_FULL, AC_SMOKE, FTYPES, LEWM_FULL, LEWM_SMOKE, ROOT, cpu_info
+from bench import harness
+from bench.serving import Server, cpu_shares, percentiles, photos, post_plans, same_bits
+from bench.world_models import AC_FULL, AC_SMOKE, FTYPES, LEWM_FULL, LEWM_SMOKE
 
-DEFAULT_OUT = ROOT / "tests" / "results" / "bench-world-plan.json"
-AVX2_OUT = ROOT / "tests" / "results" / "bench-world-plan-avx2.json"
-SMOKE_OUT = Path(tempfile.gettempdir()) / "bench-world-plan-smoke.json"
 AC_HORIZONS = (1, 2, 4)
 PLANNERS = (1, 4)  # concurrent clients posting plans
-AC_ENC_LAYERS = 40  # ViT-g's depth (bench_world's AC_FULL keeps 1: its cells start from latents)
+AC_ENC_LAYERS = 40  # ViT-g's depth (bench.world_models' AC_FULL keeps 1: bench.world starts from latents)
 MAX_BATCH = 32  # jepa's context default and the server's most: an AC plan's 25 samples in one chunk
 QUICK = dict(ac_layers=2, enc_layers=2, lewm_steps=3)
 SMOKE_AC_PLAN = dict(samples=8, topk=3, cem_steps=2)
@@ -143,11 +139,6 @@ def one_iteration(kind: str, options: dict[str, Any]) -> dict[str, Any]:
     return {**options, WORLD_KINDS[kind].plan_fields["cem_steps"]: 1}
 
 
-def _others_share(busy: float, mine: float, seconds: float) -> float:
-    cores = os.cpu_count() or 1
-    return round(min(1.0, max(0.0, (busy - mine) / (seconds * cores))), 3)
-
-
 Cells = list[dict[str, Any]]
 
 
@@ -160,18 +151,16 @@ def inproc(path: str, spec: Spec, inputs: Inputs, threads: int, rounds: int) -> 
     cells = []
     for options in spec.plans:
         inputs.plan(ctx, one_iteration(spec.kind, options))
-        busy, mine, samples = machine_busy_s(), self_busy_s(), []
+        samples: list[float] = []
         out: dict[str, Any] = {}
-        for _ in range(rounds):
-            t = time.perf_counter()
-            out = inputs.plan(ctx, options)
-            samples.append(time.perf_counter() - t)
+        with harness.Load() as load:
+            for _ in range(rounds):
+                t = time.perf_counter()
+                out = inputs.plan(ctx, options)
+                samples.append(time.perf_counter() - t)
         cells.append({"s": round(statistics.median(samples), 3), "samples_s": [round(x, 3) for x in samples],
-                      "others_cpu_share": _others_share(machine_busy_s() - busy, self_busy_s() - mine,
-                                                        sum(samples)),
-                      "actions": out["actions"]})
-        print(f"[{spec.kind} {Path(path).stem} jepa.plan {options}] {cells[-1]['s']} s", file=sys.stderr,
-              flush=True)
+                      "others_cpu_share": load.others(sum(samples)), "actions": out["actions"]})
+        harness.log(f"[{spec.kind} {Path(path).stem} jepa.plan {options}] {cells[-1]['s']} s")
     enc = []
     for _ in range(2):
         t = time.perf_counter()
@@ -204,8 +193,8 @@ def served(path: str, spec: Spec, inputs: Inputs, threads: int, planners: int, r
                 "others_cpu_share": shares["others_cpu_share"],
                 "mismatches": sum(not same_bits(json.loads(raw)["actions"], actions) for raw in answers),
             })
-            print(f"[{spec.kind} {Path(path).stem} /rollout x{planners} {options}] "
-                  f"{cells[-1]['plans_s']} plans/s", file=sys.stderr, flush=True)
+            harness.log(f"[{spec.kind} {Path(path).stem} /rollout x{planners} {options}] "
+                        f"{cells[-1]['plans_s']} plans/s")
     finally:
         server.stop()
     return cells
@@ -228,43 +217,37 @@ def measure(spec: Spec, ftype: str, tmp: Path, inputs: Inputs, threads: int, rou
             for i, (options, p) in enumerate(zip(spec.plans, plans, strict=True))]
 
 
-def run(threads: int, rounds: int, requests: int, *, smoke: bool, quick: bool, isa: str,
-        ac_layers: int | None, enc_layers: int | None, ftypes: tuple[str, ...]) -> dict[str, Any]:
-    import jepa
+def reduced(all_specs: list[Spec], smoke: bool) -> list[str]:
+    """What a CPU-sized run left out of the released sizes."""
+    ac, lewm = all_specs[0].dims, all_specs[1].plans[0]
+    out = []
+    if not smoke and ac["n_layer"] != AC_FULL["n_layer"]:
+        out.append(f"V-JEPA 2-AC predictor {ac['n_layer']} of {AC_FULL['n_layer']} blocks")
+    if not smoke and ac["enc_layers"] != AC_ENC_LAYERS:
+        out.append(f"its encoder {ac['enc_layers']} of {AC_ENC_LAYERS} layers")
+    if not smoke and lewm["n_steps"] != _defaults("lewm", "n_steps")["n_steps"]:
+        out.append(f"LeWM plan {lewm['n_steps']} of its 30 CEM steps")
+    return out
 
-    started, t0, vers = time.strftime("%Y-%m-%dT%H:%M:%S%z"), time.perf_counter(), versions()
+
+def run(args: Any, rounds: int) -> dict[str, Any]:
+    rec = harness.Run("bench-world-plan", args.threads, args.smoke, args.quick)
     data = photos(FRAMES)
-    all_specs = specs(smoke, quick, ac_layers, enc_layers)
+    all_specs = specs(args.smoke, args.quick, args.ac_layers, args.enc_layers)
     cells: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as d:
         for spec in all_specs:
             inputs = Inputs(data[FRAMES[0]], data[FRAMES[1]],
                             np.asarray(AC_STATE, np.float32) if spec.kind == "ac" else None)
-            for ft in ftypes:
-                cells += measure(spec, ft, Path(d), inputs, threads, rounds, requests)
-    ac, lewm = all_specs[0].dims, all_specs[1].plans[0]
-    reduced = []
-    if not smoke and ac["n_layer"] != AC_FULL["n_layer"]:
-        reduced.append(f"V-JEPA 2-AC predictor {ac['n_layer']} of {AC_FULL['n_layer']} blocks")
-    if not smoke and ac["enc_layers"] != AC_ENC_LAYERS:
-        reduced.append(f"its encoder {ac['enc_layers']} of {AC_ENC_LAYERS} layers")
-    if not smoke and lewm["n_steps"] != _defaults("lewm", "n_steps")["n_steps"]:
-        reduced.append(f"LeWM plan {lewm['n_steps']} of its 30 CEM steps")
-    machine = cpu_info(threads, None)
-    machine["kernels"] = jepa.cpu_kernels() + (" (JEPA_GEMM=avx2)" if isa == "avx2" else "")
+            for ft in args.ftypes:
+                cells += measure(spec, ft, Path(d), inputs, args.threads, rounds, args.requests)
     return {
-        "started": started,
-        "seconds": round(time.perf_counter() - t0, 1),
-        "commit": git_commit(),
-        "smoke": smoke,
-        "quick": quick,
-        "isa": isa,
-        "reduced": reduced,
-        "machine": machine,
-        "versions": vers,
-        "engine_changed": versions()["engine"] != vers["engine"],
-        "config": {"ac": ac, "lewm": all_specs[1].dims, "threads": threads, "max_batch": MAX_BATCH,
-                   "rounds": rounds, "requests_per_client": requests, "planners": list(PLANNERS),
+        **rec.head(),
+        "reduced": reduced(all_specs, args.smoke),
+        "engine_changed": rec.engine_changed(),
+        "config": {"ac": all_specs[0].dims, "lewm": all_specs[1].dims, "threads": args.threads,
+                   "max_batch": MAX_BATCH, "rounds": rounds, "requests_per_client": args.requests,
+                   "planners": list(PLANNERS),
                    "frames": f"scikit-image's {FRAMES[0]} (the current frame) and {FRAMES[1]} (the goal), "
                              "JPEG bytes", "ac_state": list(AC_STATE),
                    "weights": "random (jepa.testing.random_world)"},
@@ -273,30 +256,19 @@ def run(threads: int, rounds: int, requests: int, *, smoke: bool, quick: bool, i
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--threads", type=int, default=2, help="jepa.plan's; the server's, over its workers")
+    ap = harness.parser(__doc__, smoke="tiny models and plans, 1 round: the tool runs",
+                        quick=f"CPU-sized: AC predictor {QUICK['ac_layers']} of 24 blocks and encoder "
+                        f"{QUICK['enc_layers']} of 40 layers, LeWM {QUICK['lewm_steps']} of 30 steps "
+                        "(widths as released)", threads_help="jepa.plan's; the server's, over its workers")
     ap.add_argument("--rounds", type=int, default=None, help="timed jepa.plan calls a cell (2; quick: 1)")
     ap.add_argument("--requests", type=int, default=1, help="plans each /rollout client posts per cell")
-    ap.add_argument("--quick", action="store_true",
-                    help=f"CPU-sized: AC predictor {QUICK['ac_layers']} of 24 blocks and encoder "
-                    f"{QUICK['enc_layers']} of 40 layers, LeWM {QUICK['lewm_steps']} of 30 steps (widths as "
-                    "released)")
-    ap.add_argument("--smoke", action="store_true", help="tiny models and plans, 1 round: the tool runs")
-    ap.add_argument("--isa", choices=("native", "avx2"), default="native",
-                    help="avx2: the engine held to its AVX2 kernels (JEPA_GEMM=avx2), the server too")
     ap.add_argument("--ac-layers", type=int, default=None, help="AC predictor blocks (24 released)")
     ap.add_argument("--enc-layers", type=int, default=None, help="AC encoder layers (40 released)")
     ap.add_argument("--ftypes", nargs="+", choices=FTYPES, default=list(FTYPES))
-    ap.add_argument("--out", type=Path, default=None,
-                    help=f"default {DEFAULT_OUT} ({AVX2_OUT} with --isa avx2, {SMOKE_OUT} for --smoke)")
-    a = ap.parse_args(argv)
-    if a.isa == "avx2":
-        os.environ["JEPA_GEMM"] = AVX2_ENV["JEPA_GEMM"]  # before jepa is imported; servers inherit it
-    rounds = a.rounds or (1 if a.smoke or a.quick else 2)
-    data = run(a.threads, rounds, a.requests, smoke=a.smoke, quick=a.quick, isa=a.isa, ac_layers=a.ac_layers,
-               enc_layers=a.enc_layers, ftypes=tuple(a.ftypes))
-    out = a.out or (SMOKE_OUT if a.smoke else AVX2_OUT if a.isa == "avx2" else DEFAULT_OUT)
-    write_record(out, data, indent=2)
+    a = harness.parse(ap, argv)  # --cpu before jepa loads: the servers inherit JEPA_CPU_FEATURES
+    data = run(a, a.rounds or (1 if a.smoke or a.quick else 2))
+    out = harness.out_path(a, "bench-world-plan")
+    harness.write_record(out, data, indent=2)
     bad = sum(c["rollout"][n]["mismatches"] for c in data["cells"] for n in c["rollout"])
     print(f"wrote {out} ({data['seconds']:.0f} s; {bad} plans not jepa.plan's)")
     return 1 if bad or data["engine_changed"] else 0
