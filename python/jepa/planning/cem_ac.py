@@ -72,6 +72,37 @@ def round_small(x: np.ndarray, threshold: float) -> np.ndarray:
     return np.where(np.abs(x) < np.float32(threshold), np.float32(0.0), x).astype(np.float32)
 
 
+class CemLog:
+    """What both planners do each iteration besides their own sampling and update: score the
+    candidates (`what`: "energy" or "cost", the name errors and the answer give it), pick the elites,
+    record the elites' mean score and, for the trace, the iteration's named arrays."""
+
+    def __init__(self, what: str, n_steps: int, samples: int, topk: int) -> None:
+        self.what, self.samples, self.topk = what, samples, topk
+        self.per_iteration = np.empty(n_steps, dtype=np.float32)
+        self.arrays: dict[str, list[np.ndarray]] = {}
+
+    def rank(self, score: Callable[[np.ndarray], np.ndarray],
+             candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """score(candidates) as float32 [samples], and the indices of its `topk` smallest (`elites`)."""
+        s = np.asarray(score(candidates), dtype=np.float32).reshape(-1)
+        if s.shape != (self.samples,):
+            raise ValueError(f"{self.what}: expected [{self.samples}] values, got {list(s.shape)}")
+        return s, elites(s, self.topk)
+
+    def record(self, it: int, scores: np.ndarray, idx: np.ndarray, **arrays: np.ndarray) -> None:
+        self.per_iteration[it] = scores[idx].mean(dtype=np.float64)
+        for k, v in arrays.items():
+            self.arrays.setdefault(k, []).append(v)
+
+    def result(self, actions: np.ndarray, trace: bool) -> dict[str, Any]:
+        """{"actions", "<what>_per_iteration"}, and with trace every recorded array stacked by name."""
+        out: dict[str, Any] = {"actions": actions, f"{self.what}_per_iteration": self.per_iteration}
+        if trace:
+            out.update({k: np.stack(v) for k, v in self.arrays.items()})
+        return out
+
+
 def ac_cem(
     energy: EnergyFn,
     *,
@@ -112,25 +143,16 @@ def ac_cem(
     f32 = np.float32
     mean = np.zeros((horizon, SAMPLED), dtype=f32)
     std = np.concatenate([np.full((horizon, 3), maxnorm, f32), np.ones((horizon, 1), f32)], axis=-1)
-    hist: dict[str, list[np.ndarray]] = {k: [] for k in ("samples", "energies", "topk", "mean", "std")}
-    per_iter = np.empty(cem_steps, dtype=f32)
+    log = CemLog("energy", cem_steps, samples, topk)
     for it in range(cem_steps):
         trajs = ac_candidates(noise[it], mean, std, maxnorm, gripper_clamp)
-        e = np.asarray(energy(trajs), dtype=f32).reshape(-1)
-        if e.shape != (samples,):
-            raise ValueError(f"energy: expected [{samples}] values, got {list(e.shape)}")
-        idx = elites(e, topk)
+        e, idx = log.rank(energy, trajs)
         sel = trajs[idx][..., [0, 1, 2, POSE_DIM - 1]]  # [topk, H, 4]
         mean = _blend(elite_mean(sel), mean, momentum_mean, momentum_mean_gripper)
         std = _blend(unbiased_std(sel), std, momentum_std, momentum_std_gripper)
-        per_iter[it] = e[idx].mean(dtype=np.float64)
-        for k, v in (("samples", trajs), ("energies", e), ("topk", idx), ("mean", mean), ("std", std)):
-            hist[k].append(v)
+        log.record(it, e, idx, samples=trajs, energies=e, topk=idx, mean=mean, std=std)
 
     actions = np.zeros((horizon, POSE_DIM), dtype=f32)
     actions[:, :3] = mean[:, :3]
     actions[:, 6] = round_small(mean[:, 3], GRIPPER_ROUND)
-    out: dict[str, Any] = {"actions": actions, "energy_per_iteration": per_iter}
-    if trace:
-        out.update({k: np.stack(v) for k, v in hist.items()})
-    return out
+    return log.result(actions, trace)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidInputError
-from .cem_ac import elite_mean, elites, standard_normal_draws, unbiased_std
+from .cem_ac import CemLog, elite_mean, standard_normal_draws, unbiased_std
 
 CostFn = Callable[[np.ndarray], np.ndarray]
 
@@ -70,21 +70,12 @@ def lewm_cem(
             raise InvalidInputError(f"init_action: expected {want}, got {got}", param="init_action")
         mean[: len(init)] = init
     var = np.full((horizon, action_dim), var_scale, dtype=f32)
-    hist: dict[str, list[np.ndarray]] = {k: [] for k in ("candidates", "costs", "topk", "mean", "var")}
-    per_iter = np.empty(n_steps, dtype=f32)
+    log = CemLog("cost", n_steps, num_samples, topk)
     for it in range(n_steps):
         cand = (noise[it] * var + mean).astype(f32)
         cand[0] = mean
-        c = np.asarray(cost(cand), dtype=f32).reshape(-1)
-        if c.shape != (num_samples,):
-            raise ValueError(f"cost: expected [{num_samples}] values, got {list(c.shape)}")
-        idx = elites(c, topk)
+        c, idx = log.rank(cost, cand)
         mean, var = elite_mean(cand[idx]), unbiased_std(cand[idx])
-        per_iter[it] = c[idx].mean(dtype=np.float64)
-        for k, v in (("candidates", cand), ("costs", c), ("topk", idx), ("mean", mean), ("var", var)):
-            hist[k].append(v)
+        log.record(it, c, idx, candidates=cand, costs=c, topk=idx, mean=mean, var=var)
 
-    out: dict[str, Any] = {"actions": mean.copy(), "cost_per_iteration": per_iter}
-    if trace:
-        out.update({k: np.stack(v) for k, v in hist.items()})
-    return out
+    return log.result(mean.copy(), trace)
