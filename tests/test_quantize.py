@@ -4,7 +4,7 @@ Byte identity with the converter's own f16 / bf16 files; every key and label car
 rule; the k-quants' per-tensor fallback; peak memory about one tensor; and the parity tiers
 (docs/quantize.md): q8_0 pooled cosine >= 0.999 and classifier top-1 identical, AC / LeWM q8_0
 rollout energies within 1e-2 relative. Below 8 bits the figures are reported by
-tools/bench_engine.py, not held to a bar here."""
+tools/bench/engine.py, not held to a bar here."""
 
 from __future__ import annotations
 

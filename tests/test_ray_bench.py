@@ -1,4 +1,4 @@
-"""tools/bench_ray.py --smoke: the Ray-against-jepa-server benchmark runs end to end (a tiny model, a
+"""tools/bench/ray.py --smoke: the Ray-against-jepa-server benchmark runs end to end (a tiny model, a
 few requests, every cell of the full run), so it cannot rot; every answer it checked is in-process
 jepa.embed's bit for bit; and tools/render_docs.py renders what it writes."""
 
@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return smoke_record("bench_ray.py", tmp_path_factory.mktemp("bench-ray") / "bench-ray.json", timeout=240)
+    return smoke_record("bench/ray.py", tmp_path_factory.mktemp("bench-ray") / "bench-ray.json", timeout=240)
 
 
 def test_the_run_is_recorded(smoke: dict[str, Any]) -> None:

@@ -896,7 +896,7 @@ def render_scheduler_sim(data: dict[str, Any]) -> str:
 
 
 def render_bench_load(data: dict[str, Any]) -> str:
-    """bench-load.json (tools/bench_load.py): a cold load read into memory of its own against
+    """bench-load.json (tools/bench/load.py): a cold load read into memory of its own against
     memory-mapped, warm and cold page cache, per file type, and two processes on one file."""
     shape = data["model_shape"]
     lines = [run_record(data), "",
@@ -920,7 +920,7 @@ def render_bench_load(data: dict[str, Any]) -> str:
     lines += ["", "Two processes serving one file (warm), proportional set size of each while both map it:",
               ""]
     lines += _table(["file", "weights", "first PSS MiB", "second PSS MiB", "both MiB"], rows, "llrrr")
-    lines += ["", "Source: `tests/results/bench-load.json` (`python tools/bench_load.py`)."]
+    lines += ["", "Source: `tests/results/bench-load.json` (`python tools/bench/load.py`)."]
     return "\n".join(lines) + "\n"
 
 

@@ -1,7 +1,7 @@
 """jepa-server's two startup lines, and how the process that started a server reads them back.
 
 The first line ends with the URL (with --port 0 the only place the port is told); the tests and
-tools/bench_server.py read it with `read_startup`, so its format is written once, here."""
+tools/bench/server.py read it with `read_startup`, so its format is written once, here."""
 
 from __future__ import annotations
 

@@ -76,6 +76,8 @@ from bench.serving import (
     Server,
     cpu_shares,
     getter,
+    median_of,
+    paired,
     percentiles,
     photos,
     post_plans,
@@ -338,30 +340,9 @@ def planner_cell(
 # -- the run
 
 
-def paired(rounds: list[dict[str, Any]], num: str, den: str, key: str = "req_s") -> float | None:
-    """The median over rounds of num / den within a round (in-process cells hold img_s)."""
-
-    def rate(c: dict[str, Any]) -> float:
-        return float(c.get(key, c.get("img_s", 0.0)))
-
-    r = [rate(c[num]) / rate(c[den]) for c in rounds if num in c and den in c]
-    return round(statistics.median(r), 4) if r else None
-
-
 def quiet(rounds: list[dict[str, Any]], *cells: str) -> list[dict[str, Any]]:
     """The rounds in which other processes took at most QUIET of the cores during these cells."""
     return [c for c in rounds if all(c[k]["others_cpu_share"] <= QUIET for k in cells)]
-
-
-def median_of(rounds: list[dict[str, Any]], cell: str, *path: str, digits: int = 2) -> float | None:
-    values = []
-    for c in rounds:
-        v: Any = c[cell]
-        for k in path:
-            v = v[k]
-        if v is not None:
-            values.append(v)
-    return round(statistics.median(values), digits) if values else None
 
 
 def summarise(

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -379,3 +379,32 @@ def post_plans(server: Server, body: bytes, clients: int, each: int, timeout_s: 
         return asyncio.run(_plans(server.url, body, clients, each, timeout_s))
     except Exception as exc:
         raise server.failed(exc) from exc
+
+
+# -- the rounds' ratios and medians (interleaved cells, paired within a round)
+
+
+def paired(rounds: list[dict[str, Any]], num: str, den: str | Sequence[str],
+           key: str = "req_s") -> float | None:
+    """The median over rounds of num's rate over den's within a round (over the fastest of den's cells
+    where it names several); in-process cells hold img_s."""
+    dens = [den] if isinstance(den, str) else list(den)
+
+    def rate(c: dict[str, Any]) -> float:
+        return float(c.get(key, c.get("img_s", 0.0)))
+
+    both = [c for c in rounds if num in c and all(d in c for d in dens)]
+    r = [rate(c[num]) / max(rate(c[d]) for d in dens) for c in both]
+    return round(statistics.median(r), 4) if r else None
+
+
+def median_of(rounds: list[dict[str, Any]], cell: str, *path: str, digits: int = 2) -> float | None:
+    """The median over rounds of cell's value at path (None values left out; None when all are)."""
+    values = []
+    for c in rounds:
+        v: Any = c[cell]
+        for k in path:
+            v = v[k]
+        if v is not None:
+            values.append(v)
+    return round(statistics.median(values), digits) if values else None

@@ -1,5 +1,5 @@
 """Random-weight world-model GGUFs at any size, straight from numpy (no torch): for tests and for
-tools/bench_world.py, which times the world models at their released dimensions.
+tools/bench/world.py, which times the world models at their released dimensions.
 
 `write_random_ac` writes a V-JEPA 2-AC file (jepa.family vjepa2, jepa.pred.kind ac) and
 `write_random_lewm` a LeWM file (jepa.family lewm). The metadata comes from the converters' own
@@ -32,7 +32,7 @@ def _squash(mean: tuple[float, float, float], std: tuple[float, float, float], s
 
 # The random writers (write_random_ac, write_random_lewm, write_random_vjepa2, write_random_bert,
 # demo.write_demo_model) each take their sizes as plain keyword arguments with that model's defaults,
-# because tests and tools/bench_world.py call them by name; their bodies share write_random_file.
+# because tests and tools/bench/world.py call them by name; their bodies share write_random_file.
 def write_random_ac(
     path: str | Path, *, embed_dim: int = 64, n_layer: int = 2, n_head: int = 2, ffn_dim: int | None = None,
     enc_dim: int = 64, enc_layers: int = 1, enc_heads: int = 1, enc_ffn_dim: int | None = None,

@@ -4,7 +4,7 @@ hands it a request.
 The replica adds no handler of its own: `forward` passes the method, path, headers and raw body to
 the app `create_app(settings)` builds — the same parsing, admission, pipeline, batching and error
 envelope jepa-server runs — and returns its status, headers and body unchanged. A socket costs a
-fraction of a millisecond per request (tools/bench_ray.py measures the whole Ray path against
+fraction of a millisecond per request (tools/bench/ray.py measures the whole Ray path against
 jepa-server), and it needs nothing from the server's internals: the app is driven the way
 jepa-server's __main__ drives it."""
 

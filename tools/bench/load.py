@@ -3,7 +3,7 @@
 the engine before weights were mapped) against memory-mapped (mmap=True, the default), with the
 file in the page cache (warm) and out of it (cold) -> tests/results/bench-load.json
 
-Every cell is a fresh child process (python tools/bench_load.py --child ...), so nothing is cached
+Every cell is a fresh child process (python tools/bench/load.py --child ...), so nothing is cached
 in the process itself. A child imports jepa, then measures:
 
   load_s         jepa.Model(path, mmap=...) alone
@@ -25,10 +25,11 @@ Models: ViT-L/16 (1024 wide, 24 blocks, 224 px) with random weights (jepa.demo.w
 numpy only) as f16 (the issue's 609 MB file: most bytes are matrices the engine's own CPU kernel
 repacks, so they need a copy of their own whatever the loading), and the same file in q8_0
 (jepa-quantize: ggml's kernels run it as stored, so every byte is used in place from the mapping).
-Cells run interleaved, rounds rotating, medians reported.
+Cells run interleaved, rounds rotating (bench.harness.rotated), medians reported; the record's head
+(commit, machine, the CPU held, versions) is bench.harness's.
 
-    python tools/bench_load.py            # the full run (a few minutes; writes ~1 GB of models)
-    python tools/bench_load.py --smoke    # a tiny model, one round: the test suite runs it
+    python tools/bench/load.py            # the full run (a few minutes; writes ~1 GB of models)
+    python tools/bench/load.py --smoke    # a tiny model, one round: the test suite runs it
 """
 
 from __future__ import annotations
@@ -44,11 +45,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "tests" / "results" / "bench-load.json"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+if not __package__:  # python tools/bench/load.py: bench from tools/
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from bench_engine import git_commit, machine_info  # noqa: E402
+from bench import harness
 
 VIT_L = dict(embed_dim=1024, n_layer=24, n_head=16, img_size=224, patch_size=16)
 SMOKE = dict(embed_dim=64, n_layer=2, n_head=2, img_size=32, patch_size=16)
@@ -132,7 +132,7 @@ def _read(proc: subprocess.Popen[str]) -> dict[str, Any]:
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line:
-        raise SystemExit(f"bench_load: a child exited with {proc.wait()} before reporting")
+        raise SystemExit(f"bench.load: a child exited with {proc.wait()} before reporting")
     return json.loads(line)
 
 
@@ -142,7 +142,7 @@ def one(path: Path, mmap: bool, cold: bool) -> dict[str, Any]:
     proc = _spawn(path, mmap, hold=False)
     report = _read(proc)
     if proc.wait() != 0:
-        raise SystemExit("bench_load: a child failed")
+        raise SystemExit("bench.load: a child failed")
     return report
 
 
@@ -180,66 +180,76 @@ def write_models(tmp: Path, smoke: bool) -> dict[str, Path]:
     return {"f16": f16, "q8_0": q8}
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--smoke", action="store_true", help="a tiny model, one round")
+def options() -> argparse.ArgumentParser:
+    p = harness.parser(__doc__, smoke="a tiny model, one round (its test runs this)", threads=None)
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--child", metavar="PATH", help=argparse.SUPPRESS)
     p.add_argument("--mmap", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--read", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    if args.child:
-        child(args.child, args.mmap, args.hold)
-        return 0
-    rounds = 1 if args.smoke else args.rounds
-    started = time.time()
-    with tempfile.TemporaryDirectory(prefix="jepa-bench-load-") as tmp:
-        models = write_models(Path(tmp), args.smoke)
-        cells = [(m, mode, cache) for m in models for mode in ("read", "mmap") for cache in ("cold", "warm")]
-        samples: dict[str, list[dict[str, Any]]] = {f"{m}-{mode}-{cache}": [] for m, mode, cache in cells}
-        for r in range(rounds):
-            order = cells[r % len(cells):] + cells[: r % len(cells)]
-            for m, mode, cache in order:
-                samples[f"{m}-{mode}-{cache}"].append(one(models[m], mode == "mmap", cache == "cold"))
-        shared = {f"{m}-{mode}": two(models[m], mode == "mmap") for m in models for mode in ("read", "mmap")}
-        sizes = {m: path.stat().st_size / 2**20 for m, path in models.items()}
-    cell_out = {}
-    for name, runs in samples.items():
-        m, mode, cache = name.split("-")
-        cell_out[name] = {"model": m, "mode": mode, "cache": cache, "median": _median(runs), "runs": runs}
+    return p
+
+
+def measure(models: dict[str, Path], rounds: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every (file, read or mapped, cold or warm) cell once a round, the order rotating; then the
+    two-process pairs. The cells by name, with their runs and medians, and the pairs."""
+    cells = [(m, mode, cache) for m in models for mode in ("read", "mmap") for cache in ("cold", "warm")]
+    samples: dict[tuple[str, str, str], list[dict[str, Any]]] = {c: [] for c in cells}
+    for r in range(rounds):
+        for m, mode, cache in harness.rotated(cells, r):
+            samples[m, mode, cache].append(one(models[m], mode == "mmap", cache == "cold"))
+    shared = {f"{m}-{mode}": two(models[m], mode == "mmap") for m in models for mode in ("read", "mmap")}
+    out = {f"{m}-{mode}-{cache}": {"model": m, "mode": mode, "cache": cache, "median": _median(runs),
+                                   "runs": runs}
+           for (m, mode, cache), runs in samples.items()}  # fmt: skip
+    return out, shared
+
+
+def ratios_of(cells: dict[str, Any], models: dict[str, Path]) -> dict[str, dict[str, float]]:
+    """Read over mapped: the load, the load and first encode; mapped over read: the RSS."""
     ratios = {}
     for m in models:
         for cache in ("cold", "warm"):
-            read, mapped = cell_out[f"{m}-read-{cache}"]["median"], cell_out[f"{m}-mmap-{cache}"]["median"]
+            read, mapped = cells[f"{m}-read-{cache}"]["median"], cells[f"{m}-mmap-{cache}"]["median"]
             ratios[f"{m}-{cache}"] = {
                 "load": read["load_s"] / max(mapped["load_s"], 1e-9),
                 "load_and_first": (read["load_s"] + read["first_s"])
                 / max(mapped["load_s"] + mapped["first_s"], 1e-9),
                 "rss": mapped["rss_mb"] / max(read["rss_mb"], 1e-9),
             }
+    return ratios
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = harness.parse(options(), argv)
+    if args.child:
+        child(args.child, args.mmap, args.hold)
+        return 0
+    rounds = 1 if args.smoke else args.rounds
+    out = harness.out_path(args, "bench-load")
+    run = harness.Run("bench-load", 1, args.smoke)
+    with tempfile.TemporaryDirectory(prefix="jepa-bench-load-") as tmp:
+        models = write_models(Path(tmp), args.smoke)
+        cells, shared = measure(models, rounds)
+        sizes = {m: path.stat().st_size / 2**20 for m, path in models.items()}
     data = {
-        "tool": "tools/bench_load.py",
-        "smoke": args.smoke,
-        "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
-        "seconds": time.time() - started,
-        "commit": git_commit(),
-        "machine": machine_info(1),
+        **run.head(),
+        "tool": "tools/bench/load.py",
+        "engine_changed_during_run": run.engine_changed(),
         "rounds": rounds,
         "model_shape": SMOKE if args.smoke else VIT_L,
         "file_mb": sizes,
-        "cells": cell_out,
+        "cells": cells,
         "two_processes": shared,
-        "ratios": ratios,
+        "ratios": ratios_of(cells, models),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(data, indent=1) + "\n")
-    for name, c in cell_out.items():
+    harness.write_record(out, data)
+    for name, c in cells.items():
         med = c["median"]
-        print(f"{name:18s} load {med['load_s'] * 1000:8.1f} ms  first {med['first_s'] * 1000:7.1f} ms  "
-              f"rss {med['rss_mb']:7.1f} MiB (anon {med['anon_mb']:7.1f}, file {med['file_mb']:7.1f})")
-    return 0
+        harness.log(f"{name:18s} load {med['load_s'] * 1000:8.1f} ms  first {med['first_s'] * 1000:7.1f} ms  "
+                    f"rss {med['rss_mb']:7.1f} MiB (anon {med['anon_mb']:7.1f}, file {med['file_mb']:7.1f})")
+    harness.log(f"wrote {out}")
+    return 1 if data["engine_changed_during_run"] else 0
 
 
 if __name__ == "__main__":
