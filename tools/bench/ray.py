@@ -52,23 +52,7 @@ if not __package__:  # python tools/bench/ray.py: bench from tools/, numpy's Ope
 
 import numpy as np
 
-from bench import harness
-from bench.serving import (
-    PHOTOS,
-    SMOKE_MODEL,
-    VIT_S16,
-    Server,
-    getter,
-    median_of,
-    paired,
-    photos,
-    poster,
-    request_body,
-    rss_mb,
-    server_dirty,
-    steady,
-    write_model,
-)
+from bench import harness, serving
 
 SCHEMA = 1
 GOAL = 0.8  # issue 12: Ray's throughput at least this share of jepa-server's at the same cores
@@ -130,7 +114,7 @@ def embed_cell(
     url: str, bodies: list[bytes], clients: int, n: int, expected: list[np.ndarray], pids: list[int]
 ) -> dict[str, Any]:
     with harness.Load(pids) as load:
-        w = asyncio.run(steady(url, poster(url, bodies), clients, n, clients, False))
+        w = asyncio.run(serving.steady(url, serving.poster(url, bodies), clients, n, clients, False))
     return {
         **w.timing(n),
         "server_ms": w.server_ms(),
@@ -144,7 +128,7 @@ def embed_cell(
 
 def health_cell(url: str, clients: int, n: int, pids: list[int]) -> dict[str, Any]:
     with harness.Load(pids) as load:
-        w = asyncio.run(steady(url, getter(url), clients, n, clients, False))
+        w = asyncio.run(serving.steady(url, serving.getter(url), clients, n, clients, False))
     return {**w.timing(n, req_s_digits=1), "mismatches": w.unhealthy(), "answered": len(w.answers),
             "cpu_ms_per_req": round(load.pids_s / len(w.answers) * 1000, 3),
             **shares(load)}  # fmt: skip
@@ -170,15 +154,15 @@ def _descendants(root: int) -> dict[int, str]:
     return out
 
 
-def memory(servers: dict[str, Server]) -> dict[str, Any]:
+def memory(servers: dict[str, serving.Server]) -> dict[str, Any]:
     """Resident memory, MiB: each Ray replica (its process holds the model and its contexts), Ray's
     own processes on the node (GCS, raylet, controller, proxy, ...), and each jepa-server."""
     servers_pids = {s.pid for s in servers.values()}
     procs = {pid: cmd for pid, cmd in _descendants(os.getpid()).items() if pid not in servers_pids}
-    replicas = [round(rss_mb(pid), 1) for pid, cmd in procs.items() if "ServeReplica" in cmd]
-    others = sum(rss_mb(pid) for pid, cmd in procs.items() if "ServeReplica" not in cmd)
+    replicas = [round(serving.rss_mb(pid), 1) for pid, cmd in procs.items() if "ServeReplica" in cmd]
+    others = sum(serving.rss_mb(pid) for pid, cmd in procs.items() if "ServeReplica" not in cmd)
     return {"ray_replica_rss_mb": sorted(replicas), "ray_system_rss_mb": round(others, 1),
-            "server_rss_mb": {k: round(rss_mb(s.pid), 1) for k, s in servers.items()}}  # fmt: skip
+            "server_rss_mb": {k: round(serving.rss_mb(s.pid), 1) for k, s in servers.items()}}  # fmt: skip
 
 
 def replica_spread(url: str, body: bytes, n: int) -> dict[str, int]:
@@ -270,14 +254,15 @@ def measure(args: argparse.Namespace, cells: Cells, clients: int, data: dict[str
     ctx = jepa.Model(path).context(threads=cells.cores, max_batch=1)
     expected = [jepa.embed(ctx, [data[n]], pool="mean")[0] for n in names]  # each alone
     del ctx
-    bodies = [request_body(data[n], "float") for n in names]
+    bodies = [serving.request_body(data[n], "float") for n in names]
     hop = hop_cost(path, 50 if args.smoke else 500)
     harness.log(f"hop {hop}")
-    running: dict[str, Server] = {}
+    running: dict[str, serving.Server] = {}
     rounds: list[dict[str, Any]] = []
     try:
         for name, (w, t) in cells.servers.items():
-            running[name] = Server(path, w, t, args.max_batch, ["--max-concurrent-requests", "1024"]).start()
+            extra = ["--max-concurrent-requests", "1024"]
+            running[name] = serving.Server(path, w, t, args.max_batch, extra).start()
         with ray_app(path, cells.cores, cells.replicas, cells.threads, args.max_batch) as ray_url:
             urls = {cells.ray: ray_url, **{k: s.url for k, s in running.items()}}
             # The processes each path runs on: Ray's are every process under this one (the GCS,
@@ -309,27 +294,27 @@ def measure(args: argparse.Namespace, cells: Cells, clients: int, data: dict[str
 def summarise(got: dict[str, Any], cells: Cells) -> dict[str, Any]:
     rounds = got["rounds"]
     ray, split, whole = cells.ray, cells.split, cells.whole
-    ratio = paired(rounds, ray, [split, whole], "req_s")
-    cpu = {k: median_of(rounds, k, "cpu_ms_per_req") for k in (ray, split, whole)}
+    ratio = serving.paired(rounds, ray, [split, whole], "req_s")
+    cpu = {k: serving.median_of(rounds, k, "cpu_ms_per_req") for k in (ray, split, whole)}
     by_cpu = None  # the cheaper jepa-server's CPU cost over Ray's: the throughput ratio on cores of their own
     if cpu[ray] and cpu[split] is not None and cpu[whole] is not None:
         by_cpu = round(min(cpu[split], cpu[whole]) / cpu[ray], 3)
     return {
-        "ray_req_s": median_of(rounds, ray, "req_s"),
-        "server_req_s": {k: median_of(rounds, k, "req_s") for k in (split, whole)},
+        "ray_req_s": serving.median_of(rounds, ray, "req_s"),
+        "server_req_s": {k: serving.median_of(rounds, k, "req_s") for k in (split, whole)},
         "ray_over_server": ratio,
-        "ray_over_same_split": paired(rounds, ray, split),
+        "ray_over_same_split": serving.paired(rounds, ray, split),
         "goal": GOAL,
         "meets_goal": None if ratio is None else ratio >= GOAL,
-        "latency_ms": {k: {q: median_of(rounds, k, "latency_ms", q) for q in ("p50", "p95", "p99")}
+        "latency_ms": {k: {q: serving.median_of(rounds, k, "latency_ms", q) for q in ("p50", "p95", "p99")}
                        for k in (ray, split, whole)},
-        "health_req_s": {k: median_of(rounds, f"health-{k}", "req_s") for k in (ray, split)},
+        "health_req_s": {k: serving.median_of(rounds, f"health-{k}", "req_s") for k in (ray, split)},
         # CPU per request of each path: on a CPU-bound machine of its own, throughputs go as its inverse
         "cpu_ms_per_req": cpu,
         "ray_over_server_by_cpu": by_cpu,
-        "health_cpu_ms_per_req": {k: median_of(rounds, f"health-{k}", "cpu_ms_per_req", digits=3)
+        "health_cpu_ms_per_req": {k: serving.median_of(rounds, f"health-{k}", "cpu_ms_per_req", digits=3)
                                   for k in (ray, split)},
-        "health_p50_ms_one_client": {k: median_of(rounds, f"health-{k}-c1", "latency_ms", "p50")
+        "health_p50_ms_one_client": {k: serving.median_of(rounds, f"health-{k}-c1", "latency_ms", "p50")
                                      for k in (ray, split)},
         "hop": got["hop"],
         "replica_spread": got["spread"],
@@ -347,10 +332,10 @@ def main(argv: list[str] | None = None) -> int:
     cells = Cells(cores, args.replicas or cores)
     out = harness.out_path(args, "bench-ray")
     run = harness.Run("bench-ray", cores, args.smoke, modules=("aiohttp", "pillow"), versions=ray_versions())
-    data = photos(PHOTOS[:2] if args.smoke else PHOTOS)
+    data = serving.photos(serving.PHOTOS[:2] if args.smoke else serving.PHOTOS)
     with tempfile.TemporaryDirectory(prefix="jepa-bench-ray-") as tmp:
-        path = args.model or write_model(Path(tmp) / "model.gguf", SMOKE_MODEL if args.smoke else VIT_S16,
-                                         args.ftype)  # fmt: skip
+        shape = serving.SMOKE_MODEL if args.smoke else serving.VIT_S16
+        path = args.model or serving.write_model(Path(tmp) / "model.gguf", shape, args.ftype)
         got = measure(args, cells, clients, data, path)
     engine_changed = run.engine_changed()
     summary = summarise(got, cells)
@@ -364,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         "paired within rounds, medians over rounds; every vector checked bit for bit against in-process "
         "jepa.embed",
         "note": args.note,
-        "server_dirty": server_dirty(),
+        "server_dirty": serving.server_dirty(),
         "engine_changed_during_run": engine_changed,
         "settings": {
             "model": os.path.basename(args.model) if args.model else
