@@ -65,11 +65,6 @@ IGNORED = frozenset({
 _ACTS = {"gelu": "gelu_erf"}
 
 
-def detect(src: Path) -> bool:
-    cfg = read_json(beside(src, "config.json"))
-    return cfg is not None and cfg.get("model_type") == MODEL_TYPE
-
-
 class Fields:
     """config.json read by field: each field under whichever of its spellings the file uses, refusals
     naming that spelling, and every other key refused unless it is known to change nothing."""
@@ -109,7 +104,7 @@ class Fields:
 
 
 # Every converter opens with the registry's header (family, modality, detect): the shape is the
-# interface, so `duplicates` pairs it with VJEPA2's.
+# interface, so `duplicates` pairs it with the other video converters' (VJEPA2, VJEPA2_1).
 @register
 class LeVJEPAHF(Converter):
     family = "levjepa"
@@ -117,7 +112,8 @@ class LeVJEPAHF(Converter):
 
     @classmethod
     def detect(cls, src: Path) -> bool:
-        return detect(src)
+        cfg = read_json(beside(src, "config.json"))
+        return cfg is not None and cfg.get("model_type") == MODEL_TYPE
 
     def open_source(self) -> TensorSource:
         cfg = read_json(beside(self.src, "config.json"))

@@ -42,11 +42,10 @@ from .recipes import vjepa2_recipe
 from .source import TensorSource
 from .timm_vit import timm_block, timm_sizes
 from .vjepa2_meta import (
-    SUFFIXES,
     ArraySource,
-    UnreadableCheckpoint,
     clean_key,
     meta_encoder,
+    probe_checkpoint,
     state_arrays,
     torch_load,
 )
@@ -82,24 +81,14 @@ def _encoder_state(ckpt: Any, path: Path) -> tuple[str, dict[str, Any]]:
     return found[0], ckpt[found[0]]
 
 
-def detect(src: Path) -> bool:
-    if not src.is_file() or src.suffix.lower() not in SUFFIXES:
-        return False
-    try:
-        _, state = _encoder_state(torch_load(src), src)
-    except UnreadableCheckpoint:
-        raise
-    except (ValueError, OSError, RuntimeError):
-        return False
-    return is_vjepa2_1_state(state)
-
-
 def _vector(a: np.ndarray, name: str, d: int) -> np.ndarray:
     if a.size != d:
         raise ValueError(f"{name}: got {list(a.shape)}, expected [1, 1, {d}]")
     return a.reshape(d)
 
 
+# The registry's header (family, modality, detect), the interface's shape: `duplicates` pairs it with
+# VJEPA2's and LeVJEPAHF's.
 @register
 class VJEPA2_1(Converter):
     family = "vjepa2_1"
@@ -107,7 +96,8 @@ class VJEPA2_1(Converter):
 
     @classmethod
     def detect(cls, src: Path) -> bool:
-        return detect(src)
+        state = probe_checkpoint(src, lambda ckpt: _encoder_state(ckpt, src)[1])
+        return state is not None and is_vjepa2_1_state(state)
 
     def open_source(self) -> TensorSource:
         ckpt = torch_load(self.src)

@@ -31,11 +31,10 @@ from .base import Converter, readme_license, register
 from .source import TensorSource
 from .timm_vit import timm_block
 from .vjepa2_meta import (
-    SUFFIXES,
     ArraySource,
     MetaLayout,
-    UnreadableCheckpoint,
     clean_key,
+    probe_checkpoint,
     state_arrays,
     torch_load,
 )
@@ -100,14 +99,7 @@ class VJEPA2AC(Converter):
 
     @classmethod
     def detect(cls, src: Path) -> bool:
-        if not src.is_file() or src.suffix.lower() not in SUFFIXES:
-            return False
-        try:
-            return _predictor_state(torch_load(src), src) is not None
-        except UnreadableCheckpoint:
-            raise
-        except (ValueError, OSError, RuntimeError):
-            return False
+        return probe_checkpoint(src, lambda ckpt: _predictor_state(ckpt, src)) is not None
 
     def open_source(self) -> TensorSource:
         o = self.options

@@ -16,9 +16,9 @@ G 1664: 26), and upstream's defaults (256 px, 64 frames). Needs torch (read with
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from .timm_vit import TimmSizes, timm_block, timm_sizes
 from .vjepa2_parts import HeadSpec, PredictorSpec
 
 SUFFIXES = (".pt", ".pth", ".tar", ".ckpt")
+T = TypeVar("T")
 ENCODER_KEYS = ("target_encoder", "encoder", "ema_encoder")
 _HEADS_BY_WIDTH = {768: 12, 1024: 16, 1280: 16, 1408: 22, 1664: 26}
 _SKIPPED = ("pos_embed",)
@@ -59,6 +60,20 @@ def torch_load(path: Path) -> Any:
                                    f"{first})") from None
 
 
+def probe_checkpoint(src: Path, probe: Callable[[Any], T]) -> T | None:
+    """For detection: probe(the checkpoint at src), None when src is no .pt-like file or probe or the
+    load raises ValueError / OSError / RuntimeError (not this layout). An UnreadableCheckpoint goes
+    through: no converter can read the file, and detection says so."""
+    if not src.is_file() or src.suffix.lower() not in SUFFIXES:
+        return None
+    try:
+        return probe(torch_load(src))
+    except UnreadableCheckpoint:
+        raise
+    except (ValueError, OSError, RuntimeError):
+        return None
+
+
 def clean_key(key: str) -> str:
     """A state-dict key without DDP's `module.` and upstream's `backbone.` (`_clean_backbone_key`)."""
     return key.replace("module.", "").replace("backbone.", "")
@@ -83,15 +98,10 @@ def _is_action_conditioned(ckpt: Any) -> bool:
 
 
 def detect(src: Path) -> bool:
-    if not src.is_file() or src.suffix.lower() not in SUFFIXES:
+    found = probe_checkpoint(src, lambda ckpt: (ckpt, _encoder_state(ckpt, src)))
+    if found is None:
         return False
-    try:
-        ckpt = torch_load(src)
-        state = _encoder_state(ckpt, src)
-    except UnreadableCheckpoint:
-        raise
-    except (ValueError, OSError, RuntimeError):
-        return False
+    ckpt, state = found
     names = {clean_key(str(k)) for k in state}
     return not _is_action_conditioned(ckpt) and "patch_embed.proj.weight" in names and not _is_2_1(names)
 
