@@ -45,25 +45,8 @@ if not __package__:  # python tools/bench/gpu.py: bench from tools/, numpy's Ope
 
 import numpy as np
 
-from bench import harness
+from bench import harness, world_models
 from bench.vit import MODELS, SMOKE_MODELS, build_torch, hf_layout, last_hidden
-from bench.world_models import (
-    AC_FULL,
-    AC_H,
-    AC_SMOKE,
-    FTYPES,
-    LEWM_ACTION_BLOCK,
-    LEWM_FULL,
-    LEWM_PLAN,
-    LEWM_SMOKE,
-    SMOKE_LEWM_PLAN,
-    Upstream,
-    ac_upstream,
-    lewm_upstream,
-    load_upstream,
-    rel_err,
-    solver_draws,
-)
 
 # (kind, name or K, batch): the order is the goals' (issue 24: the encoders at batch 32 and the AC step
 # first), then the rest of the table.
@@ -155,7 +138,7 @@ def ratios(med: dict[str, float], pairs: dict[str, tuple[str, str]]) -> dict[str
 def rel_errors(outputs: dict[str, Any], ref: str,
                key: Callable[[Any], Any] = lambda x: x) -> dict[str, float]:
     """Every other variant's output against `ref`'s (bench.world_models.rel_err)."""
-    return {k: rel_err(key(v), key(outputs[ref])) for k, v in outputs.items() if k != ref}
+    return {k: world_models.rel_err(key(v), key(outputs[ref])) for k, v in outputs.items() if k != ref}
 
 
 def _cell_tail(t: dict[str, Any]) -> dict[str, Any]:
@@ -185,7 +168,7 @@ class Encoders:
         model = build_torch(spec, self.seed)
         src = self.work / f"{name}-hf"
         model.save_pretrained(src)
-        files = {ft: convert(src, self.work / f"{name}-{ft}.gguf", ftype=ft) for ft in FTYPES}
+        files = {ft: convert(src, self.work / f"{name}-{ft}.gguf", ftype=ft) for ft in world_models.FTYPES}
         wrapped = last_hidden(model, spec.kind).to(self.device)
         torch_models = {
             "f32": wrapped,
@@ -216,7 +199,7 @@ def encoder_cell(enc: Encoders, name: str, batch: int, rounds: int, slice_s: flo
 
         return run
 
-    runs: dict[str, Callable[[], np.ndarray]] = {f"torch-{ft}": torch_run(ft) for ft in FTYPES}
+    runs: dict[str, Callable[[], np.ndarray]] = {f"torch-{ft}": torch_run(ft) for ft in world_models.FTYPES}
     for ft, m in models.items():
         runs[f"jepa-{ft}"] = partial(m.context(max_batch=max(batch, 1)).encode, x)
     t = timed(runs, rounds, slice_s, device)
@@ -226,7 +209,8 @@ def encoder_cell(enc: Encoders, name: str, batch: int, rounds: int, slice_s: flo
         "model": name,
         "batch": batch,
         "ms_per_item": med,
-        "ratio_torch_over_jepa": ratios(med, {ft: (f"torch-{ft}", f"jepa-{ft}") for ft in FTYPES}),
+        "ratio_torch_over_jepa": ratios(med, {ft: (f"torch-{ft}", f"jepa-{ft}")
+                                              for ft in world_models.FTYPES}),
         "max_rel_error_vs_torch_f32": rel_errors(t["got"].outputs, "torch-f32"),
         **_cell_tail(t),
     }
@@ -241,25 +225,25 @@ class World:
     def __init__(self, device: str, work: Path, seed: int, smoke: bool, ac_layers: int) -> None:
         self.device, self.work, self.seed, self.smoke = device, work, seed, smoke
         self.ac_layers = ac_layers
-        self.up: Upstream | None = None
+        self.up: world_models.Upstream | None = None
         self.ac: Any = None
         self.lewm: Any = None
 
-    def upstream(self) -> Upstream:
+    def upstream(self) -> world_models.Upstream:
         if self.up is None:
             import torch
 
-            self.up = load_upstream(torch.get_num_threads())
+            self.up = world_models.load_upstream(torch.get_num_threads())
         return self.up
 
     def ac_ready(self) -> Any:
         if self.ac is None:
             import jepa
 
-            cfg = dict(AC_SMOKE if self.smoke else AC_FULL)
+            cfg = dict(world_models.AC_SMOKE if self.smoke else world_models.AC_FULL)
             if not self.smoke:
                 cfg["n_layer"] = self.ac_layers
-            files, pred = ac_upstream(self.upstream(), cfg, self.work, self.seed, HALF)
+            files, pred = world_models.ac_upstream(self.upstream(), cfg, self.work, self.seed, HALF)
             pred = pred.to(self.device)
             models = {ft: jepa.Model(p, device=self.device) for ft, p in files.items()}
             self.ac = (cfg, pred, models)
@@ -269,8 +253,8 @@ class World:
         if self.lewm is None:
             import jepa
 
-            cfg = dict(LEWM_SMOKE if self.smoke else LEWM_FULL)
-            files, model = lewm_upstream(self.upstream(), cfg, self.work, self.seed, HALF)
+            cfg = dict(world_models.LEWM_SMOKE if self.smoke else world_models.LEWM_FULL)
+            files, model = world_models.lewm_upstream(self.upstream(), cfg, self.work, self.seed, HALF)
             model = model.to(self.device)
             models = {ft: jepa.Model(p, device=self.device) for ft, p in files.items()}
             self.lewm = (cfg, model, models)
@@ -284,9 +268,9 @@ def ac_step_cell(w: World, k: int, rounds: int, slice_s: float) -> dict[str, Any
     info = next(iter(models.values())).info
     hw, d = int(info.pred_grid_size) ** 2, int(info.embed_dim)
     rng = np.random.default_rng(w.seed + k)
-    lat = rng.standard_normal((k, AC_H * hw, d)).astype(np.float32)
-    acts = (0.05 * rng.standard_normal((k, AC_H, 7))).astype(np.float32)
-    states = (0.1 * rng.standard_normal((k, AC_H, 7))).astype(np.float32)
+    lat = rng.standard_normal((k, world_models.AC_H * hw, d)).astype(np.float32)
+    acts = (0.05 * rng.standard_normal((k, world_models.AC_H, 7))).astype(np.float32)
+    states = (0.1 * rng.standard_normal((k, world_models.AC_H, 7))).astype(np.float32)
     dev = [torch.from_numpy(a).to(w.device) for a in (lat, acts, states)]
 
     def torch_run(half: bool) -> Callable[[], np.ndarray]:
@@ -307,8 +291,8 @@ def ac_step_cell(w: World, k: int, rounds: int, slice_s: float) -> dict[str, Any
     return {
         "cell": "ac_step",
         "K": k,
-        "H": AC_H,
-        "tokens": k * AC_H * (2 + hw),
+        "H": world_models.AC_H,
+        "tokens": k * world_models.AC_H * (2 + hw),
         "predictor_layers": cfg["n_layer"],
         "ms": med,
         "ratio_torch_over_jepa": ratios(med, {ft: (f"torch-{ft}", f"jepa-{ft}") for ft in HALF}),
@@ -324,7 +308,7 @@ def lewm_plan_cell(w: World, rounds: int, slice_s: float) -> dict[str, Any]:
     from jepa import world
 
     _cfg, model, models = w.lewm_ready()
-    plan_cfg = dict(SMOKE_LEWM_PLAN if w.smoke else LEWM_PLAN)
+    plan_cfg = dict(world_models.SMOKE_LEWM_PLAN if w.smoke else world_models.LEWM_PLAN)
     info = next(iter(models.values())).info
     d, a = int(info.wm_embed_dim), int(info.pred_action_dim)
     rng = np.random.default_rng(w.seed)
@@ -334,9 +318,9 @@ def lewm_plan_cell(w: World, rounds: int, slice_s: float) -> dict[str, Any]:
     solver = w.upstream().cem.CEMSolver(model, batch_size=1, num_samples=s, var_scale=1.0,
                                         n_steps=plan_cfg["n_steps"], topk=plan_cfg["topk"], device=w.device,
                                         seed=seed)
-    space = Box(-np.inf, np.inf, shape=(1, a // LEWM_ACTION_BLOCK), dtype=np.float32)
+    space = Box(-np.inf, np.inf, shape=(1, a // world_models.LEWM_ACTION_BLOCK), dtype=np.float32)
     solver.configure(action_space=space, n_envs=1,
-                     config=types.SimpleNamespace(horizon=h, action_block=LEWM_ACTION_BLOCK))
+                     config=types.SimpleNamespace(horizon=h, action_block=world_models.LEWM_ACTION_BLOCK))
     info_dict = {
         "pixels": torch.zeros(1, 1, 1),
         "goal": torch.zeros(1, 1, 1),
@@ -351,7 +335,7 @@ def lewm_plan_cell(w: World, rounds: int, slice_s: float) -> dict[str, Any]:
         return {"actions": out["actions"][0].cpu().numpy(), "cost": np.float32(out["costs"][0])}
 
     # The solver's draws on the device's generator, in jepa's replay layout [n_steps, S, H, A].
-    noise = solver_draws(torch, seed, plan_cfg["n_steps"], s, h, a, device=w.device)
+    noise = world_models.solver_draws(torch, seed, plan_cfg["n_steps"], s, h, a, device=w.device)
     runs: dict[str, Callable[[], Any]] = {"upstream-f32": torch_plan}
     for ft, m in models.items():
         runs[f"jepa-{ft}"] = partial(world.plan_latents, m.context(max_batch=s), history, goal, **plan_cfg,

@@ -77,24 +77,7 @@ if not __package__:  # python tools/bench/world.py: bench from tools/, numpy's O
 
 import numpy as np
 
-from bench import cpu, harness, peers
-from bench.world_models import (
-    AC_FULL,
-    AC_H,
-    AC_SMOKE,
-    FTYPES,
-    LEWM_ACTION_BLOCK,
-    LEWM_FULL,
-    LEWM_PLAN,
-    LEWM_SMOKE,
-    SMOKE_LEWM_PLAN,
-    Upstream,
-    ac_upstream,
-    lewm_upstream,
-    load_upstream,
-    rel_err,
-    solver_draws,
-)
+from bench import cpu, harness, peers, world_models
 
 UP = "upstream"
 GOAL = 1.5  # upstream / jepa f32, per cell
@@ -161,7 +144,7 @@ def goals(samples: dict[str, list[float]], ms: dict[str, float], goal: float) ->
 
 
 def _vs_upstream(outputs: dict[str, Any], key: Callable[[Any], Any] = lambda x: x) -> dict[str, float]:
-    return {n: rel_err(key(o), key(outputs[UP])) for n, o in outputs.items() if n != UP}
+    return {n: world_models.rel_err(key(o), key(outputs[UP])) for n, o in outputs.items() if n != UP}
 
 
 def _guard(what: str, errs: dict[str, float]) -> dict[str, float]:
@@ -237,15 +220,16 @@ def ac_cells(paths: dict[str, str], threads: int, ac_rounds: tuple[int, int], se
     state = (0.1 * rng.standard_normal(7)).astype(np.float32)
 
     def inputs(k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return (rng.standard_normal((k, AC_H * hw, d)).astype(np.float32),
-                (0.05 * rng.standard_normal((k, AC_H, 7))).astype(np.float32),
-                (0.1 * rng.standard_normal((k, AC_H, 7))).astype(np.float32))
+        return (rng.standard_normal((k, world_models.AC_H * hw, d)).astype(np.float32),
+                (0.05 * rng.standard_normal((k, world_models.AC_H, 7))).astype(np.float32),
+                (0.1 * rng.standard_normal((k, world_models.AC_H, 7))).astype(np.float32))
 
     # The agreement check before any timing, on K = 2; it is every variant's warm-up call too.
     t0 = time.perf_counter()
     check_in = inputs(AC_CHECK_K)
     outs = {n: f(*check_in) for n, f in predict.items()}
-    pre: dict[str, Any] = {"K": AC_CHECK_K, "H": AC_H, "seconds": round(time.perf_counter() - t0, 1)}
+    pre: dict[str, Any] = {"K": AC_CHECK_K, "H": world_models.AC_H,
+                           "seconds": round(time.perf_counter() - t0, 1)}
     if upstream is not None:
         pre["max_rel_err"] = _guard("AC predictor check", _vs_upstream(outs))
         harness.log(f"[ac check K={AC_CHECK_K}] max rel err vs upstream {pre['max_rel_err']}  "
@@ -255,7 +239,7 @@ def ac_cells(paths: dict[str, str], threads: int, ac_rounds: tuple[int, int], se
         lat, acts, states = inputs(k)
         step = {n: partial(f, lat, acts, states) for n, f in predict.items()}
         check = None if upstream is None else (lambda o: {"predicted_latents_max_rel_err": _vs_upstream(o)})
-        cell = {"cell": "ac_step", "K": k, "H": AC_H, "tokens": k * AC_H * (2 + hw),
+        cell = {"cell": "ac_step", "K": k, "H": world_models.AC_H, "tokens": k * world_models.AC_H * (2 + hw),
                 **time_cell(step, rounds, warmup=0, check=check)}
         cells.append(cell)
         _report(f"ac_step K={k}", cell)
@@ -266,7 +250,7 @@ def ac_cells(paths: dict[str, str], threads: int, ac_rounds: tuple[int, int], se
 # ---- LeWM ----------------------------------------------------------------------------------------------
 
 
-def lewm_upstream_runs(upstream: Upstream, model: Any, embs: np.ndarray, acts: np.ndarray,
+def lewm_upstream_runs(upstream: world_models.Upstream, model: Any, embs: np.ndarray, acts: np.ndarray,
                        history: np.ndarray, goal: np.ndarray, plan_cfg: dict[str, int],
                        seed: int) -> dict[str, Any]:
     """Upstream's LeWM predict step and its CEMSolver's plan from given embeddings (the info-dict keys
@@ -285,9 +269,9 @@ def lewm_upstream_runs(upstream: Upstream, model: Any, embs: np.ndarray, acts: n
     solver = upstream.cem.CEMSolver(model, batch_size=1, num_samples=s, var_scale=1.0,
                                     n_steps=plan_cfg["n_steps"], topk=plan_cfg["topk"], device="cpu",
                                     seed=seed)
-    space = Box(-np.inf, np.inf, shape=(1, a // LEWM_ACTION_BLOCK), dtype=np.float32)
+    space = Box(-np.inf, np.inf, shape=(1, a // world_models.LEWM_ACTION_BLOCK), dtype=np.float32)
     solver.configure(action_space=space, n_envs=1,
-                     config=types.SimpleNamespace(horizon=h, action_block=LEWM_ACTION_BLOCK))
+                     config=types.SimpleNamespace(horizon=h, action_block=world_models.LEWM_ACTION_BLOCK))
     # JEPA.rollout reads the history length from pixels' time axis and get_cost needs a goal entry;
     # neither is encoded since emb / goal_emb are given.
     info_dict = {"pixels": torch.zeros(1, 1, 1), "goal": torch.zeros(1, 1, 1),
@@ -303,16 +287,18 @@ def lewm_upstream_runs(upstream: Upstream, model: Any, embs: np.ndarray, acts: n
         return {
             "plan_actions_max_rel_err": _vs_upstream(o, lambda p: p["actions"]),
             "final_elite_cost_rel_err": {
-                n: rel_err(p["cost_per_iteration"][-1], o[UP]["cost"]) for n, p in o.items() if n != UP},
+                n: world_models.rel_err(p["cost_per_iteration"][-1], o[UP]["cost"])
+                for n, p in o.items() if n != UP},
         }
 
-    return {"step": step, "plan": plan, "noise": solver_draws(torch, seed, plan_cfg["n_steps"], s, h, a),
+    noise = world_models.solver_draws(torch, seed, plan_cfg["n_steps"], s, h, a)
+    return {"step": step, "plan": plan, "noise": noise,
             "check": lambda o: {"predicted_emb_max_rel_err": _guard("LeWM predict check", _vs_upstream(o))},
             "check_plan": check_plan}
 
 
 def lewm_cells(paths: dict[str, str], threads: int, rounds: int, seed: int, k: int,
-               plan_cfg: dict[str, int], upstream: Upstream | None = None,
+               plan_cfg: dict[str, int], upstream: world_models.Upstream | None = None,
                model: Any = None) -> list[dict[str, Any]]:
     """The LeWM predict step at K and a full plan, jepa's files (and upstream) side by side."""
     import jepa
@@ -348,7 +334,7 @@ def lewm_cells(paths: dict[str, str], threads: int, rounds: int, seed: int, k: i
 # ---- the run -------------------------------------------------------------------------------------------
 
 
-def upstream_detail(up: Upstream, threads: int) -> dict[str, Any]:
+def upstream_detail(up: world_models.Upstream, threads: int) -> dict[str, Any]:
     v = up.versions
     return {
         "ac": f"cc-vjepa2 {v['cc-vjepa2']} (a PyPI package of Meta's vjepa2 code): "
@@ -389,34 +375,29 @@ class Sizes:
 
 def sizes(args: Any, rounds: int) -> Sizes:
     if args.smoke:
-        ac, lewm, plan, k = dict(AC_SMOKE), dict(LEWM_SMOKE), dict(SMOKE_LEWM_PLAN), 16
+        ac, lewm, k = dict(world_models.AC_SMOKE), dict(world_models.LEWM_SMOKE), 16
+        plan = dict(world_models.SMOKE_LEWM_PLAN)
     else:
-        ac, lewm = dict(AC_FULL), dict(LEWM_FULL)
-        plan, k = dict(QUICK_LEWM_PLAN if args.quick else LEWM_PLAN), LEWM_K
-        ac["n_layer"] = args.ac_layers or (QUICK_AC_LAYERS if args.quick else AC_FULL["n_layer"])
+        ac, lewm = dict(world_models.AC_FULL), dict(world_models.LEWM_FULL)
+        plan, k = dict(QUICK_LEWM_PLAN if args.quick else world_models.LEWM_PLAN), LEWM_K
+        ac["n_layer"] = args.ac_layers or (QUICK_AC_LAYERS if args.quick else world_models.AC_FULL["n_layer"])
     ac_rounds = None if args.ac_rounds is None else tuple(args.ac_rounds)
     if ac_rounds is None:
-        full_depth = ac["n_layer"] == AC_FULL["n_layer"] and not args.smoke
+        full_depth = ac["n_layer"] == world_models.AC_FULL["n_layer"] and not args.smoke
         ac_rounds = FULL_AC_ROUNDS if full_depth else (rounds, rounds)
     return Sizes(ac, lewm, plan, k, (int(ac_rounds[0]), int(ac_rounds[1])))
 
 
-def measure(sz: Sizes, up: Upstream | None, threads: int, rounds: int, seed: int, only: str | None,
-            ftypes: tuple[str, ...]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def measure(sz: Sizes, up: world_models.Upstream | None, threads: int, rounds: int, seed: int,
+            only: str | None, ftypes: tuple[str, ...]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Every cell asked for, on files made here (from the upstream modules, or jepa's random writers)."""
-    from jepa.testing.random_world import write_random_ac, write_random_lewm
-
     t0 = time.perf_counter()
     cells: list[dict[str, Any]] = []
     checks: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         if only in (None, "ac"):
-            if up is not None:
-                ac, pred = ac_upstream(up, sz.ac, tmp, seed, ftypes)
-            else:
-                ac, pred = {ft: write_random_ac(tmp / f"ac-{ft}.gguf", seed=seed, ftype=ft, **sz.ac)
-                            for ft in ftypes}, None
+            ac, pred = world_models.world_files("ac", up, sz.ac, tmp, seed, ftypes)
             harness.log(f"[ac] files ready ({time.perf_counter() - t0:.0f} s)")
             ac_c, checks["ac_predictor"] = ac_cells(ac, threads, sz.ac_rounds, seed, pred)
             cells += ac_c
@@ -424,11 +405,7 @@ def measure(sz: Sizes, up: Upstream | None, threads: int, rounds: int, seed: int
             for p in ac.values():
                 Path(p).unlink()
         if only in (None, "lewm"):
-            if up is not None:
-                lw, model = lewm_upstream(up, sz.lewm, tmp, seed, ftypes)
-            else:
-                lw, model = {ft: write_random_lewm(tmp / f"lewm-{ft}.gguf", seed=seed, ftype=ft, **sz.lewm)
-                             for ft in ftypes}, None
+            lw, model = world_models.world_files("lewm", up, sz.lewm, tmp, seed, ftypes)
             cells += lewm_cells(lw, threads, rounds, seed, sz.k_lewm, sz.plan, up, model)
     return cells, checks
 
@@ -436,11 +413,12 @@ def measure(sz: Sizes, up: Upstream | None, threads: int, rounds: int, seed: int
 def reduced(sz: Sizes, smoke: bool, rounds: int, only: str | None) -> list[str]:
     """What a CPU-sized run left out of the released sizes, said in the record and the docs."""
     out = []
-    if not smoke and sz.ac["n_layer"] != AC_FULL["n_layer"]:
-        out.append(f"AC predictor {sz.ac['n_layer']} of {AC_FULL['n_layer']} blocks (--ac-layers)")
-    if not smoke and sz.plan != LEWM_PLAN:
+    if not smoke and sz.ac["n_layer"] != world_models.AC_FULL["n_layer"]:
+        full = world_models.AC_FULL["n_layer"]
+        out.append(f"AC predictor {sz.ac['n_layer']} of {full} blocks (--ac-layers)")
+    if not smoke and sz.plan != world_models.LEWM_PLAN:
         out.append(f"LeWM plan {sz.plan['num_samples']} samples x {sz.plan['n_steps']} steps "
-                   f"(eval: {LEWM_PLAN['num_samples']} x {LEWM_PLAN['n_steps']})")
+                   f"(eval: {world_models.LEWM_PLAN['num_samples']} x {world_models.LEWM_PLAN['n_steps']})")
     if not smoke and min(sz.ac_rounds) < rounds and only != "lewm":
         out.append(f"AC cells {sz.ac_rounds[0]} timed round(s) at K = {AC_K[0]} and {sz.ac_rounds[1]} at K = "
                    f"{AC_K[1]} (a K = {AC_K[1]} round of all variants takes tens of minutes here); "
@@ -448,7 +426,7 @@ def reduced(sz: Sizes, smoke: bool, rounds: int, only: str | None) -> list[str]:
     return out
 
 
-def summary(up: Upstream | None, threads: int) -> str:
+def summary(up: world_models.Upstream | None, threads: int) -> str:
     if up is None:
         return "not measured in this run (--no-upstream)"
     v = up.versions
@@ -460,15 +438,16 @@ def summary(up: Upstream | None, threads: int) -> str:
             "cell in the JSON")
 
 
-def config(sz: Sizes, rounds: int, seed: int, up: Upstream | None) -> dict[str, Any]:
+def config(sz: Sizes, rounds: int, seed: int, up: world_models.Upstream | None) -> dict[str, Any]:
     ac = sz.ac
     return {
         "ac": {**ac, "tokens_per_frame": (ac["img_size"] // ac["patch_size"]) ** 2, "K": list(AC_K),
-               "H": AC_H, "cem_H": list(AC_CEM_GOALS), "cem": "samples K, topk min(10, K/2), 1 iteration",
+               "H": world_models.AC_H, "cem_H": list(AC_CEM_GOALS),
+               "cem": "samples K, topk min(10, K/2), 1 iteration",
                "rounds": dict(zip(map(str, AC_K), sz.ac_rounds, strict=True)), "warmup_rounds": 0,
                "warmup": f"the agreement call on K = {AC_CHECK_K} (every variant)"},
         "lewm": {**sz.lewm, "K_step": sz.k_lewm, "plan": sz.plan, "history_frames": 1, "rounds": rounds,
-                 "warmup_rounds": 1, "action_block": LEWM_ACTION_BLOCK},
+                 "warmup_rounds": 1, "action_block": world_models.LEWM_ACTION_BLOCK},
         "weights": (f"random (jepa.testing.random_weights' rule on the upstream modules, seed {seed}), "
                     "converted by jepa-convert" if up
                     else f"random (jepa.testing.random_world), seed {seed}"),
@@ -479,7 +458,7 @@ def run(args: Any) -> dict[str, Any]:
     rounds = 1 if args.smoke else args.rounds
     ftypes = tuple(dict.fromkeys(["f32", *args.ftypes]))
     sz = sizes(args, rounds)
-    up = None if args.no_upstream else load_upstream(args.threads)
+    up = None if args.no_upstream else world_models.load_upstream(args.threads)
     rec = harness.Run("bench-world", args.threads, args.smoke, args.quick, versions={} if up is None
                       else up.versions)
     cells, checks = measure(sz, up, args.threads, rounds, args.seed, args.only, ftypes)
@@ -514,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", choices=("ac", "lewm"), default=None, help="one model's cells only")
     ap.add_argument("--no-upstream", action="store_true",
                     help="jepa only (no torch, cc-vjepa2 or stable-worldmodel needed)")
-    ap.add_argument("--ftypes", nargs="+", choices=FTYPES, default=list(FTYPES),
+    ap.add_argument("--ftypes", nargs="+", choices=world_models.FTYPES, default=list(world_models.FTYPES),
                     help="jepa's weight files (f32 always runs: the goals are set against it)")
     ap.add_argument("--seed", type=int, default=0)
     args = harness.parse(ap, argv)

@@ -56,7 +56,7 @@ import numpy as np
 
 from bench import cpu, harness
 from bench.harness import sig
-from bench.world_models import AC_FULL, AC_SMOKE, LEWM_FULL, LEWM_SMOKE, rel_err
+from bench.world_models import AC_FULL, AC_SMOKE, LEWM_FULL, LEWM_SMOKE, random_files, rel_err
 
 REFERENCE = Path(os.environ.get("JEPA_REFERENCE_DIR", harness.ROOT.parent / "shared" / "reference"))
 HALF = ("f16", "bf16")
@@ -134,9 +134,8 @@ def ac_random_case(tmp: Path, cfg: dict[str, int], options: dict[str, Any], seed
     import jepa
     from jepa import planning, world
     from jepa.planning.cem_ac import SAMPLED, ac_candidates
-    from jepa.testing.random_world import write_random_ac
 
-    files = {ft: write_random_ac(tmp / f"ac-{ft}.gguf", seed=seed, ftype=ft, **cfg) for ft in ("f32", *HALF)}
+    files = random_files("ac", cfg, tmp, seed, ("f32", *HALF))
     ctx = jepa.Model(files["f32"]).context(threads=threads)
     hw, d, h = (cfg["img_size"] // cfg["patch_size"]) ** 2, cfg["enc_dim"], options["horizon"]
     rng = np.random.default_rng(seed)
@@ -159,10 +158,8 @@ def lewm_random_case(tmp: Path, cfg: dict[str, int], options: dict[str, Any], se
     target action sequence (a 1-frame history)."""
     import jepa
     from jepa import world
-    from jepa.testing.random_world import write_random_lewm
 
-    files = {ft: write_random_lewm(tmp / f"lewm-{ft}.gguf", seed=seed, ftype=ft, **cfg)
-             for ft in ("f32", *HALF)}
+    files = random_files("lewm", cfg, tmp, seed, ("f32", *HALF))
     ctx = jepa.Model(files["f32"]).context(threads=threads)
     d, a, h = cfg["embed_dim"], cfg["action_dim"], options["horizon"]
     rng = np.random.default_rng(seed)

@@ -303,6 +303,26 @@ def lewm_upstream(up: Upstream, cfg: dict[str, int], tmp: Path, seed: int,
     return files, model
 
 
+def random_files(kind: str, cfg: dict[str, int], tmp: Path, seed: int,
+                 ftypes: tuple[str, ...]) -> dict[str, str]:
+    """jepa's random writer's GGUFs of the world model `kind` ("ac" | "lewm") at these dims, one per file
+    type (numpy only: no torch, no peers)."""
+    from jepa.testing.random_world import write_random_ac, write_random_lewm
+
+    write = write_random_ac if kind == "ac" else write_random_lewm
+    return {ft: write(tmp / f"{kind}-{ft}.gguf", seed=seed, ftype=ft, **cfg) for ft in ftypes}
+
+
+def world_files(kind: str, up: Upstream | None, cfg: dict[str, int], tmp: Path, seed: int,
+                ftypes: tuple[str, ...]) -> tuple[dict[str, str], Any]:
+    """The world model `kind`'s GGUFs, one per file type, and its upstream module: converted from the
+    upstream code's random weights where `up` is given (ac_upstream, lewm_upstream), else random_files
+    and None."""
+    if up is None:
+        return random_files(kind, cfg, tmp, seed, ftypes), None
+    return (ac_upstream if kind == "ac" else lewm_upstream)(up, cfg, tmp, seed, ftypes)
+
+
 def solver_draws(torch: Any, seed: int, n_steps: int, num_samples: int, horizon: int, a: int,
                  device: str = "cpu") -> np.ndarray:
     """The standard-normal draws CEMSolver.solve makes from its torch.Generator(seed) on `device`, in
