@@ -170,6 +170,8 @@ def _rope(prefix: str, scope: tuple[Scope, ...], interpolate: bool) -> tuple[Key
     )
 
 
+# Data, one Key per metadata key and scope, every field named: the rows share a shape on purpose
+# (`duplicates` pairs them). The writer, docs/gguf.md and the schema test read them.
 KEYS: tuple[Key, ...] = (
     # -- what the file is ----------------------------------------------------------------------
     Key(
