@@ -1069,7 +1069,7 @@ def render_bench_text(data: dict[str, Any], source: str = "bench-text") -> str:
 
 RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench-engine": render_bench_engine,
-    # bench_engine.py's q8_0 / q4_k rows (docs/quantize.md)
+    # bench/engine.py's q8_0 / q4_k rows (docs/quantize.md)
     "bench-quant": lambda data: render_bench_engine_peers(data, "bench-quant"),
     # the int8 class: jepa q8_0 beside ORT's and OpenVINO's int8 (docs/quantize.md)
     "bench-int8": lambda data: render_bench_engine_peers(data, "bench-int8"),
