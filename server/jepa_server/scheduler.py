@@ -28,7 +28,10 @@ import bisect
 import math
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from jepa import Model
 
 T = TypeVar("T")
 
@@ -47,27 +50,6 @@ REST_MAX_S = 60.0
 # -- cost ---------------------------------------------------------------------------------------
 
 
-class _Dims(Protocol):
-    """What the cost model reads of a jepa.ModelInfo (read-only properties, as the binding's are; the
-    shape of any interface of one-line members, so `duplicates` pairs it with convert/base.py's)."""
-
-    @property
-    def n_layer(self) -> int: ...
-
-    @property
-    def embed_dim(self) -> int: ...
-
-    @property
-    def ffn_dim(self) -> int: ...
-
-
-class _Model(Protocol):
-    @property
-    def info(self) -> _Dims: ...
-
-    def n_tokens(self, frames: int = 1, height: int | None = None, width: int | None = None) -> int: ...
-
-
 @dataclass(frozen=True)
 class CostModel:
     """An encoder's multiply-adds by token count: per layer and token, the four attention
@@ -79,7 +61,7 @@ class CostModel:
     ffn_dim: int
 
     @classmethod
-    def of(cls, model: _Model) -> CostModel:
+    def of(cls, model: Model) -> CostModel:
         i = model.info
         return cls(int(i.n_layer), int(i.embed_dim), int(i.ffn_dim) or 4 * int(i.embed_dim))
 
@@ -92,7 +74,7 @@ class CostModel:
         return tokens * self.per_token(tokens)
 
 
-def input_cost(model: _Model, shape: Sequence[int]) -> float:
+def input_cost(model: Model, shape: Sequence[int]) -> float:
     """The cost of one prepared input [C, T, H, W]: its tokens (frames included, by the model's
     tubelet) times the model's cost per token."""
     _, t, h, w = shape[-4:]

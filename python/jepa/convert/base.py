@@ -53,7 +53,6 @@ class Converter(ABC):
     def detect(cls, src: Path) -> bool:
         """Whether `src` looks like this converter's layout (for --family auto)."""
 
-    # One line per member a layout supplies (`duplicates` pairs this interface with scheduler._Dims').
     @abstractmethod
     def open_source(self) -> TensorSource: ...
 
