@@ -103,10 +103,11 @@ class Fields:
             raise ValueError(f"{self.cfg.path}: unsupported {k}={self.cfg[k]!r} ({why})")
 
 
-# Every converter opens with the registry's header (family, modality, detect): the shape is the
-# interface, so `duplicates` pairs it with the other video converters' (VJEPA2, VJEPA2_1).
 @register
 class LeVJEPAHF(Converter):
+    """Family levjepa's video layout: MLO-lab's `VisionTransformer` under `encoder.`, recognised by the
+    config.json beside it (model_type levjepa). The family's image layout is TimmViT."""
+
     family = "levjepa"
     modality = "video"
 

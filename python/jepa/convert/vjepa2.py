@@ -52,6 +52,9 @@ def _open_layout(src: Path, options: Any) -> Layout:
 
 @register
 class VJEPA2(Converter):
+    """Family vjepa2's two layouts behind one converter: HF's (vjepa2_hf) and Meta's .pt (vjepa2_meta),
+    each a `Layout` that maps its own hparams, tensors and parts; this class picks one and forwards."""
+
     family = "vjepa2"
     modality = "video"
 

@@ -87,10 +87,11 @@ def _vector(a: np.ndarray, name: str, d: int) -> np.ndarray:
     return a.reshape(d)
 
 
-# The registry's header (family, modality, detect), the interface's shape: `duplicates` pairs it with
-# VJEPA2's and LeVJEPAHF's.
 @register
 class VJEPA2_1(Converter):
+    """A V-JEPA 2.1 .pt, recognised by its encoder's V-JEPA 2.1 tensors (MARKERS): that encoder and,
+    when the file holds it, the masked predictor."""
+
     family = "vjepa2_1"
     modality = "video"
 
