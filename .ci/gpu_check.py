@@ -259,6 +259,8 @@ def elf_archs(lib: Path) -> list[str] | None:
     return sorted(fatbin_archs(lib.read_bytes()))
 
 
+# One parameter a line, as the project writes long signatures: `duplicates` pairs this one with
+# jepa.world.rollout's by shape alone (defaults of other names); nothing is shared to write once.
 def core_report(
     core: Path,
     root: Path,
