@@ -7,6 +7,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 times=build/test-times.txt
+# Under `make -n test` (the docs' tests dry-run it) make still runs this script, its recipe naming
+# $(MAKE): the steps are then dry runs too, and their zero times must not overwrite a real run's table.
+flags=${MAKEFLAGS%% *}
+if [[ $flags != -* && $flags == *n* ]]; then
+    times=$(mktemp)
+    trap 'rm -f "$times"' EXIT
+fi
 mkdir -p build
 : > "$times"
 start=$(date +%s)

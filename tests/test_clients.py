@@ -74,14 +74,14 @@ def quiet_imports() -> Any:
 def test_openai_sdk_takes_2048_inputs(server: ServerProcess, want: Any) -> None:
     import openai
 
-    client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused")
     texts = docs(2048)
-    out = client.embeddings.create(model=MODEL, input=texts)
-    assert np.array_equal(bits([d.embedding for d in out.data]), bits(want(texts)))
-    floats = client.embeddings.create(model=MODEL, input=texts[:3], encoding_format="float")
-    assert np.array_equal(bits([d.embedding for d in floats.data]), bits(want(texts[:3])))
-    with pytest.raises(openai.BadRequestError) as e:
-        client.embeddings.create(model=MODEL, input=docs(2049))
+    with openai.OpenAI(base_url=server.url + "/v1", api_key="unused") as client:  # its pool closed after
+        out = client.embeddings.create(model=MODEL, input=texts)
+        assert np.array_equal(bits([d.embedding for d in out.data]), bits(want(texts)))
+        floats = client.embeddings.create(model=MODEL, input=texts[:3], encoding_format="float")
+        assert np.array_equal(bits([d.embedding for d in floats.data]), bits(want(texts[:3])))
+        with pytest.raises(openai.BadRequestError) as e:
+            client.embeddings.create(model=MODEL, input=docs(2049))
     assert "too many items: 2049" in str(e.value) and "--max-items" in str(e.value)
 
 

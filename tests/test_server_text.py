@@ -119,8 +119,9 @@ def test_token_ids_dimensions_and_the_openai_sdk(server: ServerProcess, text_mod
 
     import openai
 
-    client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused")
-    r = client.embeddings.create(model="tiny-bert", input=TEXTS)
+    # closed when done: its connection pool's open socket would be a ResourceWarning (an error here)
+    with openai.OpenAI(base_url=server.url + "/v1", api_key="unused") as client:
+        r = client.embeddings.create(model="tiny-bert", input=TEXTS)
     sdk = np.asarray([d.embedding for d in r.data], np.float32)
     assert np.array_equal(bits(sdk), bits(_in_process(text_model, TEXTS)))
     assert r.usage.prompt_tokens > len(TEXTS)
