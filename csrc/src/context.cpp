@@ -1,5 +1,6 @@
 #include "context.h"
 
+#include "cpu/caches.h"
 #include "cpu/gemm.h"
 
 #include "error.h"
@@ -118,6 +119,21 @@ size_t Context::graph_bytes(ggml_cgraph * graph) {
     return size;
 }
 
+int Context::cache_chunk(const std::function<ggml_cgraph *(int)> & build, int want) {
+    if (want <= 1 || !ggml_backend_is_cpu(backend_)) return want;
+    // On the CPU, the items of one graph keep its compute buffer within a quarter of the L3: each
+    // op's output is then still in cache for the next op (ViT-S/16 f32 at batch 32, 2 threads, a
+    // 32 MB L3, one process: 24.2 ms per image in one graph, 23.6 in graphs of 8 items, 23.3 of 6,
+    // 21.6 of 4 (8 MB), 22.3 of 3, 23.5 one by one; the AVX2 kernels 44.0, 43.4, 41.7 of 4). An item
+    // batched is the item alone, so this changes no bit.
+    const double size = double(graph_bytes(build(want))), target = double(cpu::caches().l3) / 4;
+    if (size <= target) return want;
+    // Rounded, not floored: the 4 items of 8.08 MB above ran faster than 3.
+    const int fit = std::max(1, int(double(want) * target / size + 0.5));
+    const int n_graphs = (want + fit - 1) / fit;
+    return (want + n_graphs - 1) / n_graphs;  // the same number of graphs, as even as they go
+}
+
 int Context::fit_chunk(const std::function<ggml_cgraph *(int)> & build, int want, const std::string & what) {
     if (params_.max_graph_bytes <= 0) return want;
     for (int b = want;; b = (b + 1) / 2) {
@@ -220,7 +236,7 @@ void Context::encode(const float * pixels, const InputShape & s, float * out, si
         c.B = b;
         return build_encoder_graph(graph_ctx(), model_, c, flash).graph;
     };
-    const int chunk = fit_chunk(build, std::min(s.B, params_.max_batch),
+    const int chunk = fit_chunk(build, cache_chunk(build, std::min(s.B, params_.max_batch)),
                                 format("item of %dx%dx%d", s.T, s.H, s.W));
     for (int b0 = 0; b0 < s.B; b0 += chunk) {
         InputShape c = s;

@@ -71,6 +71,9 @@ private:
     // A ggml context for graph metadata, reset before each build.
     ggml_context * graph_ctx();
     void encode_chunk(const float * pixels, const InputShape & s, float * out, const int32_t * keep_ids);
+    // The items (<= want) one encoder graph runs on this backend for speed: on the CPU, as many as fit
+    // a quarter of the L3 (the world models' and text's graphs were not measured, so run whole).
+    int cache_chunk(const std::function<ggml_cgraph *(int)> & build, int want);
     // Largest chunk (<= want) whose compute buffer fits max_graph_bytes; build(b) builds the graph for b items.
     int fit_chunk(const std::function<ggml_cgraph *(int)> & build, int want, const std::string & what);
     size_t graph_bytes(ggml_cgraph * graph);  // the compute buffer graph needs (a measuring allocator)

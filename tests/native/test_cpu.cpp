@@ -4,6 +4,7 @@
 // is a pure function of a row and a feature set, so every class is checked on any CPU of the
 // architecture: no hardware is needed to know what a Zen 4 or a Sapphire Rapids would run.
 #include "check.h"
+#include "cpu/caches.h"
 #include "cpu/features.h"
 #include "cpu/paths.h"
 #include "jepa.h"
@@ -156,6 +157,26 @@ void check_selection() {
 
 }  // namespace
 
+// JEPA_CPU_CACHES's grammar: sizes over a base, and a refusal that names what it refused and keeps the base.
+void check_caches() {
+    const cpu::Caches base = {48 << 10, 1 << 20, 32 << 20};
+    std::string e;
+    cpu::Caches c = cpu::parse_caches("l2=512K,l3=16M", base, &e);
+    check(e.empty() && c.l1d == base.l1d && c.l2 == (512 << 10) && c.l3 == (16 << 20), "l2=512K,l3=16M: " + e);
+    c = cpu::parse_caches("l1d=32768", base, &e);
+    check(e.empty() && c.l1d == 32768 && c.l2 == base.l2, "plain bytes");
+    c = cpu::parse_caches("", base, &e);
+    check(e.empty() && c.l3 == base.l3, "empty: the base");
+    for (const char * bad : {"l4=1M", "l2=1X", "l2=", "l2=1K", "l3=8G", "l2=99999999999999999999", "l2"}) {
+        std::string err;
+        c = cpu::parse_caches(bad, base, &err);
+        check(!err.empty() && c.l2 == base.l2 && c.l3 == base.l3, std::string("'") + bad + "' not refused");
+    }
+    const cpu::Caches d = cpu::detected_caches();
+    check(d.l1d > 0 && d.l2 > 0 && d.l3 > 0, "every detected size is known or the default");
+    std::printf("caches: l1d %lld, l2 %lld, l3 %lld bytes\n", (long long) d.l1d, (long long) d.l2, (long long) d.l3);
+}
+
 int main() {
     std::printf("kernels: %s; features: %s (detected: %s)\n", jepa_cpu_kernels(), jepa_cpu_features(),
                 jepa_cpu_features_detected());
@@ -164,5 +185,6 @@ int main() {
     check_classes();
     check_table();
     check_selection();
+    check_caches();
     return check_result("test_cpu");
 }

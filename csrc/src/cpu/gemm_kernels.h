@@ -2,6 +2,7 @@
 // kernels, each compiled in its own file with its own target flags.
 #pragma once
 
+#include "caches.h"
 #include "gemm.h"
 
 #include <algorithm>
@@ -63,6 +64,15 @@ struct Tail {
     int64_t ldr = 0;
     Epilogue epilogue = Epilogue::None;
 };
+
+// Rows in a thread's block where the weight stays in cache (each thread takes its own rows): the
+// block fills at most half the L2, so it stays there while every panel streams past it (ViT-S/16 at
+// batch 32 on a 1 MB L2, blocks of 1008 rows: 25.6 -> 24.6 ms per image at 476). Whole groups of
+// `group` rows, at least one, at most MC.
+inline int64_t l2_block_rows(int64_t row_bytes, int64_t group) {
+    const int64_t rows = cpu::caches().l2 / 2 / row_bytes / group * group;
+    return std::min(MC, std::max(group, rows));
+}
 
 // A thread's share: panels [p0, p1) for rows [m0, m1). Panels are split while there are enough of
 // them; otherwise rows, in whole groups of `group` rows. Any split gives the same bits.
