@@ -119,25 +119,33 @@ size_t Context::graph_bytes(ggml_cgraph * graph) {
     return size;
 }
 
-int Context::cache_chunk(const std::function<ggml_cgraph *(int)> & build, int want) {
-    if (want <= 1 || !ggml_backend_is_cpu(backend_)) return want;
+int Context::cache_items(int want, size_t size) const {
     // On the CPU, the items of one graph keep its compute buffer within a quarter of the L3: each
     // op's output is then still in cache for the next op (ViT-S/16 f32 at batch 32, 2 threads, a
     // 32 MB L3, one process: 24.2 ms per image in one graph, 23.6 in graphs of 8 items, 23.3 of 6,
     // 21.6 of 4 (8 MB), 22.3 of 3, 23.5 one by one; the AVX2 kernels 44.0, 43.4, 41.7 of 4). An item
     // batched is the item alone, so this changes no bit.
-    const double size = double(graph_bytes(build(want))), target = double(cpu::caches().l3) / 4;
-    if (size <= target) return want;
+    const double target = double(cpu::caches().l3) / 4;
+    if (double(size) <= target) return want;
     // Rounded, not floored: the 4 items of 8.08 MB above ran faster than 3.
-    const int fit = std::max(1, int(double(want) * target / size + 0.5));
+    const int fit = std::max(1, int(double(want) * target / double(size) + 0.5));
     const int n_graphs = (want + fit - 1) / fit;
     return (want + n_graphs - 1) / n_graphs;  // the same number of graphs, as even as they go
 }
 
-int Context::fit_chunk(const std::function<ggml_cgraph *(int)> & build, int want, const std::string & what) {
-    if (params_.max_graph_bytes <= 0) return want;
-    for (int b = want;; b = (b + 1) / 2) {
-        const size_t size = graph_bytes(build(b));
+int Context::fit_chunk(const std::function<ggml_cgraph *(int)> & build, int want, const std::string & what,
+                       bool cache_fit) {
+    cache_fit = cache_fit && want > 1 && ggml_backend_is_cpu(backend_);
+    if (params_.max_graph_bytes <= 0 && !cache_fit) return want;
+    // One measured build serves both: the cache's choice and the first step of the limit's halving.
+    int b = want;
+    size_t size = graph_bytes(build(b));
+    if (cache_fit) {
+        b = cache_items(want, size);
+        if (params_.max_graph_bytes <= 0) return b;
+        if (b != want) size = graph_bytes(build(b));
+    }
+    for (;; b = (b + 1) / 2, size = graph_bytes(build(b))) {
         if (int64_t(size) <= params_.max_graph_bytes) return b;
         if (b == 1) {
             fail(JEPA_ERR_RESOURCE, "one %s needs a %lld-byte compute buffer, over the context's limit of %lld bytes",
@@ -236,8 +244,8 @@ void Context::encode(const float * pixels, const InputShape & s, float * out, si
         c.B = b;
         return build_encoder_graph(graph_ctx(), model_, c, flash).graph;
     };
-    const int chunk = fit_chunk(build, cache_chunk(build, std::min(s.B, params_.max_batch)),
-                                format("item of %dx%dx%d", s.T, s.H, s.W));
+    const int chunk = fit_chunk(build, std::min(s.B, params_.max_batch), format("item of %dx%dx%d", s.T, s.H, s.W),
+                                /*cache_fit=*/true);
     for (int b0 = 0; b0 < s.B; b0 += chunk) {
         InputShape c = s;
         c.B = std::min(chunk, s.B - b0);

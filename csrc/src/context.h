@@ -71,11 +71,14 @@ private:
     // A ggml context for graph metadata, reset before each build.
     ggml_context * graph_ctx();
     void encode_chunk(const float * pixels, const InputShape & s, float * out, const int32_t * keep_ids);
-    // The items (<= want) one encoder graph runs on this backend for speed: on the CPU, as many as fit
-    // a quarter of the L3 (the world models' and text's graphs were not measured, so run whole).
-    int cache_chunk(const std::function<ggml_cgraph *(int)> & build, int want);
-    // Largest chunk (<= want) whose compute buffer fits max_graph_bytes; build(b) builds the graph for b items.
-    int fit_chunk(const std::function<ggml_cgraph *(int)> & build, int want, const std::string & what);
+    // The items (<= want) one graph of `size` compute-buffer bytes at want items should run on the
+    // CPU for speed: as many as fit a quarter of the L3.
+    int cache_items(int want, size_t size) const;
+    // Largest chunk (<= want) whose compute buffer fits max_graph_bytes; build(b) builds the graph for
+    // b items. cache_fit (the encoder; the world models' and text's graphs were not measured, so they
+    // run whole): on the CPU, first no more than cache_items.
+    int fit_chunk(const std::function<ggml_cgraph *(int)> & build, int want, const std::string & what,
+                  bool cache_fit = false);
     size_t graph_bytes(ggml_cgraph * graph);  // the compute buffer graph needs (a measuring allocator)
     // Flash attention for a sequence of n_tok tokens (the same answer for every batch size).
     bool use_flash() const;
