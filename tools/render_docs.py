@@ -1086,6 +1086,8 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "bench-engine-avx2": lambda data: render_bench_engine_peers(data, "bench-engine-avx2"),
     # the native path on the CPU the AVX2 run used (its same-machine yardstick)
     "bench-engine-epyc": lambda data: render_bench_engine_peers(data, "bench-engine-epyc"),
+    # batch 1 / 8 / 32 and the clip after the cache blocking (csrc/src/cpu/caches.h), native path
+    "bench-engine-batches": lambda data: render_bench_engine_peers(data, "bench-engine-batches"),
     "bench-text-avx2": lambda data: render_bench_text(data, "bench-text-avx2"),
     "server-bench": render_server_bench,
     "scheduler-sim": render_scheduler_sim,
