@@ -195,13 +195,14 @@ def tiny_lewm_path(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _kernel_path_models(d: Path, vit: str, vjepa2: str, ac: str, lewm: str) -> Path:
-    """The JSON file tests/kernel_path_outputs.py reads: every kind, the ViT in f32, f16, bf16 and q8_0."""
+    """The JSON file tests/kernel_path_outputs.py reads: every kind, the ViT in f32, f16, bf16, q8_0
+    and i8c."""
     from jepa.convert.quantize import quantize
     from jepa.testing.random_text import write_random_bert
 
     models = {"vit": vit, "vjepa2": vjepa2, "ac": ac, "lewm": lewm,
               "text": write_random_bert(d / "text.gguf", max_seq_len=24), "reference": str(REFERENCE_DIR)}
-    for t in ("f16", "bf16", "q8_0"):
+    for t in ("f16", "bf16", "q8_0", "i8c"):
         quantize(vit, d / f"vit_{t}.gguf", t)
         models[f"vit_{t}"] = str(d / f"vit_{t}.gguf")
     spec = d / "models.json"

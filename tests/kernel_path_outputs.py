@@ -4,9 +4,9 @@ test_portable_wheel.py (the portable wheel on an emulated AVX2-only CPU).
 
     python tests/kernel_path_outputs.py OUT.npz MODELS.json
 
-MODELS.json maps a name (vit, vit_f16, vit_bf16, vit_q8_0, vjepa2, text, ac, lewm) to its GGUF path, and
-"reference" to the reference bundles' folder (conftest's REFERENCE_DIR); run() is how the tests start
-it and read the result back."""
+MODELS.json maps a name (vit, vit_f16, vit_bf16, vit_q8_0, vit_i8c, vjepa2, text, ac, lewm) to its GGUF
+path, and "reference" to the reference bundles' folder (conftest's REFERENCE_DIR); run() is how the
+tests start it and read the result back."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def main() -> None:
     dst, models = sys.argv[1], json.loads(Path(sys.argv[2]).read_text())
     ref = Path(models["reference"])
     out: dict[str, np.ndarray] = {}
-    for name in ("vit", "vit_f16", "vit_bf16", "vit_q8_0"):
+    for name in ("vit", "vit_f16", "vit_bf16", "vit_q8_0", "vit_i8c"):
         image_outputs(models[name], out, name)
     m = jepa.Model(models["vjepa2"])
     ctx = m.context(threads=2)

@@ -4,8 +4,9 @@ has (JEPA_GEMM: avx512, avx2, portable, and the bf16 kernels where present), eac
 process, and compared as float32 bit patterns. This is the promise that an index built on an
 AVX-512 server and queried from an AVX2 laptop (or an ARM box: NEON and portable) gets the same
 vectors. bf16 weights on a bf16 kernel (AMX / AVX512-BF16) are the half class, their own bits: they
-are compared only among the paths that widen them to f32. q8_0 weights run the engine's int8 product
-on every path (VNNI, AVX2, portable): its own class, the same bits everywhere, so compared on all."""
+are compared only among the paths that widen them to f32. q8_0 and i8c weights run the engine's int8
+products on every path (AMX, VNNI, AVX2, portable): each its own class, the same bits everywhere, so
+compared on all."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def test_widened_bf16_is_the_same_bits_on_every_path_that_widens(
 
 def test_each_path_keeps_batch_identity(outputs: dict[str, dict[str, np.ndarray]]) -> None:
     for line, o in outputs.items():
-        for name in ("vit", "vit_f16", "vit_bf16", "vit_q8_0"):
+        for name in ("vit", "vit_f16", "vit_bf16", "vit_q8_0", "vit_i8c"):
             np.testing.assert_array_equal(
                 bits(o[f"{name}.alone"][0]), bits(o[f"{name}.tokens"][1]), err_msg=line
             )

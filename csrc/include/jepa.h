@@ -517,7 +517,10 @@ JEPA_API jepa_status jepa_world_rollout(jepa_context * ctx, const jepa_world_rol
 
 /* ---- quantization (jepa-quantize, docs/quantize.md) ----------------------------------------- */
 /* ggml's own conversion of float32 weight rows to a storage type. type: "f16", "bf16", "q8_0", "q6_k",
- * "q5_k", "q5_0", "q4_k" or "q4_0". */
+ * "q5_k", "q5_0", "q4_k" or "q4_0"; or "i8c", the project's own: int8 with one float32 scale per row
+ * (amax / 127), a row's bytes being its n_per_row int8 values then its scale (a file stores the values
+ * as the i8 tensor <prefix>.weight and the scales as <prefix>.weight_scale, docs/gguf.md); rows of a
+ * multiple of 16 values up to 65536, finite. */
 
 /* The ggml type id of `type` (what a GGUF tensor records), or -1 with an error naming "type". */
 JEPA_API int jepa_type_id(const char * type);

@@ -47,7 +47,7 @@ ggml_tensor * build_norm(ggml_context * ctx, ggml_tensor * x, const NormW & n, f
 
 ggml_tensor * build_linear(ggml_context * ctx, ggml_tensor * x, const LinearW & l, ggml_tensor * residual,
                            ggml_tensor * gate) {
-    if (l.packed) return gemm::linear(ctx, x, l.w, l.b, gemm::Epilogue::None, residual, false, gate);
+    if (l.packed) return gemm::linear(ctx, x, l.w, l.b, gemm::Epilogue::None, residual, false, gate, l.s);
     x = ggml_mul_mat(ctx, l.w, x);
     if (l.b) x = ggml_add(ctx, x, l.b);
     if (gate) x = ggml_mul(ctx, x, gate);
@@ -85,7 +85,8 @@ ggml_tensor * build_mlp(ggml_context * ctx, ggml_tensor * x, const LinearW & up,
                         ggml_tensor * residual, ggml_tensor * gate) {
     if (up.packed && act == Act::GeluErf) {
         // Bias and GELU in the product's own pass (its result in bf16 when down reads bf16).
-        ggml_tensor * h = gemm::linear(ctx, x, up.w, up.b, gemm::Epilogue::GeluErf, nullptr, reads_bf16(down));
+        ggml_tensor * h = gemm::linear(ctx, x, up.w, up.b, gemm::Epilogue::GeluErf, nullptr, reads_bf16(down), nullptr,
+                                       up.s);
         return build_linear(ctx, h, down, residual, gate);
     }
     return build_linear(ctx, build_act(ctx, build_linear(ctx, x, up), act, up.packed), down, residual, gate);

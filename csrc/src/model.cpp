@@ -270,6 +270,25 @@ int pack_linears(Model & m) {
     return n;
 }
 
+// i8c matrices run on the engine's own CPU product only (ggml has none for int8 rows with scales):
+// anywhere else, the file is refused at load rather than a graph failing at the first request.
+void refuse_unpacked_i8(Model & m) {
+    m.for_each_linear([&](LinearW & l) {
+        if (!l.w || l.w->type != GGML_TYPE_I8 || l.packed) return;
+        if (m.device != JEPA_DEVICE_CPU) {
+            fail(JEPA_ERR_UNSUPPORTED, "%s is i8c, which runs on the CPU only: load this model on the CPU, or "
+                 "quantize it to q8_0 for this device", ggml_get_name(l.w));
+        }
+        if (!cpu::selection().own()) {
+            fail(JEPA_ERR_UNSUPPORTED, "%s is i8c, which the engine's own kernels run: JEPA_GEMM=ggml has none",
+                 ggml_get_name(l.w));
+        }
+        fail(JEPA_ERR_UNSUPPORTED, "%s is i8c with rows of %lld: the i8c product takes rows of a multiple of %lld up to %lld",
+             ggml_get_name(l.w), (long long) l.w->ne[0], (long long) gemm::I8_K_STEP,
+             (long long) gemm::I8_K_MAX);
+    });
+}
+
 }  // namespace
 
 Model * load_model(const char * path, const jepa_model_params & params) {
@@ -324,6 +343,7 @@ Model * load_model(const char * path, const jepa_model_params & params) {
     if (cpu) model->for_each_linear([&](LinearW & l) { if (l.w && gemm::packable(l.w)) own.insert(l.w); });
     place_weights(*model, path, g.get(), uint64_t(st.st_size), params.use_mmap != 0, own);
     if (cpu) model->n_packed = pack_linears(*model);
+    refuse_unpacked_i8(*model);
     model->matmul_name = std::string("jepa: ") + cpu::describe();
 
     ggml_backend_t be = model->new_backend();

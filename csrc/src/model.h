@@ -17,6 +17,7 @@ class FileMap;  // weights.h
 struct LinearW {
     ggml_tensor * w = nullptr;
     ggml_tensor * b = nullptr;  // optional
+    ggml_tensor * s = nullptr;  // i8c weights only: the scale of each output column, f32 [out]
     bool packed = false;        // w repacked for the engine's own CPU kernel (gemm.h)
 };
 

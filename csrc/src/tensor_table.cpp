@@ -24,6 +24,7 @@ bool type_allowed(ggml_type type, TensorKind kind) {
     if (type == GGML_TYPE_F32) return true;
     if (kind != TensorKind::Matrix) return false;
     switch (type) {
+        case GGML_TYPE_I8:  // i8c: with its .weight_scale (TensorTable::linear)
         case GGML_TYPE_F16: case GGML_TYPE_BF16: case GGML_TYPE_Q8_0: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1:
         case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
             return true;
@@ -80,6 +81,9 @@ ggml_tensor * TensorTable::require_rows(const std::string & name, int64_t ne0, c
 LinearW TensorTable::linear(const std::string & prefix, int64_t in, int64_t out) {
     LinearW l;
     l.w = require(prefix + ".weight", {in, out}, TensorKind::Matrix);
+    // An i8c matrix: int8 rows and the f32 scale of each (docs/gguf.md). A scale beside any other type
+    // is an unexpected tensor (check_all_used).
+    if (l.w->type == GGML_TYPE_I8) l.s = require(prefix + ".weight_scale", {out});
     l.b = optional(prefix + ".bias", {out});
     return l;
 }

@@ -2,6 +2,7 @@
 // it, random inputs, a bit-pattern comparison, and the f32 kernel set of every ISA this CPU runs.
 #pragma once
 
+#include "jepa.h"
 #include "cpu/paths.h"
 #include "cpu/gemm.h"
 #include "cpu/gemm_kernels.h"
@@ -37,27 +38,47 @@ struct Weight {
     ggml_type type;
     int64_t K, N;
     std::vector<float> value;  // [N][K], the weight as the kernel sees it (after rounding to type)
-    std::vector<uint8_t> raw;  // q8_0: ggml's blocks as the file holds them, before packing
+    std::vector<uint8_t> raw;  // q8_0: ggml's blocks as the file holds them, before packing; i8c: the int8 rows
     ggml_context * ctx = nullptr;
     ggml_tensor * w = nullptr;
     ggml_tensor * b = nullptr;
+    ggml_tensor * s = nullptr;  // i8c (type I8): the scale of each output column
     void * mem = nullptr;
     ggml_backend_buffer_t buf = nullptr;
 
     Weight(ggml_type type_, int64_t K_, int64_t N_, bool bias, uint32_t seed) : type(type_), K(K_), N(N_) {
         std::mt19937 rng(seed);
         std::normal_distribution<float> nd(0.0f, 1.0f / std::sqrt(float(K)));
-        ggml_init_params ip{2 * ggml_tensor_overhead(), nullptr, true};
+        ggml_init_params ip{3 * ggml_tensor_overhead(), nullptr, true};
         ctx = ggml_init(ip);
         w = ggml_new_tensor_2d(ctx, type, K, N);
         b = bias ? ggml_new_tensor_1d(ctx, GGML_TYPE_F32, N) : nullptr;
+        s = type == GGML_TYPE_I8 ? ggml_new_tensor_1d(ctx, GGML_TYPE_F32, N) : nullptr;
         // aligned_alloc needs a size that is a multiple of the alignment (ASan holds us to it).
-        const size_t wb = (ggml_nbytes(w) + 63) / 64 * 64, bb = b ? (ggml_nbytes(b) + 63) / 64 * 64 : 0;
-        mem = std::aligned_alloc(64, wb + bb + 64);
-        buf = ggml_backend_cpu_buffer_from_ptr(mem, wb + bb + 64);
+        auto up = [](const ggml_tensor * t) { return t ? (ggml_nbytes(t) + 63) / 64 * 64 : 0; };
+        const size_t wb = up(w), bb = up(b), sb = up(s);
+        mem = std::aligned_alloc(64, wb + bb + sb + 64);
+        buf = ggml_backend_cpu_buffer_from_ptr(mem, wb + bb + sb + 64);
         ggml_backend_tensor_alloc(buf, w, mem);
         if (b) ggml_backend_tensor_alloc(buf, b, static_cast<char *>(mem) + wb);
+        if (s) ggml_backend_tensor_alloc(buf, s, static_cast<char *>(mem) + wb + bb);
         value.resize(size_t(N * K));
+        if (type == GGML_TYPE_I8) {
+            // The engine's own i8c writer (jepa_quantize), as jepa-quantize writes the file.
+            std::vector<float> f(size_t(N * K));
+            for (float & v : f) v = nd(rng);
+            std::vector<uint8_t> rows(size_t(N * (K + 4)));
+            jepa_quantize("i8c", f.data(), N, K, rows.data(), rows.size());
+            raw.resize(size_t(N * K));
+            for (int64_t n = 0; n < N; ++n) {
+                float d;
+                std::memcpy(&d, rows.data() + n * (K + 4) + K, 4);
+                static_cast<float *>(s->data)[n] = d;
+                std::memcpy(raw.data() + n * K, rows.data() + n * (K + 4), size_t(K));
+                for (int64_t k = 0; k < K; ++k) value[size_t(n * K + k)] = float(int8_t(raw[size_t(n * K + k)])) * d;
+            }
+            std::memcpy(w->data, raw.data(), raw.size());
+        }
         if (type == GGML_TYPE_Q8_0) {
             // ggml's own quantizer, as jepa-quantize writes the file; value is what the blocks hold.
             std::vector<float> f(size_t(N * K));
@@ -66,7 +87,7 @@ struct Weight {
             raw.assign(static_cast<const uint8_t *>(w->data), static_cast<const uint8_t *>(w->data) + ggml_nbytes(w));
             ggml_get_type_traits(type)->to_float(w->data, value.data(), N * K);
         }
-        for (int64_t i = 0; i < N * K && type != GGML_TYPE_Q8_0; ++i) {
+        for (int64_t i = 0; i < N * K && type != GGML_TYPE_Q8_0 && type != GGML_TYPE_I8; ++i) {
             const float f = nd(rng);
             if (type == GGML_TYPE_F32) {
                 static_cast<float *>(w->data)[i] = f;

@@ -9,7 +9,7 @@ so every engine runs the same network and weights. Variants, in three precision 
 
   exact: torch-f32 (eager), ort-f32 (ONNX Runtime, CPU EP), ov-f32 (OpenVINO), jepa-f32
   half:  ov-bf16 (OpenVINO, INFERENCE_PRECISION_HINT bf16), jepa-bf16, jepa-f16
-  quant: jepa-q8_0, jepa-q4_k, ort-int8, ov-int8w, ov-int8
+  quant: jepa-q8_0, jepa-q4_k, jepa-i8c, ort-int8, ov-int8w, ov-int8
 
 For each batch size the variants run interleaved (the order rotates every round), the first rounds
 are a warm-up and are dropped, and the median of the rest is reported as ms per item. Ratios are
@@ -102,10 +102,14 @@ VARIANTS: dict[str, tuple[str, str]] = {
                 "where the CPU has it), the rest f32 (INFERENCE_PRECISION_HINT f32)"),
     "jepa-q4_k": ("quant", "jepa-quantize --type q4_k of the f32 file: 4-bit k-quant blocks of 256 (rows "
                   "they cannot take: q4_0)"),
+    "jepa-i8c": ("quant", "jepa-quantize --type i8c of the f32 file: the same matrices int8 with one f32 "
+                 "scale per output channel, run by the engine's i8c product (activations quantized per "
+                 "row, one exact int32 sum over the whole of k: AMX tiles / VNNI / AVX2 / NEON dots)"),
 }
 REF = "torch-f32"
 CLASSES = {"exact": "f32", "half": "bf16"}  # the GEMM peak each class is measured against (quant: none)
-QUANT = {"jepa-q8_0": "q8_0", "jepa-q4_k": "q4_k"}  # made from the f32 file by jepa-quantize
+# made from the f32 file by jepa-quantize
+QUANT = {"jepa-q8_0": "q8_0", "jepa-q4_k": "q4_k", "jepa-i8c": "i8c"}
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,10 @@ RATIOS = (
     Ratio("q8_0_vs_jepa_f32", "jepa-q8_0", ("jepa-f32",), 1.5),
     Ratio("q8_0_vs_int8_peer", "jepa-q8_0", ("ort-int8", "ov-int8w", "ov-int8"), 1.0),
     Ratio("q4_k_vs_jepa_f32", "jepa-q4_k", ("jepa-f32",), report_only=True),
+    # Issue 35's goals for i8c: at least the faster int8 peer, and 1.5x jepa's own f32 where the CPU
+    # has VNNI or AMX (on AVX2 alone VPMADDUBSW runs at the FMA's rate: a figure, no goal).
+    Ratio("i8c_vs_int8_peer", "jepa-i8c", ("ort-int8", "ov-int8w", "ov-int8"), 1.0),
+    Ratio("i8c_vs_jepa_f32", "jepa-i8c", ("jepa-f32",), 1.5),
 )
 # The issue's first goal against PyTorch eager, per batch size.
 TORCH_GOAL = {1: 1.5, 8: 1.2, 32: 1.2}

@@ -52,6 +52,23 @@ void run_q8(const Problem & p, int ith, int nth) {
     }
 }
 
+// The i8c product on the same ISAs as q8_0's (kernels_i8.inc), AMX tiles summing the whole of k.
+void run_i8(const Problem & p, int ith, int nth) {
+    const cpu::Selection & s = cpu::selection();
+    switch (s.q8) {
+#ifndef JEPA_NO_X86_KERNELS
+        case cpu::Q8::Avx512Vnni:
+            return s.amx_int8 ? avx512::amx::run_gemm_i8(p, ith, nth) : avx512::run_gemm_i8(p, ith, nth);
+        case cpu::Q8::AvxVnni: return avx2::vnni::run_gemm_i8(p, ith, nth);
+        case cpu::Q8::Avx2: return avx2::run_gemm_i8(p, ith, nth);
+#endif
+#if defined(__aarch64__) || defined(_M_ARM64)
+        case cpu::Q8::NeonDot: return neon::run_gemm_i8(p, ith, nth);
+#endif
+        default: return portable::run_gemm_i8(p, ith, nth);
+    }
+}
+
 bool bf16_kernel() { return cpu::selection().bf16 == cpu::Bf16::Avx512Bf16; }
 bool amx_bf16() { return cpu::selection().amx_bf16; }
 
@@ -61,6 +78,7 @@ Layout layout_of(const ggml_tensor * w) {
         case GGML_TYPE_F16: return Layout::F16;
         case GGML_TYPE_BF16: return bf16_kernel() ? Layout::Bf16Pairs : Layout::Bf16Wide;
         case GGML_TYPE_Q8_0: return Layout::Q8;
+        case GGML_TYPE_I8: return Layout::I8;
         default: return Layout::None;
     }
 }

@@ -11,8 +11,9 @@ namespace jepa::gemm::detail {
 const KernelSet & f32_kernels();
 // Whether the engine's own kernels run the products (every path but ggml's).
 bool own_f32();
-// The q8_0 product of the path.
+// The q8_0 and i8c products of the path.
 void run_q8(const Problem & p, int ith, int nth);
+void run_i8(const Problem & p, int ith, int nth);
 // Whether bf16 weights run the bf16 kernel (VDPBF16PS, and AMX tiles where amx_bf16()).
 bool bf16_kernel();
 bool amx_bf16();

@@ -10,7 +10,9 @@
 // weights run AMX or AVX512-BF16 where the CPU has them (the half class: its own bits). q8_0 weights run
 // an int8 product of their own (kernels_q8.inc: activations quantized per row and block of 32, exact
 // int32 block sums met in f32 in k order: the quantized class, the same bits on every ISA, batch and
-// thread count), on AMX-INT8, AVX-512 VNNI, AVX-VNNI, AVX2, NEON's SDOT or portable C++. Which of these
+// thread count), on AMX-INT8, AVX-512 VNNI, AVX-VNNI, AVX2, NEON's SDOT or portable C++; i8c weights (int8
+// with one scale per output column) the same ISAs' product over the whole of k (kernels_i8.inc: activations
+// quantized per row, one exact int32 sum per output, scaled once: a class of its own). Which of these
 // a process runs is its kernel path (paths.h: the CPU's features within JEPA_GEMM's row); a portable
 // build reaches them all. The ops are in ops.cpp, the packing in pack.cpp, the kernels in gemm_<isa>.cpp.
 #pragma once
@@ -28,7 +30,11 @@ enum class Epilogue : int {
     GeluErf = 1,  // + bias, then 0.5 x (1 + erf(x / sqrt 2))
 };
 
-// True when the engine's kernel takes this weight on this CPU (f32, f16, bf16 or q8_0; shape limits),
+// The rows an i8c weight may have: whole 16-lane groups of k, and few enough that every int32 sum of
+// int8 products (and the VNNI form's offset) stays exact.
+constexpr int64_t I8_K_STEP = 16, I8_K_MAX = 65536;
+
+// True when the engine's kernel takes this weight on this CPU (f32, f16, bf16, q8_0 or i8c; shape limits),
 // wherever its data will lie: the loader gives these memory of their own (weights.h).
 bool packable(const ggml_tensor * w);
 // packable, and its data is in place: host memory, 64-byte aligned.
@@ -43,8 +49,10 @@ void pack_in_place(ggml_tensor * w);
 // (granted there only, for a consumer that takes bf16). bf16 in or out rounds exactly as the kernel's
 // own conversion of the f32 values would, so fused and unfused give the same bits.
 bool takes_bf16(const ggml_tensor * w);
+// wscale: an i8c weight's scales, f32 [N] (given exactly when w is i8).
 ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, Epilogue e,
-                     ggml_tensor * residual = nullptr, bool out_bf16 = false, ggml_tensor * gate = nullptr);
+                     ggml_tensor * residual = nullptr, bool out_bf16 = false, ggml_tensor * gate = nullptr,
+                     ggml_tensor * wscale = nullptr);
 
 // LayerNorm over ne[0] of x (f32), then * w and + b where given (f32 [ne0] each), in one pass.
 bool layer_norm_supported(const ggml_tensor * x, const ggml_tensor * w, const ggml_tensor * b);

@@ -14,4 +14,5 @@
 namespace jepa::gemm::detail::avx2 {
 #include "kernels.inc"
 #include "kernels_q8.inc"
+#include "kernels_i8.inc"
 }  // namespace jepa::gemm::detail::avx2

@@ -33,7 +33,11 @@ constexpr int64_t KC_BF16 = 2048;
 // bytes, rearranged in place.
 constexpr int64_t NRQ = 16;
 
-enum class Layout : int { None = 0, F32 = 1, F16 = 2, Bf16Wide = 3, Bf16Pairs = 4, Q8 = 5 };
+// i8c weights (int8, one f32 scale per output column, a tensor of its own): panels of NRQ columns,
+// each [K/4][NRQ][4] int8 stored as w + 128 (the last panel N % NRQ wide): the file's rows rearranged
+// in place; the scales stay where they are (Problem::wscale).
+enum class Layout : int { None = 0, F32 = 1, F16 = 2, Bf16Wide = 3, Bf16Pairs = 4, Q8 = 5, I8 = 6 };
+
 
 // One product y[M][N] = act(x[M][K] W^T + b), rows of x and y at strides ldx / ldy (floats).
 struct Problem {
@@ -45,6 +49,7 @@ struct Problem {
     int64_t ldy = 0;
     const void * w = nullptr;  // packed weight
     Layout layout = Layout::None;
+    const float * wscale = nullptr;  // i8c: the weight's scale per output column [N]
     const float * bias = nullptr;
     const float * gate = nullptr;      // times gate (row stride ldg) before the residual, where given
     int64_t ldg = 0;
@@ -186,28 +191,35 @@ struct KernelSet {
     void (*gelu)(const float * x, float * y, int64_t n);  // the exact-erf GELU of the epilogue
     void (*silu)(const float * x, float * y, int64_t n);
 };
-// The q8_0 product of each ISA (kernels_q8.inc: AVX-512 VNNI in gemm_q8_vnni.cpp): all give the same bits.
+// The q8_0 and i8c products of each ISA (kernels_q8.inc, kernels_i8.inc: AVX-512 VNNI in gemm_q8_vnni.cpp):
+// each gives the same bits on all.
 namespace avx512 {
 extern const KernelSet kernels;
 void run_gemm_q8(const Problem & p, int ith, int nth);
+void run_gemm_i8(const Problem & p, int ith, int nth);
 namespace amx {
 void run_gemm_q8(const Problem & p, int ith, int nth);  // AMX-INT8 tiles (gemm_q8_amx.cpp)
+void run_gemm_i8(const Problem & p, int ith, int nth);
 }
 }
 namespace avx2 {
 extern const KernelSet kernels;
 void run_gemm_q8(const Problem & p, int ith, int nth);
+void run_gemm_i8(const Problem & p, int ith, int nth);
 namespace vnni {
 void run_gemm_q8(const Problem & p, int ith, int nth);  // AVX-VNNI's ymm VPDPBUSD (gemm_q8_avxvnni.cpp)
+void run_gemm_i8(const Problem & p, int ith, int nth);
 }
 }
 namespace neon {
 extern const KernelSet kernels;  // aarch64 builds only
 void run_gemm_q8(const Problem & p, int ith, int nth);  // SDOT, where HWCAP has DotProd (gemm_q8_neon.cpp)
+void run_gemm_i8(const Problem & p, int ith, int nth);
 }
 namespace portable {
 extern const KernelSet kernels;
 void run_gemm_q8(const Problem & p, int ith, int nth);
+void run_gemm_i8(const Problem & p, int ith, int nth);
 }
 
 // The bf16 kernels (gemm_bf16.cpp: AMX or AVX512-BF16).

@@ -7,6 +7,7 @@
 #include "simd_avx512.h"
 #include "simd_q8_vnni.h"
 #include "simd_q8_amx.h"
+#include "simd_i8_amx.h"
 
 #include <algorithm>
 #include <array>
@@ -16,4 +17,5 @@
 
 namespace jepa::gemm::detail::avx512::amx {
 #include "kernels_q8.inc"
+#include "kernels_i8.inc"
 }  // namespace jepa::gemm::detail::avx512::amx

@@ -13,4 +13,5 @@
 
 namespace jepa::gemm::detail::avx2::vnni {
 #include "kernels_q8.inc"
+#include "kernels_i8.inc"
 }  // namespace jepa::gemm::detail::avx2::vnni

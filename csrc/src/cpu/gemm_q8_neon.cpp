@@ -14,5 +14,6 @@
 
 namespace jepa::gemm::detail::neon {
 #include "kernels_q8.inc"
+#include "kernels_i8.inc"
 }  // namespace jepa::gemm::detail::neon
 #endif

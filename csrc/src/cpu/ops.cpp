@@ -12,15 +12,17 @@ using namespace detail;
 namespace {
 
 
-// The op's userdata: the epilogue in the low byte, then whether a bias, a gate and a residual follow
-// x and w among the sources (src[0] = x, src[1] = packed w, then the bias, the gate, the residual).
-constexpr uintptr_t kHasBias = 1u << 8, kHasResidual = 1u << 9, kHasGate = 1u << 10;
+// The op's userdata: the epilogue in the low byte, then whether a weight scale, a bias, a gate and a
+// residual follow x and w among the sources (src[0] = x, src[1] = packed w, then the i8c weight's
+// scales, the bias, the gate, the residual).
+constexpr uintptr_t kHasBias = 1u << 8, kHasResidual = 1u << 9, kHasGate = 1u << 10, kHasScale = 1u << 11;
 
 void compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
     const uintptr_t flags = reinterpret_cast<uintptr_t>(userdata);
     const ggml_tensor * x = dst->src[0];
     const ggml_tensor * w = dst->src[1];
     int next = 2;
+    const ggml_tensor * ws = (flags & kHasScale) ? dst->src[next++] : nullptr;
     const ggml_tensor * b = (flags & kHasBias) ? dst->src[next++] : nullptr;
     const ggml_tensor * g = (flags & kHasGate) ? dst->src[next++] : nullptr;
     const ggml_tensor * r = (flags & kHasResidual) ? dst->src[next] : nullptr;
@@ -40,6 +42,7 @@ void compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
     p.ldy = int64_t(dst->nb[1] / ggml_element_size(dst));
     p.w = w->data;
     p.layout = layout_of(w);
+    p.wscale = ws ? static_cast<const float *>(ws->data) : nullptr;
     p.bias = b ? static_cast<const float *>(b->data) : nullptr;
     p.K = w->ne[0];
     p.N = w->ne[1];
@@ -57,6 +60,8 @@ void compute(ggml_tensor * dst, int ith, int nth, void * userdata) {
         run_bf16(p, ith, nth, amx_bf16());
     } else if (p.layout == Layout::Q8) {
         run_q8(p, ith, nth);
+    } else if (p.layout == Layout::I8) {
+        run_i8(p, ith, nth);
     } else {
         f32_kernels().gemm(p, ith, nth);
     }
@@ -119,7 +124,8 @@ bool uniform_rows(const ggml_tensor * t) {
 }  // namespace
 
 ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_tensor * b, Epilogue e,
-                     ggml_tensor * residual, bool out_bf16, ggml_tensor * gate) {
+                     ggml_tensor * residual, bool out_bf16, ggml_tensor * gate, ggml_tensor * wscale) {
+    GGML_ASSERT((w->type == GGML_TYPE_I8) == (wscale != nullptr));  // an i8c weight comes with its scales
     const bool bf16 = takes_bf16(w);
     if (x->type != GGML_TYPE_F32 && !(x->type == GGML_TYPE_BF16 && bf16)) x = ggml_cast(ctx, x, GGML_TYPE_F32);
     // bf16 out: from the bf16 kernel only, in one k block (the stage holds no carry between blocks).
@@ -129,9 +135,13 @@ ggml_tensor * linear(ggml_context * ctx, ggml_tensor * x, ggml_tensor * w, ggml_
         residual = ggml_cont(ctx, ggml_cast(ctx, residual, GGML_TYPE_F32));
     }
     if (gate && !uniform_rows(gate)) gate = ggml_cont(ctx, ggml_cast(ctx, gate, GGML_TYPE_F32));
-    ggml_tensor * args[5] = {x, w, nullptr, nullptr, nullptr};
+    ggml_tensor * args[6] = {x, w, nullptr, nullptr, nullptr, nullptr};
     int n = 2;
     uintptr_t flags = uintptr_t(e);
+    if (wscale) {
+        args[n++] = wscale;
+        flags |= kHasScale;
+    }
     if (b) {
         args[n++] = b;
         flags |= kHasBias;

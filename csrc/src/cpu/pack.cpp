@@ -50,6 +50,22 @@ void pack_q8(uint8_t * data, int64_t N, int64_t K) {
     }
 }
 
+// i8c rows ([N][K] int8) -> panels of NRQ columns, each [K/4][width][4] as w + 128 (gemm_kernels.h).
+// A weight of -128 (jepa-quantize never writes one) is read as -127, as pack_q8 reads it.
+void pack_i8(uint8_t * data, int64_t N, int64_t K) {
+    std::vector<uint8_t> src(data, data + N * K);
+    for (int64_t n0 = 0; n0 < N; n0 += NRQ) {
+        const int64_t width = std::min(NRQ, N - n0);
+        uint8_t * q = data + n0 * K;
+        for (int64_t j = 0; j < width; ++j) {
+            const uint8_t * row = src.data() + (n0 + j) * K;
+            for (int64_t k = 0; k < K; ++k) {
+                q[((k / 4) * width + j) * 4 + k % 4] = uint8_t(std::max(-127, int(int8_t(row[k]))) + 128);
+            }
+        }
+    }
+}
+
 void pack_pairs(uint16_t * data, int64_t N, int64_t K) {
     // [N][K] -> panels of NR16 columns, [K/2][width][2] each.
     std::vector<uint16_t> src(data, data + N * K);
@@ -73,6 +89,7 @@ bool packable(const ggml_tensor * w) {
     if (layout_of(w) == Layout::None) return false;
     if (layout_of(w) == Layout::Bf16Pairs && w->ne[0] % 2 != 0) return false;
     if (layout_of(w) == Layout::Q8 && w->ne[0] % 32 != 0) return false;
+    if (layout_of(w) == Layout::I8 && (w->ne[0] % I8_K_STEP != 0 || w->ne[0] > I8_K_MAX)) return false;
     return w->ne[0] >= 1 && w->ne[1] >= 1;
 }
 
@@ -88,6 +105,7 @@ void pack_in_place(ggml_tensor * w) {
         case Layout::Bf16Wide: pack_panels(static_cast<uint16_t *>(w->data), N, K); break;
         case Layout::Bf16Pairs: pack_pairs(static_cast<uint16_t *>(w->data), N, K); break;
         case Layout::Q8: pack_q8(static_cast<uint8_t *>(w->data), N, K); break;
+        case Layout::I8: pack_i8(static_cast<uint8_t *>(w->data), N, K); break;
         case Layout::None: break;
     }
 }

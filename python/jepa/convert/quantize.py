@@ -1,7 +1,9 @@
 """jepa-quantize: a jepa GGUF file with its weight matrices stored in another type.
 
-The bytes come from ggml's own quantization through the engine (jepa._engine.quantize, the C API's
-jepa_quantize), never from a second implementation. Only the matrices the schema lets be 16-bit
+The bytes come from the engine's quantization (jepa._engine.quantize, the C API's jepa_quantize):
+ggml's own for ggml's types, the engine's one writer for i8c, never from a second implementation.
+An i8c matrix is written as two tensors: its int8 rows (`<name>`, ggml's i8) and its rows' f32 scales
+(`<name>_scale`, docs/gguf.md). Only the matrices the schema lets be 16-bit
 (jepa.gguf.tensors.may_be_half: attention, FFN, projection and head matrices) change type; norms, biases,
 tokens, position tables and the patch embedding stay as they are, as the loader requires. Every
 metadata key and label is carried over in order, with general.file_type set to the new type. The
@@ -30,7 +32,11 @@ from ..gguf.keys import FILE_TYPES
 from ..gguf.tensors import may_be_half
 from ..gguf.writer import ARCH, bf16_bits_to_f32
 
-TYPES = ("f16", "bf16", "q8_0", "q6_k", "q5_k", "q5_0", "q4_k", "q4_0")
+TYPES = ("f16", "bf16", "q8_0", "q6_k", "q5_k", "q5_0", "q4_k", "q4_0", "i8c")
+# The types whose matrix carries a second tensor, its scales (`<name>_scale`, f32, one per row).
+SCALED = ("i8c",)
+SCALE_SUFFIX = "_scale"
+SCALE_WHY = "the row scales of an i8c matrix"
 # A k-quant packs 256 values per block; a row it cannot take falls back to the 32-value type of about
 # the same bits (llama.cpp's rule), said per tensor in the plan.
 FALLBACK = {"q4_k": "q4_0", "q5_k": "q5_0", "q6_k": "q8_0"}
@@ -182,6 +188,8 @@ def _bytes_of(shape: tuple[int, ...], type: str) -> int:
     rows = int(np.prod(shape[:-1], dtype=np.int64)) if len(shape) > 1 else 1
     if type == "f32":
         return rows * shape[-1] * 4
+    if type in SCALED:  # the int8 values; the scales are a tensor of their own
+        return rows * shape[-1]
     return rows * int(_engine.type_row_bytes(type, shape[-1]))
 
 
@@ -199,6 +207,9 @@ def _plan(src: str | os.PathLike[str], r: gguf.GGUFReader, type: str, keep: Sequ
         target, why = _target(t.name, shape, source, type, keep)
         nbytes = int(t.n_bytes) if target == source else _bytes_of(shape, target)
         steps.append(Step(t.name, shape, source, target, nbytes, why))
+        if target in SCALED:
+            rows = int(np.prod(shape[:-1]))
+            steps.append(Step(t.name + SCALE_SUFFIX, shape[:-1], "f32", "f32", 4 * rows, SCALE_WHY))
     in_bytes = os.path.getsize(src)
     header = int(r.data_offset)
     align = int(r.alignment)
@@ -214,12 +225,18 @@ def _as_f32(t: gguf.ReaderTensor) -> np.ndarray:
     return np.asarray(data, dtype=np.float32).reshape(shape)
 
 
-def _converted(t: gguf.ReaderTensor, step: Step) -> np.ndarray:
-    """The tensor's bytes as written: as read when it keeps its type, else ggml's conversion."""
+def _converted(t: gguf.ReaderTensor, step: Step) -> list[np.ndarray]:
+    """The tensor's bytes as written: as read when it keeps its type, else the engine's conversion;
+    for an i8c matrix its int8 rows and then its scales."""
     if step.target == step.source:
-        return np.asarray(t.data)
+        return [np.asarray(t.data)]
     x = _as_f32(t)
-    return _engine.quantize(step.target, np.ascontiguousarray(x.reshape(-1, x.shape[-1])))
+    q = _engine.quantize(step.target, np.ascontiguousarray(x.reshape(-1, x.shape[-1])))
+    if step.target in SCALED:  # each row: its int8 values, then its f32 scale
+        n = x.shape[-1]
+        values = q[:, :n].view(np.int8).reshape(step.shape)
+        return [values, np.ascontiguousarray(q[:, n:]).view(np.float32).reshape(-1)]
+    return [q]
 
 
 def _written_type(t: gguf.ReaderTensor, step: Step) -> gguf.GGMLQuantizationType:
@@ -233,7 +250,11 @@ def _add_info(w: gguf.GGUFWriter, t: gguf.ReaderTensor, step: Step) -> None:
     bf16 as uint16 bit patterns, a quantized type by its byte shape."""
     q = _written_type(t, step)
     G = gguf.GGMLQuantizationType
-    if q in (G.F32, G.F16):
+    if q == G.I8:
+        w.add_tensor_info(t.name, step.shape, np.dtype(np.int8), step.nbytes)
+        scale = t.name + SCALE_SUFFIX
+        w.add_tensor_info(scale, step.shape[:-1], np.dtype(np.float32), 4 * int(np.prod(step.shape[:-1])))
+    elif q in (G.F32, G.F16):
         w.add_tensor_info(t.name, step.shape, np.dtype(np.float32 if q == G.F32 else np.float16), step.nbytes)
     elif q == G.BF16:
         w.add_tensor_info(t.name, step.shape, np.dtype(np.uint16), step.nbytes, raw_dtype=q)
@@ -281,8 +302,8 @@ def quantize(
         w.write_kv_data_to_file()
         w.write_ti_data_to_file()
         for t in r.tensors:
-            data = _converted(t, steps[t.name])
-            w.write_tensor_data(np.ascontiguousarray(data))
+            for data in _converted(t, steps[t.name]):
+                w.write_tensor_data(np.ascontiguousarray(data))
             del data  # one tensor at a time
         w.close()
         os.replace(tmp, dest)

@@ -54,9 +54,10 @@ PRED_KINDS = {"masked": Scope.MASKED, "ac": Scope.AC, "lewm": Scope.LEWM}
 # (gguf-py's LlamaFileType) number them. The one table of these names: the writer, jepa-quantize,
 # the server's catalog and docs/gguf.md read it. A k-quant has llama.cpp's number for the name its
 # tools give it (q4_k is Q4_K_M, 15; q5_k is Q5_K_M, 17); bf16 is 32 (30 is bf16's *tensor* type).
+# i8c is the project's own (int8 per output channel, docs/gguf.md): 1000 and on never meet llama.cpp's.
 FILE_TYPES: dict[str, int] = {
     "f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 7, "q5_0": 8, "q5_1": 9,
-    "q4_k": 15, "q5_k": 17, "q6_k": 18, "bf16": 32,
+    "q4_k": 15, "q5_k": 17, "q6_k": 18, "bf16": 32, "i8c": 1000,
 }
 FILE_TYPE_NAMES = {n: name for name, n in FILE_TYPES.items()}
 
