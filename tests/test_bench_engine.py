@@ -1,5 +1,5 @@
 """tools/bench/engine.py --smoke: every variant (PyTorch, ONNX Runtime, OpenVINO f32 / bf16, jepa f32 /
-bf16 / f16 / q8_0 / q4_k) runs end to end on a tiny ViT and a tiny V-JEPA 2 video encoder, and the
+bf16 / f16 / q8_0 / q4_k / i8c) runs end to end on a tiny ViT and a tiny V-JEPA 2 video encoder, and the
 JSON renders.
 
 The peers are in requirements/bench.txt, which the test command installs: a missing one fails here
@@ -17,8 +17,8 @@ from jepa.cpu import cpu_info
 from conftest import import_tool, smoke_record
 
 VARIANTS = {"torch-f32", "ort-f32", "ov-f32", "jepa-f32", "ov-bf16", "jepa-bf16", "jepa-f16", "jepa-q8_0",
-            "jepa-q4_k", "ort-int8", "ov-int8w", "ov-int8"}
-JEPA = ("jepa-f32", "jepa-bf16", "jepa-f16", "jepa-q8_0", "jepa-q4_k")
+            "jepa-q4_k", "jepa-i8c", "ort-int8", "ov-int8w", "ov-int8"}
+JEPA = ("jepa-f32", "jepa-bf16", "jepa-f16", "jepa-q8_0", "jepa-q4_k", "jepa-i8c")
 
 
 @pytest.mark.cpu_class
@@ -54,17 +54,20 @@ def test_bench_engine_smoke(tmp_path: Path) -> None:
             assert c["max_rel_diff_vs_torch"][k] < 1e-4, (where, k)
         for k in ("ov-bf16", "jepa-bf16", "jepa-f16"):  # the half class
             assert c["pooled_cos_vs_torch"][k] >= 0.9999, (where, k)
-        assert c["pooled_cos_vs_torch"]["jepa-q8_0"] >= 0.999, where  # the q8_0 tier (docs/quantize.md)
+        for k in ("jepa-q8_0", "jepa-i8c"):  # the q8_0 tier (docs/quantize.md), i8c's too
+            assert c["pooled_cos_vs_torch"][k] >= 0.999, (where, k)
         for k in ("ort-int8", "ov-int8w", "ov-int8"):  # the int8 peers: measured, and close to f32
             assert c["pooled_cos_vs_torch"][k] >= 0.99, (where, k)
         assert c["goals"]["q8_0_vs_jepa_f32"] == 1.5 and c["goals"]["q8_0_vs_int8_peer"] == 1.0, where
-        assert c["peak_share"]["jepa-q8_0"] is None, where  # no GEMM peak for the quantized class
+        assert c["goals"]["i8c_vs_jepa_f32"] == 1.5 and c["goals"]["i8c_vs_int8_peer"] == 1.0, where
+        for k in ("jepa-q8_0", "jepa-i8c"):  # no GEMM peak for the quantized class
+            assert c["peak_share"][k] is None, (where, k)
         assert all(c["threads_1_2_bit_identical"][k] for k in JEPA), where
         if c["batch"] > 1:
             assert all(c["batch_bit_identical"][k] for k in JEPA), where
     text = import_tool("render_docs").render_bench_engine(data)
     assert ("**Held to" in text) == bool(here.mask)
-    for label in ("ORT f32", "OpenVINO bf16", "jepa bf16", "jepa q8_0", "jepa q4_k", "V-JEPA 2 tiny (smoke)",
+    for label in ("ORT f32", "OpenVINO bf16", "jepa bf16", "jepa q8_0", "jepa q4_k", "jepa i8c", "V-JEPA 2 tiny (smoke)",
                   "GEMM peaks"):
         assert label in text, label
 

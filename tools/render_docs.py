@@ -92,6 +92,7 @@ ENGINE_VARIANTS = {  # schema 2: column order and labels
     "jepa-f16": "jepa f16",
     "jepa-q8_0": "jepa q8_0",
     "jepa-q4_k": "jepa q4_k",
+    "jepa-i8c": "jepa i8c",
     "ort-int8": "ORT int8",
     "ov-int8w": "OpenVINO int8 weights",
     "ov-int8": "OpenVINO int8",
@@ -106,6 +107,8 @@ ENGINE_RATIOS = {
     "q8_0_vs_jepa_f32": "jepa q8_0 vs jepa f32",
     "q8_0_vs_int8_peer": "jepa q8_0 vs faster of ORT / OpenVINO int8",
     "q4_k_vs_jepa_f32": "jepa q4_k vs jepa f32 (no goal)",
+    "i8c_vs_jepa_f32": "jepa i8c vs jepa f32",
+    "i8c_vs_int8_peer": "jepa i8c vs faster of ORT / OpenVINO int8",
 }
 PEER_SHORT = {"ort-f32": "ORT", "ov-f32": "OV", "ort-int8": "ORT", "ov-int8w": "OV-w", "ov-int8": "OV"}
 PEAK_LABELS = {"openblas-f32": "OpenBLAS", "mlas-f32": "MLAS", "mkl-f32": "MKL"}

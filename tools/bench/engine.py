@@ -15,7 +15,7 @@ For each batch size the variants run interleaved (the order rotates every round)
 are a warm-up and are dropped, and the median of the rest is reported as ms per item. Ratios are
 peer / jepa (above 1, jepa is faster), each the median over rounds of the ratio within a round:
 jepa-f32 against the faster of ort-f32 / ov-f32, jepa-bf16 and jepa-f16 against ov-bf16, jepa-q8_0
-against jepa-f32 and the faster int8 peer, and every jepa variant against torch. Each cell also
+and jepa-i8c against jepa-f32 and the faster int8 peer, and every jepa variant against torch. Each cell also
 records GFLOP/s (the model's FLOPs counted analytically), the share of the machine's GEMM peak for the
 variant's class (bench.peaks, measured in the same run), every variant's tokens against torch f32
 (max|Δ| / max|ref|, pooled-mean cosine), and for jepa batch bit-identity and threads-1 = threads-2
