@@ -67,7 +67,8 @@ def test_bench_engine_smoke(tmp_path: Path) -> None:
             assert all(c["batch_bit_identical"][k] for k in JEPA), where
     text = import_tool("render_docs").render_bench_engine(data)
     assert ("**Held to" in text) == bool(here.mask)
-    for label in ("ORT f32", "OpenVINO bf16", "jepa bf16", "jepa q8_0", "jepa q4_k", "jepa i8c", "V-JEPA 2 tiny (smoke)",
+    for label in ("ORT f32", "OpenVINO bf16", "jepa bf16", "jepa q8_0", "jepa q4_k", "jepa i8c",
+                  "V-JEPA 2 tiny (smoke)",
                   "GEMM peaks"):
         assert label in text, label
 
