@@ -7,6 +7,7 @@ is not, and a key's declared default is what the loader assumes when the key is 
 from __future__ import annotations
 
 import importlib
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -301,3 +302,30 @@ def test_the_writer_refuses_what_the_loader_refuses(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"missing tensor\(s\): enc\.blk\.0\.ln1\.bias"):
         write_gguf(tmp_path / "a.gguf", meta, enc, HF_VIT_RECIPE, tensors.items())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_float_range_is_the_loaders(tiny: tuple[str, str], tmp_path: Path) -> None:
+    """A float key set just outside its declared range (an open end itself, a closed one past it, and
+    NaN) is refused by the loader naming the key: the declaration and the loader agree (issue 36, L19:
+    jepa.pre.rescale <= 0 loaded, then a V-JEPA 2.1 request divided by zero and answered 500)."""
+    kind, path = tiny
+    keys, _, _ = _read(path)
+    declared = gguf_keys.keys_for(gguf_keys.scopes_of(keys))
+    checked = 0
+    for name, ks in declared.items():
+        k = ks[0]
+        if k.type not in (gguf_keys.GType.F32, gguf_keys.GType.F32_3) or k.range is None or not k.read:
+            continue
+        outside = [math.nan]
+        if k.range.lo is not None:
+            outside.append(k.range.lo if k.range.open else k.range.lo - 1.0)
+        if k.range.hi is not None:
+            outside.append(k.range.hi if k.range.open else k.range.hi + 1.0)
+        for v in outside:
+            value: Any = [v, v, v] if k.type == gguf_keys.GType.F32_3 else v
+            status, what = _load(_rewrite(path, tmp_path / "r.gguf", set_key=(name, value)))
+            refused = status == "error" and what[0] == "ModelFileError" and name in what[1]
+            assert refused, (kind, name, v, what)
+            checked += 1
+    if "jepa.pre.rescale" in declared:  # every vision file: NaN and 0 at least
+        assert checked >= 2, kind

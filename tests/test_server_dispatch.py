@@ -374,6 +374,44 @@ def test_metrics_move_as_requests_are_made() -> None:
     run(body)
 
 
+def test_health_is_503_while_the_pinned_model_loads_after_the_registry_is_up() -> None:
+    """The registry is published before the -m models load (so requests can wait for them): /health
+    must stay 503 "loading", naming the model, until that load is done (issue 36, M10: it said 200 "ok"
+    for the 7.5 s a ViT-B took, and Kubernetes' probes passed)."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from jepa_server.app import create_app, wait_ready
+    from jepa_server.settings import Settings
+
+    async def body() -> None:
+        app = create_app(Settings(demo=True))
+        gate = asyncio.Event()
+        runtime = app[RUNTIME]
+        open_engine = runtime._open
+
+        async def slow_open(entry: Any) -> Any:
+            await gate.wait()
+            return await open_engine(entry)
+
+        runtime._open = slow_open  # type: ignore[method-assign]
+        async with TestClient(TestServer(app, host="127.0.0.1", port=0)) as client:
+            for _ in range(200):  # until the registry is published (the catalog is read on a thread)
+                if runtime.registry is not None:
+                    break
+                await asyncio.sleep(0.01)
+            assert runtime.registry is not None
+            resp = await client.get("/health")
+            answer = await resp.json()
+            assert resp.status == 503 and answer["status"] == "loading", answer
+            assert answer["loading"] == [e.id for e in runtime.registry.catalog.entries() if e.pinned], answer
+            gate.set()
+            await wait_ready(app)
+            resp = await client.get("/health")
+            assert resp.status == 200 and (await resp.json())["status"] == "ok"
+
+    run(body)
+
+
 def test_health_is_503_until_the_model_is_loaded_and_warm() -> None:
     from aiohttp.test_utils import TestClient, TestServer
 

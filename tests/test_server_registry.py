@@ -86,6 +86,9 @@ def test_models_toml_names_and_aliases(tmp_path: Path, models_dir: Path) -> None
         ('[models."a b"]\nfile = "alpha.gguf"\n', "not a usable model name"),
         ("[other]\n", "unknown table"),
         ("not toml = = 1", "cannot read"),
+        # issue 36, M8: 500 nested arrays raised an uncaught RecursionError (every rescan a 500)
+        ('[models.x]\nfile = "alpha.gguf"\naliases = ' + "[" * 500 + "]" * 500 + "\n", "nested more than 32"),
+        ('[models.x]\nfile = "alpha.gguf"\naliases = ' + "[" * 40 + "]" * 40 + "\n", "nested more than 32"),
     ],
 )
 def test_a_bad_models_toml_is_refused_naming_why(

@@ -204,3 +204,14 @@ def test_a_config_that_is_a_fifo_a_device_or_huge_exits_2(tmp_path: Path) -> Non
         assert time.monotonic() - started < 30
     with pytest.raises(SettingsError, match="not a regular file"):
         load_settings(["--config", str(fifo)], {})
+
+
+def test_a_config_nested_too_deeply_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """Issue 36, M8: a --config with arrays nested 500 deep ended startup in a RecursionError traceback."""
+    deep = tmp_path / "deep.toml"
+    deep.write_text("port = 8080\nx = " + "[" * 500 + "]" * 500 + "\n")
+    with pytest.raises(SettingsError, match="nested more than 32 deep"):
+        load_settings(["--config", str(deep)], {})
+    out = _jepa_server("--demo", "--port", "0", "--config", str(deep), timeout=30)
+    assert out.returncode == 2 and "nested more than 32 deep" in out.stderr, out.stderr[-500:]
+    assert "Traceback" not in out.stderr

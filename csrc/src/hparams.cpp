@@ -143,6 +143,9 @@ PreprocessHparams parse_preprocess(const GgufMeta & m, const EncoderHparams & e)
         }
     }
     p.rescale = m.get_f32("jepa.pre.rescale", 1.0f / 255.0f);
+    // A scale of 0 makes every image the same vector, a negative one inverts them; V-JEPA 2.1's
+    // preprocessing divides by it.
+    if (!(p.rescale > 0.0f)) fail(JEPA_ERR_BAD_FILE, "metadata key jepa.pre.rescale: must be > 0 (got %g)", double(p.rescale));
     p.crop = int(m.get_int("jepa.pre.crop", 1, 8192, e.img_size));
     p.resize_short = int(m.get_int("jepa.pre.resize_short", 1, 16384, p.crop));
     p.resize_mode = jepa_resize_mode(m.get_enum("jepa.pre.resize_mode", {"shortest_edge", "squash"}, 0));

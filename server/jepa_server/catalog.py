@@ -25,12 +25,13 @@ import logging
 import math
 import os
 import stat
-import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from jepa.gguf.keys import FILE_TYPE_NAMES
+
+from .toml_files import TomlError, parse_toml
 
 MODELS_TOML = "models.toml"
 _ENTRY_KEYS = {"file", "aliases", "keep_alive_s"}
@@ -225,10 +226,10 @@ def _is_file(path: str) -> bool:
 def _models_toml(root: str) -> dict[str, dict[str, Any]]:
     path = os.path.join(root, MODELS_TOML)
     try:
-        data = tomllib.loads(read_regular_file(path, MAX_MODELS_TOML_BYTES).decode("utf-8"))
+        data = parse_toml(read_regular_file(path, MAX_MODELS_TOML_BYTES))
     except OSError as exc:
         raise CatalogError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:  # TOML is UTF-8 only
+    except TomlError as exc:
         raise CatalogError(f"cannot read {path}: {exc}") from None
     unknown = set(data) - {"models"}
     if unknown:

@@ -277,9 +277,16 @@ async def health(request: web.Request) -> web.StreamResponse:
     bookkeeping only."""
     rt = request.app[RUNTIME]
     registry = rt.registry
-    if registry is None or rt.error is not None:
+    # Not ready until the -m models are resident: the registry is published before they load (so
+    # requests can wait for them), and a probe that passed then would send traffic to a server that
+    # cannot answer yet.
+    if registry is None or rt.error is not None or not rt.ready.is_set():
         status = "loading" if rt.error is None else "failed"
-        return web.json_response({"status": status}, status=503, dumps=strict_dumps)
+        answer: dict[str, Any] = {"status": status}
+        if status == "loading" and registry is not None:
+            answer["loading"] = [e.id for e in registry.catalog.entries()
+                                 if e.pinned and e.id not in registry.resident]
+        return web.json_response(answer, status=503, dumps=strict_dumps)
     s = request.app[SETTINGS]
     body: dict[str, Any] = {
         "status": "ok",

@@ -14,13 +14,14 @@ import dataclasses
 import math
 import os
 import stat
-import tomllib
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union, cast, get_args, get_origin, get_type_hints
 
 import jepa
+
+from .toml_files import TomlError, parse_toml
 
 # The server's own bound on --max-batch, not the engine's (jepa._engine.MAX_BATCH_LIMIT is far
 # higher): jepa_batch_size keeps one histogram bucket per size up to it, and every item of a graph
@@ -609,8 +610,8 @@ def _read_config(path: str) -> dict[str, Any]:
             os.close(fd)
         if len(data) > MAX_CONFIG_BYTES:  # it grew while read
             raise SettingsError(f"the config file {path} is over {MAX_CONFIG_BYTES} bytes")
-        return tomllib.loads(data.decode("utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:  # TOML is UTF-8 only
+        return parse_toml(data)
+    except (OSError, TomlError) as exc:
         raise SettingsError(f"cannot read the config file {path}: {exc}") from None
 
 

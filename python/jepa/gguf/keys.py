@@ -382,7 +382,10 @@ KEYS: tuple[Key, ...] = (
         default=(0.5, 0.5, 0.5),
         range=Range(0, open=True),
     ),
-    Key("jepa.pre.rescale", F32, VISION, "pixel scale before normalising", default=1 / 255),
+    Key(
+        "jepa.pre.rescale", F32, VISION, "pixel scale before normalising", default=1 / 255,
+        range=Range(0, open=True),
+    ),
     Key(
         "jepa.pre.crop",
         U32,
