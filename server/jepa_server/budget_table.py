@@ -23,7 +23,8 @@ BUDGETS: tuple[Budget, ...] = (
     Budget(
         "the body",
         ("max_body_mb",),
-        "`Content-Length` before any handler (a chunked body as it is read)",
+        "`Content-Length` before any handler (a chunked body as it is read; a gzip / deflate body as "
+        "it inflates, after the API key, on a thread)",
         "413 `request_too_large`",
     ),
     Budget(

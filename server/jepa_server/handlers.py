@@ -25,6 +25,7 @@ from .budget import (
     rollout_work,
     world_bytes,
 )
+from .content_encoding import encoding_of, inflate
 from .errors import ApiError, bad_request, from_jepa
 from .inputs import (
     Item,
@@ -93,22 +94,28 @@ def holding_body(handler: Handler) -> Handler:
 
 
 async def read_body(request: web.Request) -> bytes:
-    """The whole body within --body-timeout-s; a body that cannot be read is the client's fault."""
+    """The whole body within --body-timeout-s, its Content-Encoding undone on a thread within
+    --max-body-mb (the runner leaves bodies as sent: content_encoding.py); a body that cannot be read
+    is the client's fault."""
     s = request.app[SETTINGS]
+    encoding = encoding_of(request.headers.get("Content-Encoding"))
     try:
         async with asyncio.timeout(s.body_timeout_s):
-            return await request.read()
+            raw = await request.read()
     except TimeoutError:
         raise ApiError(
             408,
             f"the request body did not arrive within {s.body_timeout_s:g} s (--body-timeout-s)",
             code="body_timeout",
         ) from None
-    except RequestPayloadError as exc:  # a bad Content-Encoding, a broken chunked encoding
+    except RequestPayloadError as exc:  # a broken chunked encoding
         raise bad_request(f"the request body cannot be read: {exc}", code="invalid_body") from None
     except ConnectionResetError:  # the client closed the connection mid-body: nobody reads the answer
         raise ApiError(400, "the request body ended early: the client closed the connection",
                        code="incomplete_body") from None
+    if encoding == "identity":
+        return raw
+    return await asyncio.to_thread(inflate, raw, encoding, s.max_body_bytes)
 
 
 def _model_name(body: dict[str, Any]) -> str | None:

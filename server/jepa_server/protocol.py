@@ -198,6 +198,9 @@ class JepaAppRunner(web.AppRunner):
             keepalive_timeout=settings.idle_timeout_s,
             shutdown_timeout=settings.shutdown_timeout_s,
             lingering_time=LINGER_S,
+            # Bodies reach the handler as sent: gzip / deflate are undone there, after the key and
+            # admission, on a thread and bounded (content_encoding.py), never in the parser on the loop.
+            auto_decompress=False,
             **kwargs,
         )
         self._limits = HttpLimits(settings.header_timeout_s, settings.max_connections)

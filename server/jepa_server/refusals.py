@@ -64,7 +64,7 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(
         400,
         "a request line or header aiohttp cannot parse; a body nested deeper than 32 levels, "
-        "that cannot be decoded (`Content-Encoding`) or that ends early",
+        "a gzip / deflate body that is broken, or a body that ends early",
         ("bad_request", "invalid_body", "incomplete_body"),
     ),
     Refusal(400, "a `/rollout` over `--max-rollout-work`", ("too_much_work",)),
@@ -78,7 +78,8 @@ REFUSALS: tuple[Refusal, ...] = (
     ),
     Refusal(
         413,
-        "a body over `--max-body-mb` (refused from `Content-Length` before any handler runs)",
+        "a body over `--max-body-mb` (refused from `Content-Length` before any handler runs; a gzip / "
+        "deflate body once its inflated bytes pass it, inflated on a thread after the API key)",
         ("request_too_large",),
     ),
     Refusal(
@@ -93,6 +94,8 @@ REFUSALS: tuple[Refusal, ...] = (
         ("input_too_large", "response_too_large", "resource_limit"),
     ),
     Refusal(414, "an over-long URI", ("uri_too_long",)),
+    Refusal(415, "a `Content-Encoding` other than identity, gzip or deflate (one of them, not a list)",
+            ("unsupported_encoding",)),
     Refusal(417, "an `Expect` header other than `100-continue`", ("expectation_failed",)),
     Refusal(422, "an answer holding a non-finite number", ("non_finite_output",)),
     Refusal(431, "an over-long header", ("headers_too_large",)),
