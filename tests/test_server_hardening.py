@@ -348,3 +348,42 @@ def test_an_allocation_cap_is_the_requests_size_not_the_servers_state() -> None:
     assert (err.status, err.code, err.param) == (413, "resource_limit", "input")
     busy = jepa.ResourceLimitError("out of memory")
     assert from_jepa(busy, computing=True).status == 503
+
+
+def test_a_refused_items_inputs_are_freed_without_the_cyclic_gc() -> None:
+    """Issue 36, M7: the first failure of a request's items was raised from a frame that held the
+    results (the exception among them), so the exception, its traceback and the items lived in a cycle
+    until the cyclic GC ran. Now the items go when the refusal does, with the GC off."""
+    import gc
+    import weakref
+    from concurrent.futures import ThreadPoolExecutor
+
+    from jepa_server.pipeline import Pipeline
+
+    class Holder:  # stands for a request's item: its decoded bytes
+        def __init__(self) -> None:
+            self.data = np.zeros(1 << 20, np.uint8)
+
+    def refuse(item: Holder, budget: object) -> None:
+        raise ValueError("not an image")
+
+    async def body() -> list[weakref.ref[Holder]]:
+        fake = type("P", (), {})()
+        fake._prep = ThreadPoolExecutor(2)
+        items = [Holder(), Holder()]
+        refs = [weakref.ref(i) for i in items]
+        try:
+            await Pipeline._off_loop(fake, refuse, items, None)  # type: ignore[arg-type]
+        except ValueError:
+            pass
+        del items
+        fake._prep.shutdown()
+        return refs
+
+    gc.collect()
+    gc.disable()
+    try:
+        refs = run(body)
+        assert all(r() is None for r in refs), "a refused request's items outlived the refusal"
+    finally:
+        gc.enable()

@@ -167,10 +167,18 @@ class Pipeline:
         loop = asyncio.get_running_loop()
         jobs = [loop.run_in_executor(self._prep, fn, item, budget) for item in items]
         results = await asyncio.gather(*jobs, return_exceptions=True)
-        for r in results:
-            if isinstance(r, BaseException):
-                raise r
-        return results
+        failed = next((r for r in results if isinstance(r, BaseException)), None)
+        if failed is None:
+            return results
+        # Raised from a frame that no longer holds the results, the jobs or the items: else the
+        # exception's traceback keeps this frame, which keeps the exception (a cycle), and with it
+        # the request's decoded inputs until the cyclic GC runs (40 invalid 25 MiB images, one at a
+        # time, took the RSS from 220 to 1016 MiB).
+        del results, jobs, items
+        try:
+            raise failed
+        finally:
+            del failed
 
     def _prepare_one(self, item: Item, budget: jepa.media.Budget) -> np.ndarray:
         return self._reading(item, lambda: jepa.media.prepare(
