@@ -354,6 +354,7 @@ def test_a_refused_items_inputs_are_freed_without_the_cyclic_gc() -> None:
     """Issue 36, M7: the first failure of a request's items was raised from a frame that held the
     results (the exception among them), so the exception, its traceback and the items lived in a cycle
     until the cyclic GC ran. Now the items go when the refusal does, with the GC off."""
+    import contextlib
     import gc
     import weakref
     from concurrent.futures import ThreadPoolExecutor
@@ -372,10 +373,8 @@ def test_a_refused_items_inputs_are_freed_without_the_cyclic_gc() -> None:
         fake._prep = ThreadPoolExecutor(2)
         items = [Holder(), Holder()]
         refs = [weakref.ref(i) for i in items]
-        try:
+        with contextlib.suppress(ValueError):
             await Pipeline._off_loop(fake, refuse, items, None)  # type: ignore[arg-type]
-        except ValueError:
-            pass
         del items
         fake._prep.shutdown()
         return refs
