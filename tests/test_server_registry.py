@@ -630,3 +630,34 @@ def test_a_file_models_toml_names_never_makes_an_unusable_name(tmp_path: Path) -
         assert entry.id == "clean" and all(n and n.isprintable() for n in entry.names), entry.names
         assert cat.find("") is None and cat.find("clean") is entry
     assert cat.find("\x03.gguf") is None and cat.find("\x03") is None
+
+
+def test_the_default_cap_keeps_three_models_resident(tmp_path: Path) -> None:
+    """Issue 36, M9: with no --max-loaded-models any client could load the whole directory (300 tiny
+    models: 2 GB and 908 threads). The default keeps three resident, unloading the least recently
+    used idle one, and every request is still served."""
+    from jepa.demo import write_demo_model
+
+    for i in range(5):
+        write_demo_model(tmp_path / f"m{i}.gguf", embed_dim=32, n_layer=1, n_head=2, img_size=32, seed=i)
+
+    async def body() -> None:
+        async with in_process(models_dir=str(tmp_path)) as (client, _app):
+            for round_ in range(2):
+                for i in range(5):
+                    r = await _post(client, "/v1/embeddings", {"model": f"m{i}", "input": image_item(i)})
+                    assert r.status == 200, (round_, i, await r.text())
+                    resident = (await (await client.get("/health")).json())["models"]["resident"]
+                    assert resident <= 3, (round_, i, resident)
+
+    run(body)
+
+
+def test_the_cap_makes_room_for_every_pinned_model(models_dir: Path) -> None:
+    from jepa_server.catalog import Catalog
+    from jepa_server.runtime import loaded_cap
+
+    files = tuple(str(models_dir / f"{n}.gguf") for n in ("alpha", "beta", "gamma"))
+    assert loaded_cap(3, Catalog(files, None), False) == 3
+    assert loaded_cap(2, Catalog(files, None), False) == 3  # the -m models always fit
+    assert loaded_cap(0, Catalog(files, None), False) == 0  # no cap

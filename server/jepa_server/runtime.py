@@ -156,6 +156,17 @@ def _smoke_failed(exc: jepa.JepaError) -> SmokeTestFailed:
     return SmokeTestFailed(f"it loads, but its smoke test (one call on each worker) failed: {exc}")
 
 
+def loaded_cap(setting: int, catalog: Catalog, has_dir: bool) -> int:
+    """The registry's cap on resident models: --max-loaded-models (0: none), raised so the -m models
+    always fit, with one --models-dir model beside them when there is a directory. A cap exists by
+    default because any client can name any model of the directory: 300 tiny models loaded at once
+    took 2 GB and 908 threads (issue 36, M9); Ollama keeps 3 resident on a CPU."""
+    if setting <= 0:
+        return 0
+    pinned = sum(e.pinned for e in catalog.entries())
+    return max(setting, pinned + (1 if has_dir else 0))
+
+
 class Runtime:
     def __init__(
         self, settings: Settings, metrics: Metrics, files: LocalFiles, model: jepa.Model | None
@@ -212,7 +223,7 @@ class Runtime:
                 self._open,
                 keep_alive_s=s.keep_alive_s,
                 max_keep_alive_s=s.max_keep_alive_s,
-                max_loaded=s.max_loaded_models,
+                max_loaded=loaded_cap(s.max_loaded_models, catalog, s.models_dir is not None),
                 max_concurrent_loads=s.max_concurrent_loads,
                 slot_wait_s=s.queue_timeout_s,
                 on_event=self._count,

@@ -107,8 +107,9 @@ class Settings:
     # -- residency (the registry): models loaded on demand, kept while used, unloaded when idle
     max_loaded_models: int = _opt(
         "--max-loaded-models",
-        default=0,
-        help="Most models resident at once (0: no cap); loading one more unloads the least recently used "
+        default=3,
+        help="Most models resident at once (0: no cap; the -m models always fit, with room for one "
+        "--models-dir model beside them); loading one more unloads the least recently used "
         "idle --models-dir model, or waits its turn (at most --queue-timeout-s, then 503 with Retry-After) "
         "while a busy one finishes its requests.",
     )
