@@ -209,6 +209,13 @@ def test_pixels_are_refused_from_the_header() -> None:
             err = (await resp.json())["error"]
             assert resp.status == 413 and err["param"] == "input[1]"
             assert "--max-image-pixels" in err["message"]
+            # Issue 36, L24: over jepa.media.MAX_PIXELS (100 Mpx), and over Pillow's own refusal at
+            # open (200 Mpx: twice its limit): the budget's 413 too, not a 400.
+            for side in (10_000, 14_200):
+                big = {"b64": b64(png_header_only(side, side))}
+                resp = await client.post("/v1/embeddings", json={"input": [big]})
+                err = (await resp.json())["error"]
+                assert resp.status == 413 and "--max-image-pixels" in err["message"], (side, err)
         async with in_process(max_request_pixels=64 * 48 * 3) as (client, _):
             ok = await client.post("/v1/embeddings", json={"input": [image_item(i) for i in range(3)]})
             assert ok.status == 200

@@ -215,3 +215,14 @@ def test_a_config_nested_too_deeply_is_one_line_not_a_traceback(tmp_path: Path) 
     out = _jepa_server("--demo", "--port", "0", "--config", str(deep), timeout=30)
     assert out.returncode == 2 and "nested more than 32 deep" in out.stderr, out.stderr[-500:]
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("key", ["two words", "line\nbreak", "tab\tkey", "clé", "trailing "])
+def test_an_api_key_no_client_can_send_is_refused(key: str) -> None:
+    """Issue 36, L16: a key with a space, a newline or a non-ASCII character started a server that
+    no client could ever authenticate to."""
+    with pytest.raises(SettingsError, match="api_key must be visible ASCII"):
+        load_settings(["--demo", "--api-key", key], {})
+    with pytest.raises(SettingsError, match="api_key must be visible ASCII"):
+        load_settings(["--demo"], {"JEPA_API_KEY": key})
+    assert load_settings(["--demo", "--api-key", "sk-Ab3_x.y~z!"], {}).api_key == "sk-Ab3_x.y~z!"

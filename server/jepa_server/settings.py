@@ -363,6 +363,11 @@ class Settings:
              "--model-id names the one -m model; with several, name them in a models.toml (--models-dir)"),
             (self.verbose < 0, "verbose must be 0 or more"),
             (self.api_key == "", "api_key must not be empty"),
+            # A key a client can send in `Authorization: Bearer KEY`: visible ASCII, no spaces (a
+            # newline or a non-ASCII character there is refused or mangled by every HTTP client).
+            (self.api_key is not None and not all("!" <= c <= "~" for c in self.api_key),
+             "api_key must be visible ASCII characters (no spaces, newlines or other characters a "
+             "client cannot send in an Authorization header)"),
         ]
         for bad, message in checks:
             if bad:

@@ -40,11 +40,14 @@ class Budget:
 
     def check_image(self, width: int, height: int, what: str = "image") -> None:
         """Refuse one image or frame over max_image_pixels (from its header)."""
+        self.check_image_pixels(width * height, f"{what} of {width}x{height} = {width * height} pixels")
+
+    def check_image_pixels(self, pixels: int, what: str) -> None:
+        """Refuse an image of `pixels` pixels (`what` says which, and how big) over max_image_pixels."""
         cap = self.max_image_pixels
-        if cap is not None and width * height > cap:
+        if cap is not None and pixels > cap:
             raise ResourceLimitError(
-                f"{what} of {width}x{height} = {width * height} pixels is over the limit of {cap} "
-                f"pixels per image ({self._name('max_image_pixels')})"
+                f"{what} is over the limit of {cap} pixels per image ({self._name('max_image_pixels')})"
             )
 
     def charge(self, pixels: int, what: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import stat
 import threading
 import warnings
@@ -157,9 +158,34 @@ def _open(data: bytes | bytearray | memoryview) -> Image.Image:
                 "(an unknown format, or a broken or zero-sized header)"
             ) from None
         except Image.DecompressionBombError as e:
-            raise InvalidInputError(f"image refused as a possible decompression bomb: {e}") from None
+            # Pillow refuses past twice its MAX_IMAGE_PIXELS at open, before our own checks see the
+            # size: its message gives the pixel count, which our checks then judge (a budget's 413).
+            m = re.search(r"\((\d+) pixels\)", str(e))
+            raise _TooManyPixels(int(m.group(1)) if m else None, str(e)) from None
         except Exception as e:  # a broken header: SyntaxError, struct.error, OSError, ...
             raise InvalidInputError(f"corrupt image header: {e}") from None
+
+
+class _TooManyPixels(Exception):
+    """Pillow's decompression-bomb refusal at open, with the header's pixel count where it said it."""
+
+    def __init__(self, pixels: int | None, message: str) -> None:
+        super().__init__(message)
+        self.pixels = pixels
+
+
+def _open_checked(data: bytes | bytearray | memoryview, budget: Budget | None) -> Image.Image:
+    """_open, with an image Pillow refuses for its size judged by the budget (ResourceLimitError, a
+    413 in the server) and else by jepa.media.MAX_PIXELS, as a smaller image over them is."""
+    try:
+        return _open(data)
+    except _TooManyPixels as e:
+        if e.pixels is not None and budget is not None:
+            budget.check_image_pixels(e.pixels, f"image of {e.pixels} pixels")
+        raise InvalidInputError(
+            f"image of {e.pixels if e.pixels is not None else 'too many'} pixels is over the limit of "
+            f"{max_pixels()} pixels (jepa.media.MAX_PIXELS), refused as a possible decompression bomb"
+        ) from None
 
 
 def _orientation(img: Image.Image) -> int:
@@ -183,14 +209,15 @@ def decode_image(src: ImageSource, budget: Budget | None = None) -> Image.Image:
     if isinstance(src, Image.Image):
         img, from_file = src, False
     elif isinstance(src, bytes | bytearray | memoryview):
-        img, from_file = _open(src), True
+        img, from_file = _open_checked(src, budget), True
     elif isinstance(src, str | os.PathLike):
-        img, from_file = _open(read_bytes(src, budget)), True
+        img, from_file = _open_checked(read_bytes(src, budget), budget), True
     else:
         raise InvalidInputError(f"cannot decode an image from {type(src).__name__}")
+    if budget is not None:  # the caller's limit first: over it is its 413, whatever else it is over
+        budget.check_image(*img.size)
     check_pixels(*img.size)
     if budget is not None:
-        budget.check_image(*img.size)
         budget.charge(img.size[0] * img.size[1], "an image")
     try:
         img.load()
