@@ -18,7 +18,7 @@ from .handlers import ROUTES
 from .keys import ADMISSION, METRICS, RUNTIME, SETTINGS
 from .metrics import Metrics
 from .runtime import Runtime
-from .security import LocalFiles, check_api_key
+from .security import LocalFiles, check_admitted
 from .settings import Settings
 
 log = logging.getLogger("jepa_server")
@@ -107,15 +107,10 @@ def _endpoint(request: web.Request) -> str:
 async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
     settings = request.app[SETTINGS]
     try:
-        # Refuse an announced oversize body before any handler runs (a chunked one is caught by
-        # client_max_size when read).
-        if request.content_length is not None and request.content_length > settings.max_body_bytes:
-            raise ApiError(
-                413,
-                f"the request body is {request.content_length} bytes; this server takes at most "
-                f"{settings.max_body_bytes} (--max-body-mb {settings.max_body_mb:g})",
-            )
-        check_api_key(settings.api_key, request.path, request.headers.get("Authorization"))
+        # Refuse an announced oversize body and a wrong key before any handler runs (a chunked body
+        # is caught by client_max_size when read).
+        check_admitted(settings.api_key, settings.max_body_bytes, settings.max_body_mb, request.path,
+                       request.headers, request.content_length)
         if request.app[RUNTIME].draining:
             raise ApiError(503, "the server is shutting down", code="shutting_down",
                            headers={"Retry-After": "1"})

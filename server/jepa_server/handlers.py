@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http import HttpVersion11
 from aiohttp.web_protocol import RequestPayloadError
 
 import jepa
@@ -46,6 +47,7 @@ from .model_info import model_json, pool_json, text_json
 from .pipeline import Embedded
 from .rollout import parse_world_job
 from .runtime import Engine
+from .security import check_admitted
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # A request's `keep_alive`: how long its model stays resident once idle (seconds; at most a day).
@@ -434,11 +436,34 @@ async def metrics(request: web.Request) -> web.StreamResponse:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
+async def continue_if_admitted(request: web.Request) -> web.StreamResponse | None:
+    """`Expect: 100-continue` answered only for a request that would be served: its key checked and its
+    announced body within --max-body-mb (aiohttp's own handler said 100 Continue first, so a client
+    without the key was invited to send its whole body). A refusal is the answer instead, and the
+    client never sends the body."""
+    s = request.app[SETTINGS]
+    try:
+        check_admitted(s.api_key, s.max_body_bytes, s.max_body_mb, request.path, request.headers,
+                       request.content_length)
+    except ApiError as exc:
+        resp = exc.response()
+        resp.force_close()  # the body was never asked for: it may still come, and is not a request
+        return resp
+    if request.version == HttpVersion11 and request.headers.get("Expect", "").lower() == "100-continue":
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0
+    return None
+
+
+def _post(path: str, handler: Handler) -> web.RouteDef:
+    return web.post(path, holding_body(handler), expect_handler=continue_if_admitted)
+
+
 ROUTES = [
-    web.post("/v1/embeddings", holding_body(embeddings)),
-    web.post("/embed", holding_body(embed_tei)),
-    web.post("/classify", holding_body(classify)),
-    web.post("/rollout", holding_body(rollout)),
+    _post("/v1/embeddings", embeddings),
+    _post("/embed", embed_tei),
+    _post("/classify", classify),
+    _post("/rollout", rollout),
     web.get("/health", health),
     web.get("/v1/models", models),
     web.get("/info", info),

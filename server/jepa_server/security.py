@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from .errors import ApiError
@@ -17,6 +18,19 @@ OPEN_PATHS = frozenset({"/health", "/metrics"})
 # Under --files-root every refusal reads the same, so a caller cannot map the server's disk by
 # asking (does not exist / outside / not a file / not an image all look alike).
 FILE_REFUSAL = "the path is not a readable image or video under the server's files root"
+
+
+def check_admitted(api_key: str | None, max_body_bytes: int, max_body_mb: float, path: str,
+                   headers: Mapping[str, str], content_length: int | None) -> None:
+    """The refusals a request gets from its headers alone, before any byte of its body is read or
+    asked for: an announced body over --max-body-mb (413), a missing or wrong key (401)."""
+    if content_length is not None and content_length > max_body_bytes:
+        raise ApiError(
+            413,
+            f"the request body is {content_length} bytes; this server takes at most "
+            f"{max_body_bytes} (--max-body-mb {max_body_mb:g})",
+        )
+    check_api_key(api_key, path, headers.get("Authorization"))
 
 
 def check_api_key(expected: str | None, path: str, authorization: str | None) -> None:
