@@ -1,7 +1,9 @@
 """Issue 21, M5: bodies were read and held before admission (about 2.3 x the body per waiting
-request; 256 connections x 32 MiB: ~18 GB). Now each request's Content-Length is taken from the
-server-wide --max-bodies-mb before its body is read and given back with its answer; a request that
-does not fit waits its turn up to --queue-timeout-s, then answers 503 `overloaded` with Retry-After."""
+request; 256 connections x 32 MiB: ~18 GB). Now each request's body is taken from the server-wide
+--max-bodies-mb as its bytes arrive and given back with its answer; a request that does not fit
+waits its turn up to --queue-timeout-s, then answers 503 `overloaded` with Retry-After. Issue 36,
+H6: the announced Content-Length was taken before a byte arrived, so eight slow connections held
+the whole budget; now a slow client holds what it has sent."""
 
 from __future__ import annotations
 
@@ -74,13 +76,13 @@ def test_bodies_waiting_for_a_slot_hold_bounded_bytes(monkeypatch: pytest.Monkey
 
 
 def test_a_body_that_does_not_fit_waits_its_turn() -> None:
-    """Slow clients declaring 1 MiB bodies hold --max-bodies-mb 2 from their headers on; the next
+    """Slow clients that have sent all but two bytes of 1 MiB bodies hold --max-bodies-mb 2; the next
     body waits (--queue-timeout-s), is admitted when one of them is answered, or answers 503 with
     Retry-After when none is. GETs never wait."""
     with server_process("--demo", "--port", "0", "--max-body-mb", "1", "--max-bodies-mb", "2",
                         "--queue-timeout-s", "3", "--body-timeout-s", "20") as srv:
         body = json.dumps({"input": image_item(1), "user": "u" * 1000}).encode()
-        filler = b'{"input": "x", "user": "' + b"u" * (MiB // 2)
+        filler = b'{"input": "x", "user": "' + b"u" * (MiB - 27)  # all of a 1 MiB body but 2 bytes
         holders = []
         try:
             for _ in range(2):
@@ -89,7 +91,7 @@ def test_a_body_that_does_not_fit_waits_its_turn() -> None:
                 holders.append(s)
             time.sleep(0.5)
             assert http(srv.url + "/health").status == 200
-            assert http(srv.url + "/info").json()["live"]["body_bytes_held"] == 2 * MiB
+            assert http(srv.url + "/info").json()["live"]["body_bytes_held"] == 2 * len(filler)
             started = time.monotonic()
             status, answer = _exchange(srv, _post("/v1/embeddings", body))
             assert status == 503 and answer["error"]["code"] == "overloaded", answer
@@ -111,3 +113,27 @@ def test_a_body_that_does_not_fit_waits_its_turn() -> None:
         assert http(srv.url + "/info").json()["live"]["body_bytes_held"] == 0
         assert http(srv.url + "/v1/embeddings", "POST", {"input": image_item(2)}).status == 200
 
+
+
+def test_slow_clients_hold_what_they_sent_not_what_they_announced() -> None:
+    """Issue 36, H6: eight connections announcing --max-body-mb bodies and sending a byte at a time
+    held all of --max-bodies-mb from their headers, so every other POST waited ~29 s or got 503. Now
+    they hold the bytes they sent: a normal client beside them is served at once."""
+    with server_process("--demo", "--port", "0", "--max-body-mb", "1", "--max-bodies-mb", "8",
+                        "--queue-timeout-s", "5", "--body-timeout-s", "20") as srv:
+        holders = []
+        try:
+            for _ in range(8):
+                s = socket.create_connection(_addr(srv), timeout=30)
+                s.sendall(_post("/v1/embeddings", b'{"input": "', length=MiB))  # 1 MiB announced
+                holders.append(s)
+            time.sleep(0.5)
+            held = http(srv.url + "/info").json()["live"]["body_bytes_held"]
+            assert held < 1024, held  # before: 8 MiB, the whole budget
+            for i in range(3):
+                started = time.monotonic()
+                reply = http(srv.url + "/v1/embeddings", "POST", {"input": image_item(i)})
+                assert reply.status == 200 and time.monotonic() - started < 3, (reply.status, i)
+        finally:
+            for s in holders:
+                s.close()

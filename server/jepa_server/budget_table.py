@@ -37,8 +37,9 @@ BUDGETS: tuple[Budget, ...] = (
     Budget(
         "bodies held at once",
         ("max_bodies_mb",),
-        "before a body is read: its `Content-Length` (a chunked or compressed one: `--max-body-mb`) is "
-        "held until its answer; a request that does not fit waits its turn up to `--queue-timeout-s`",
+        "as a body's bytes arrive (a compressed one: `--max-body-mb` while it inflates), held until its "
+        "answer; a request that does not fit waits its turn up to `--queue-timeout-s` (one under way "
+        "goes first)",
         "503 `overloaded` with `Retry-After`",
     ),
     Budget(

@@ -16,7 +16,7 @@ from aiohttp.web_protocol import RequestPayloadError
 import jepa
 
 from . import answers
-from .admission import Admission
+from .admission import Admission, BodyHold
 from .answers import json_response, strict_dumps
 from .budget import (
     check_response,
@@ -75,21 +75,22 @@ async def _body(request: web.Request, allowed: set[str]) -> dict[str, Any]:
     return body
 
 
+# Where holding_body keeps a request's BodyHold for read_body.
+_BODY_HOLD = web.RequestKey("jepa_body_hold", BodyHold)
+
+
 def holding_body(handler: Handler) -> Handler:
-    """`handler` with its request's body counted in the server's body budget (--max-bodies-mb) from
-    before the body is read until the answer: what a body becomes (its bytes, its JSON, its decoded
-    inputs) lives within that, so requests waiting for a slot hold bounded memory together. The bytes
-    held are the Content-Length; a chunked or compressed body, which may grow to --max-body-mb as it
-    is read, holds that."""
+    """`handler` with its request's body counted in the server's body budget (--max-bodies-mb) until
+    the answer, the bytes taken as they arrive (read_body): what a body becomes (its bytes, its JSON,
+    its decoded inputs) lives within that, so requests waiting for a slot hold bounded memory
+    together, and a slow client holds only what it has sent. A compressed body holds --max-body-mb
+    while it inflates, then what it inflated to."""
 
     async def holding(request: web.Request) -> web.StreamResponse:
-        s = request.app[SETTINGS]
-        length = request.content_length
-        identity = request.headers.get("Content-Encoding", "identity").strip().lower() == "identity"
-        nbytes = length if length is not None and identity else s.max_body_bytes
-        if not nbytes or not request.can_read_body:
+        if not request.can_read_body:
             return await handler(request)
-        async with _admission(request).body(nbytes, s.max_bodies_bytes):
+        async with _admission(request).body(request.app[SETTINGS].max_bodies_bytes) as hold:
+            request[_BODY_HOLD] = hold
             return await handler(request)
 
     return holding
@@ -101,9 +102,20 @@ async def read_body(request: web.Request) -> bytes:
     is the client's fault."""
     s = request.app[SETTINGS]
     encoding = encoding_of(request.headers.get("Content-Encoding"))
+    hold = request.get(_BODY_HOLD)
+    chunks: list[bytes] = []
+    total = 0
     try:
         async with asyncio.timeout(s.body_timeout_s):
-            raw = await request.read()
+            while chunk := await request.content.readany():
+                total += len(chunk)
+                if total > s.max_body_bytes:  # a chunked body past the limit, as it arrives
+                    raise ApiError(413, f"the request body is more than {s.max_body_bytes} bytes; this "
+                                   f"server takes at most {s.max_body_bytes} (--max-body-mb "
+                                   f"{s.max_body_mb:g})", code="request_too_large")
+                if hold is not None:
+                    await hold.grow(len(chunk))
+                chunks.append(chunk)
     except TimeoutError:
         raise ApiError(
             408,
@@ -115,9 +127,16 @@ async def read_body(request: web.Request) -> bytes:
     except ConnectionResetError:  # the client closed the connection mid-body: nobody reads the answer
         raise ApiError(400, "the request body ended early: the client closed the connection",
                        code="incomplete_body") from None
+    raw = b"".join(chunks)
+    del chunks
     if encoding == "identity":
         return raw
-    return await asyncio.to_thread(inflate, raw, encoding, s.max_body_bytes)
+    if hold is not None:  # the inflated body's room, taken before it inflates
+        await hold.grow(s.max_body_bytes)
+    body = await asyncio.to_thread(inflate, raw, encoding, s.max_body_bytes)
+    if hold is not None:
+        hold.shrink_to(len(raw) + len(body))
+    return body
 
 
 def _model_name(body: dict[str, Any]) -> str | None:

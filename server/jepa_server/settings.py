@@ -191,10 +191,10 @@ class Settings:
     max_bodies_mb: float = _opt(
         "--max-bodies-mb",
         default=256.0,
-        help="Most MiB of request bodies held at once over all requests: a body's Content-Length (a "
-        "chunked or compressed one: --max-body-mb) is held from before it is read until its answer; a "
-        "request that does not fit waits its turn up to --queue-timeout-s, then answers 503 with "
-        "Retry-After. Never less than --max-body-mb.",
+        help="Most MiB of request bodies held at once over all requests: a body's bytes are held as they "
+        "arrive (a compressed one: --max-body-mb while it inflates) until its answer; a request that "
+        "does not fit waits its turn up to --queue-timeout-s, then answers 503 with Retry-After. Never "
+        "less than --max-body-mb.",
     )
     max_input_mb: float = _opt(
         "--max-input-mb",
