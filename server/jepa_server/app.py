@@ -7,6 +7,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 
@@ -15,7 +16,7 @@ import jepa
 from .admission import Admission
 from .errors import ApiError, from_http, from_jepa
 from .handlers import ROUTES
-from .keys import ADMISSION, METRICS, RUNTIME, SETTINGS
+from .keys import ADMISSION, METRICS, PARSER, RUNTIME, SETTINGS
 from .metrics import Metrics
 from .runtime import Runtime
 from .security import LocalFiles, check_admitted
@@ -50,7 +51,9 @@ async def _admission_ctx(app: web.Application) -> AsyncIterator[None]:
     # An asyncio.Semaphore belongs to the running loop, so it is made here, not in create_app.
     s = app[SETTINGS]
     app[ADMISSION] = Admission(s.max_concurrent_requests, s.queue_timeout_s)
+    app[PARSER] = ThreadPoolExecutor(1, thread_name_prefix="jepa-json")
     yield
+    app[PARSER].shutdown(wait=False, cancel_futures=True)
 
 
 async def _engine_ctx(app: web.Application) -> AsyncIterator[None]:

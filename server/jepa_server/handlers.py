@@ -7,7 +7,7 @@ import json
 import os
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from aiohttp.http import HttpVersion11
@@ -41,7 +41,7 @@ from .inputs import (
     parse_inputs,
     parse_items,
 )
-from .keys import ADMISSION, METRICS, RUNTIME, SETTINGS
+from .keys import ADMISSION, METRICS, PARSER, RUNTIME, SETTINGS
 from .metrics import CONTENT_TYPE
 from .model_info import model_json, pool_json, text_json
 from .pipeline import Embedded
@@ -50,6 +50,7 @@ from .runtime import Engine
 from .security import check_admitted
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_T = TypeVar("_T")
 # A request's `keep_alive`: how long its model stays resident once idle (seconds; at most a day).
 MAX_KEEP_ALIVE_S = 86_400.0
 # The fields every model-using endpoint takes beside its own: which model, and its keep-alive.
@@ -66,11 +67,18 @@ def _admission(request: web.Request) -> Admission:
     return request.app[ADMISSION]
 
 
+async def _parsing(request: web.Request, fn: Callable[..., _T], *args: Any) -> _T:
+    """fn(*args) on the app's parser thread: reading a request's fields walks what the client sent
+    (a 30 MB string checked for whitespace took a second on the loop), so it never runs on the loop."""
+    return await asyncio.get_running_loop().run_in_executor(request.app[PARSER], fn, *args)
+
+
 async def _body(request: web.Request, allowed: set[str]) -> dict[str, Any]:
-    """The body as a JSON object with only `allowed` fields. Parsed on a thread: however it is built,
-    a body within --max-body-mb and --max-json-values keeps the event loop for well under a second."""
+    """The body as a JSON object with only `allowed` fields. Parsed on the app's one parser thread:
+    however it is built, a body within --max-body-mb and --max-json-values holds the interpreter for
+    a bounded time, and bodies parse one after another rather than taking the interpreter in turn."""
     raw = await read_body(request)
-    body = await asyncio.to_thread(parse_body, raw, request.app[SETTINGS].max_json_values)
+    body = await _parsing(request, parse_body, raw, request.app[SETTINGS].max_json_values)
     check_keys(body, allowed)
     return body
 
@@ -201,7 +209,7 @@ async def embeddings(request: web.Request) -> web.StreamResponse:
 async def _embeddings(request: web.Request, engine: Engine, body: dict[str, Any]) -> web.StreamResponse:
     fmt = opt_str(body, "encoding_format", ("float", "base64")) or "float"
     dims = _dimensions(engine, body, _pool(engine.model, body))
-    inputs, pool = _embedding_inputs(request, engine, body, "input", fmt, dims)
+    inputs, pool = await _parsing(request, _embedding_inputs, request, engine, body, "input", fmt, dims)
     result = await _embed(request, engine, inputs, pool)
     return await json_response(answers.embeddings(result, fmt, dims, engine.model_id), result)
 
@@ -216,7 +224,8 @@ async def embed_tei(request: web.Request) -> web.StreamResponse:
 async def _embed_tei(request: web.Request, engine: Engine, body: dict[str, Any]) -> web.StreamResponse:
     dims = _dimensions(engine, body, _pool(engine.model, body))
     normalize = opt_bool(body, "normalize", False)
-    inputs, pool = _embedding_inputs(request, engine, body, "inputs", "float", dims)
+    inputs, pool = await _parsing(request, _embedding_inputs, request, engine, body, "inputs", "float",
+                                  dims)
     result = await _embed(request, engine, inputs, pool)
     return await json_response(answers.embed_tei(result, dims, normalize), result)
 
@@ -258,7 +267,8 @@ async def _classify(request: web.Request, engine: Engine, body: dict[str, Any]) 
     top_k = opt_int(body, "top_k", 1)
     top_k = 5 if top_k is None else top_k
     key = "inputs" if "inputs" in body else "input"
-    items = parse_items(body.get(key), engine.pipeline.files.resolve, _limits(request), name=key)
+    items = await _parsing(request, parse_items, body.get(key), engine.pipeline.files.resolve,
+                           _limits(request), key)
     if not engine.model.has_head:
         raise bad_request(
             f"model {engine.model_id!r} has no classifier head: /classify needs a model converted "
@@ -282,8 +292,8 @@ async def rollout(request: web.Request) -> web.StreamResponse:
 
 
 async def _rollout(request: web.Request, engine: Engine, body: dict[str, Any]) -> web.StreamResponse:
-    job = parse_world_job(body, engine.model, engine.model_id, engine.pipeline.files.resolve,
-                          _limits(request))
+    job = await _parsing(request, parse_world_job, body, engine.model, engine.model_id,
+                         engine.pipeline.files.resolve, _limits(request))
     s = request.app[SETTINGS]
     kind = engine.model.world_model
     shape = None if job.actions is None else job.actions.shape

@@ -22,6 +22,7 @@ import binascii
 import json
 import math
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -91,10 +92,12 @@ def parse_body(raw: bytes, max_values: int) -> dict[str, Any]:
     bounded before it runs (count_values: a few C-speed passes), and the depth walk visits arrays and
     objects only. Run it off the event loop (the handlers do)."""
     try:
-        text = raw.decode(json.detect_encoding(raw), "surrogatepass")  # as json.loads does
+        encoding = json.detect_encoding(raw)
+        text = raw.decode(encoding, "surrogatepass")  # as json.loads does
     except UnicodeDecodeError as exc:
         raise bad_request(f"the body is not valid JSON: {exc}", code="invalid_json") from None
-    values = count_values(text, max_values)
+    utf8 = raw if encoding == "utf-8" else text.encode("utf-8", "surrogatepass")
+    values = count_values(utf8, max_values)
     if values > max_values:
         raise ApiError(
             413,
@@ -103,7 +106,7 @@ def parse_body(raw: bytes, max_values: int) -> dict[str, Any]:
             code="too_many_values",
         )
     try:
-        body = json.loads(text)
+        body = json.loads(text, parse_int=_bounded_int)
     except ValueError as exc:
         raise bad_request(f"the body is not valid JSON: {exc}", code="invalid_json") from None
     except RecursionError:  # the parser's own stack limit
@@ -115,24 +118,46 @@ def parse_body(raw: bytes, max_values: int) -> dict[str, Any]:
     return body
 
 
-# A JSON string, escapes and all; an unterminated one runs to the end (so every match attempt from a
-# quote succeeds: the scan stays linear on any input).
-_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.?)*+(?:"|\Z)', re.DOTALL)
+# Every byte but the ones count_values looks at: a quote and the three that start or follow a value.
+_NOT_STRUCTURAL = bytes(b for b in range(256) if b not in b'",[{')
+_COUNT_WINDOW = 1 << 20
+# The longest integer a body may hold: far past any id, count or size in the API (an int64 is 19
+# digits), and far short of the 4000-digit ones whose conversion held the interpreter for a second.
+MAX_INT_DIGITS = 20
 
 
-def count_values(text: str, limit: int) -> int:
-    """At least the number of values a JSON text holds, counted without parsing it: every value but
-    the first follows a comma or an opening bracket. Commas and brackets inside strings are counted
-    too unless that passes `limit`: then the strings are blanked out (one regex pass) and the rest
-    counted again. Whatever the text holds, the parser creates no more values than this."""
-    n = _structural(text)
-    if n > limit:
-        n = _structural(_JSON_STRING.sub('""', text))
+def _bounded_int(digits: str) -> int:
+    """json's parse_int: refuses an integer literal past MAX_INT_DIGITS before converting it."""
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {len(digits)} digits (at most {MAX_INT_DIGITS})")
+    return int(digits)
+
+
+def count_values(utf8: bytes, limit: int) -> int:
+    """At least the number of values a JSON text (UTF-8) holds, counted without parsing it: every value
+    but the first follows a comma or an opening bracket. Commas and brackets inside strings are counted
+    too unless that passes `limit`: then only those outside strings are, from the quotes' parity (a few
+    C-speed passes and numpy; a regex that blanked the strings held the interpreter for over a second
+    on 6 M short strings or a 30 M-comma string). Whatever the text holds, the parser creates no more
+    values than this before it stops: an escape outside a string, which could flip the parity, is
+    where the parser stops."""
+    n = 1 + utf8.count(b",") + utf8.count(b"[") + utf8.count(b"{")
+    if n <= limit:
+        return n
+    # Escaped backslashes, then escaped quotes, gone: every quote left opens or closes a string.
+    plain = utf8.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in utf8 else utf8
+    n, odd = 1, 0
+    # In windows, each a few milliseconds of the interpreter, given up between them (a 30 M-comma
+    # string in one pass held it for 300 ms).
+    for start in range(0, len(plain), _COUNT_WINDOW):
+        marks = np.frombuffer(plain[start:start + _COUNT_WINDOW].translate(None, _NOT_STRUCTURAL), np.uint8)
+        quote = marks == ord('"')
+        # Quotes so far odd: inside a string (a uint8 sum wraps at 256, which keeps the parity).
+        inside = (np.cumsum(quote, dtype=np.uint8) + odd) & 1
+        n += int(np.count_nonzero(~quote & (inside == 0)))
+        odd = int(inside[-1]) if len(inside) else odd
+        time.sleep(0)
     return n
-
-
-def _structural(text: str) -> int:
-    return 1 + text.count(",") + text.count("[") + text.count("{")
 
 
 def _too_deep() -> ApiError:
@@ -374,6 +399,8 @@ def parse_media(model: jepa.Model, value: Any, resolve: Resolver, limits: Limits
     string is a local file path for these models, and one that reads as words is text."""
     if _is_id_list(value):
         raise wrong_modality(model, "token ids", name)
+    if isinstance(value, list):  # the count before any per-item work (499 k items once took 0.3 s)
+        check_item_count(value, name, limits.max_items)
     forms = value if isinstance(value, list) else [value]
     for i, v in enumerate(forms):
         param = name if not isinstance(value, list) else f"{name}[{i}]"
@@ -408,9 +435,17 @@ def _is_id_list(v: Any) -> bool:
     return isinstance(v, list) and bool(v) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
 
 
+_SPACE = re.compile(r"\s")
+_PATH_MAX = 4096  # Linux's PATH_MAX: no local path is longer
+
+
 def _looks_like_text(s: str) -> bool:
-    """Words, not a file name: whitespace and no path separator."""
-    return any(c.isspace() for c in s) and "/" not in s and "\\" not in s
+    """Words, not a file name: whitespace and no path separator. A string longer than any path is
+    taken as one, to be refused as a path is (nothing scans a 30 MB string for spaces, and a name too
+    long under --files-root gets that root's one refusal)."""
+    if len(s) > _PATH_MAX:
+        return False
+    return "/" not in s and "\\" not in s and _SPACE.search(s) is not None
 
 
 # -- scalar parameters --------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from aiohttp import web
 
 from .admission import Admission
@@ -13,3 +15,6 @@ SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
 ADMISSION = web.AppKey("admission", Admission)
 RUNTIME = web.AppKey("runtime", Runtime)
+# The one thread request bodies are parsed on (handlers._body): a parse holds the interpreter, so two
+# at once would hold it in turn for longer than either (eight bodies at once held /health 5-8 s).
+PARSER = web.AppKey("parser", ThreadPoolExecutor)
