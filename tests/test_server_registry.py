@@ -661,3 +661,45 @@ def test_the_cap_makes_room_for_every_pinned_model(models_dir: Path) -> None:
     assert loaded_cap(3, Catalog(files, None), False) == 3
     assert loaded_cap(2, Catalog(files, None), False) == 3  # the -m models always fit
     assert loaded_cap(0, Catalog(files, None), False) == 0  # no cap
+
+
+def test_a_model_with_nan_weights_fails_its_smoke_test(tmp_path: Path) -> None:
+    """Issue 36, L20: NaN or infinite weights passed the smoke test, and then every request was a 422
+    while the model stayed resident. Now its load fails, naming why, and it is not resident."""
+    import gguf
+
+    from jepa.demo import write_demo_model
+
+    src = write_demo_model(tmp_path / "ok.gguf", embed_dim=32, n_layer=1, n_head=2, img_size=32, seed=1)
+    d = tmp_path / "models"
+    d.mkdir()
+    r = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(str(d / "nan.gguf"), "jepa")
+    for f in r.fields.values():
+        if f.name.startswith("GGUF.") or f.name == "general.architecture":
+            continue
+        sub = f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(f.name, f.contents(), f.types[0], sub_type=sub)
+    poisoned = False
+    for t in r.tensors:
+        data = np.array(t.data, dtype=np.float32).reshape(tuple(int(n) for n in reversed(t.shape.tolist())))
+        if not poisoned and t.name.endswith("ffn_up.weight"):
+            data[0, 0] = np.nan
+            poisoned = True
+        w.add_tensor(t.name, data)
+    assert poisoned
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+    async def body() -> None:
+        async with in_process(models_dir=str(d)) as (client, _app):
+            r = await _post(client, "/v1/embeddings", {"model": "nan", "input": image_item(1)})
+            err = assert_envelope_json(r.status, await r.json(), 503)
+            assert err["code"] == "model_load_failed" and "smoke test" in err["message"], err
+            assert "not finite" in err["message"], err
+            r = await client.get("/v1/models")
+            assert not any(m["resident"] for m in (await r.json())["data"])
+
+    run(body)

@@ -93,6 +93,11 @@ class Dispatcher:
         return sum(min(len(self._outstanding[d]), r.workers.size) for d, r in self.replicas.items())
 
     @property
+    def queued(self) -> int:
+        """Tasks not handed to any worker yet (each task is this or `dispatched`, never both)."""
+        return len(self._sched.queue)
+
+    @property
     def depth(self) -> int:
         """Tasks waiting for a worker: queued, or in a batch handed over ahead."""
         ahead = sum(len(b) for d, r in self.replicas.items()

@@ -94,15 +94,24 @@ def smoke_call(model: jepa.Model) -> Callable[[jepa.Context], object]:
     video model whose recipe its encoder refuses fails here (ModelFileError: it would refuse every
     request); otherwise it encodes one item of its native shape (warm_input). A text model
     tokenizes a short text with its own tokenizer and encodes it, so a broken tokenizer fails the
-    load too."""
+    load too. Either way the output must be finite: NaN or infinite weights (or q8_0 / q4_k scales)
+    passed the smoke test and then made every request a 422 while the model stayed resident."""
     if model.is_text:
         tokens = model.tokenizer.encode([SMOKE_TEXT])
-        return lambda ctx: ctx.encode_text(tokens)
+        return lambda ctx: _finite(ctx.encode_text(tokens))
     why = recipe_refusal(model)
     if why:
         raise jepa.ModelFileError(why)
     x = warm_input(model)
-    return lambda ctx: ctx.encode(x)
+    return lambda ctx: _finite(ctx.encode(x))
+
+
+def _finite(out: np.ndarray) -> np.ndarray:
+    if not np.isfinite(out).all():
+        raise jepa.InvalidInputError(
+            "its output on the smoke test's input is not finite (NaN or infinity): the file's weights "
+            "or scales hold non-finite values")
+    return out
 
 
 class WorkerPool:
