@@ -124,6 +124,12 @@ def test_ids_must_be_the_models_own_unpadded(tiny: jepa.Model) -> None:
     for bare in (own[0][1:-1], own[0][:-1], own[0][1:], [2, 3]):  # no frame, half a frame, no text
         with pytest.raises(jepa.InvalidInputError, match=r"starting with \[2\] and ending with \[3\]"):
             tokens_from_ids([bare], tiny)
+    # Issue 36, L17: the frame's tokens inside it (two texts run together, a stray [CLS]) were taken.
+    joined = own[0][:-1] + own[1]  # [CLS] a [CLS] b [SEP]
+    run_on = own[0] + own[1][1:]  # [CLS] a [SEP] b [SEP]
+    for ids, pos, tok in ((joined, len(own[0]) - 1, 2), (run_on, len(own[0]) - 1, 3)):
+        with pytest.raises(jepa.InvalidInputError, match=f"token id {tok} at position {pos} is one of"):
+            tokens_from_ids([ids], tiny)
 
 
 def test_token_batches_are_length_ordered_and_within_budget() -> None:

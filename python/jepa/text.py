@@ -97,6 +97,16 @@ def _check_frame(ids: list[int], frame: Framing, i: int) -> None:
             f"{ids[:4]}{'...' if len(ids) > 4 else ''}: send the text as a string",
             param="input",
         )
+    # Inside the frame, none of the frame's own tokens: this tokenizer never writes them there (a
+    # [SEP] mid-sequence is a sentence pair or two texts run together, not one text).
+    specials = set(frame.prefix) | set(frame.suffix)
+    at = next((j for j in range(p, len(ids) - q) if ids[j] in specials), None)
+    if at is not None:
+        raise InvalidInputError(
+            f"input {i}: token id {ids[at]} at position {at} is one of the tokenizer's own special tokens "
+            f"({sorted(specials)}), which it writes only around a text: send each text's ids on their own",
+            param="input",
+        )
 
 
 def token_batches(lengths: Sequence[int], budget: int, max_items: int) -> list[list[int]]:

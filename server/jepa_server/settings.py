@@ -250,7 +250,7 @@ class Settings:
         default=False,
         help="Take token-id arrays as input of a text model. Off: refused (400 token_ids_refused), since "
         "clients tokenize with their own tokenizer (LangChain: tiktoken). On: only ids this model's "
-        "own tokenizer makes, unpadded, with its special tokens.",
+        "own tokenizer makes, unpadded, with its special tokens around each text and none inside it.",
     )
     text_token_budget: int = _opt(
         "--text-token-budget",
