@@ -393,3 +393,24 @@ def test_a_refused_items_inputs_are_freed_without_the_cyclic_gc() -> None:
         assert all(r() is None for r in refs), "a refused request's items outlived the refusal"
     finally:
         gc.enable()
+
+
+def test_refusals_name_a_local_file_as_given_not_where_it_resolved(tmp_path: Path) -> None:
+    """Issue 36, L18: with --allow-local-files and no root, a refusal echoed the resolved absolute path
+    (the directories a symlink led to). It names the path as the client wrote it."""
+    secret = tmp_path / "secret-dir-name"
+    secret.mkdir()
+    os.symlink(secret / "gone.png", tmp_path / "link.png")  # its target is missing: the error names a file
+    os.symlink(secret, tmp_path / "dir.png")  # a directory
+
+    async def body() -> None:
+        async with in_process(allow_local_files=True) as (client, _):
+            for name in ("link.png", "dir.png"):
+                given = str(tmp_path / name)
+                for item in (given, {"path": given}, {"frames": [given]}):
+                    resp = await client.post("/v1/embeddings", json={"input": item})
+                    err = (await resp.json())["error"]
+                    assert resp.status == 400 and err["code"] == "invalid_path", err
+                    assert "secret-dir-name" not in err["message"] and name in err["message"], err
+
+    run(body)

@@ -24,7 +24,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,9 @@ class Item:
     as_video: bool | None = None
     frames: int | None = None
     local: bool = False  # read from a server-local path
+    # (resolved, as given) for each local path: a refusal names a file as the client wrote it, never
+    # the canonical path the server resolved it to (its directories, where a symlink led).
+    paths: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,29 @@ def parse_items(value: Any, resolve: Resolver, limits: Limits, name: str = "inpu
 
 
 def parse_item(value: Any, param: str, resolve: Resolver, limits: Limits) -> Item:
+    item = _parse_item(value, param, resolve, limits)
+    if not item.local:
+        return item
+    sources = item.source if isinstance(item.source, list) else [item.source]
+    resolved = [s for s in sources if isinstance(s, str)]
+    return replace(item, paths=tuple(zip(resolved, _given_paths(value), strict=False)))
+
+
+def _given_paths(value: Any) -> list[str]:
+    """The path strings an item names, in the order its sources are read."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        if isinstance(value.get("path"), str):
+            return [value["path"]]
+        if "video" in value:
+            return _given_paths(value["video"])
+        if isinstance(value.get("frames"), list):
+            return [p for f in value["frames"] for p in _given_paths(f)]
+    return []
+
+
+def _parse_item(value: Any, param: str, resolve: Resolver, limits: Limits) -> Item:
     if isinstance(value, str):
         return Item(_path(value, param, resolve), param, local=True)
     if not isinstance(value, dict):

@@ -210,7 +210,10 @@ class Pipeline:
         except (jepa.JepaError, ValueError, OSError, EOFError) as exc:
             # Decoders raise more than JepaError (Pillow, PyAV); all of it is the input's fault.
             if item.local:
-                raise self.files.refusal(item.param, str(exc)) from None
+                reason = str(exc)
+                for resolved, given in item.paths:
+                    reason = reason.replace(resolved, given)
+                raise self.files.refusal(item.param, reason) from None
             message = exc.message if isinstance(exc, jepa.JepaError) else f"cannot decode the input: {exc}"
             raise ApiError(400, f"{item.param}: {message}", param=item.param, code="invalid_input") from None
         if x.ndim == 4 and x.shape[1] > self.max_frames:
