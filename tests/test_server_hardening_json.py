@@ -221,9 +221,17 @@ def test_bodies_inside_the_limits_keep_the_loop_free(server: ServerProcess, name
     same either way). Before: 1-1.7 s for one body, 5-8 s for eight. Bodies parse on one thread, in
     steps that give the interpreter back, and the fields are read off the loop."""
     body = H1_BODIES[name]
-    baseline, _ = _worst_health_while_sent(server, b"x" * len(body))
-    worst, statuses = _worst_health_while_sent(server, body)
-    assert statuses in ([400, 400], [413, 413]), statuses
-    print(f"{name}: worst /health {worst * 1e3:.0f} ms (the same bytes refused at once: "
-          f"{baseline * 1e3:.0f} ms)")
-    assert worst < baseline + 0.1, f"{name}: /health waited {worst * 1e3:.0f} ms ({baseline * 1e3:.0f} ms)"
+    # Up to three tries, each against its own baseline: a machine busy with other work (the other
+    # test worker) can push one try over, while the defect held the loop 1-2 s in every one.
+    tries = []
+    for _ in range(3):
+        baseline, _ = _worst_health_while_sent(server, b"x" * len(body))
+        worst, statuses = _worst_health_while_sent(server, body)
+        assert statuses in ([400, 400], [413, 413]), statuses
+        tries.append((worst, baseline))
+        print(f"{name}: worst /health {worst * 1e3:.0f} ms (the same bytes refused at once: "
+              f"{baseline * 1e3:.0f} ms)")
+        if worst < baseline + 0.1:
+            return
+    waits = [(round(w * 1e3), round(b * 1e3)) for w, b in tries]
+    pytest.fail(f"{name}: /health waited (ms, against the baseline's ms) {waits}")
