@@ -13,6 +13,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from test_server_support import ServerProcess, http, image_item, server_process
@@ -65,39 +66,45 @@ def _worst_health_while(server: ServerProcess, work: Callable[[], None]) -> floa
     return worst
 
 
-def test_gzip_bombs_without_the_key_are_401_and_never_inflated(server: ServerProcess) -> None:
-    results: list[int] = []
+def _four_at_once(server: ServerProcess, body: bytes, headers: dict[str, str]) -> tuple[float, list[Any]]:
+    """Four POSTs of `body` at once: /health's worst latency meanwhile, and their answers."""
+    answers: list[tuple[int, dict[str, object]]] = []
 
     def send() -> None:
-        gz = {"Content-Encoding": "gzip"}
-        ts = [threading.Thread(target=lambda: results.append(_post(server, BOMB, gz)[0])) for _ in range(4)]
+        ts = [threading.Thread(target=lambda: answers.append(_post(server, body, headers))) for _ in range(4)]
         for th in ts:
             th.start()
         for th in ts:
             th.join()
 
-    worst = _worst_health_while(server, send)
-    assert results == [401] * 4, results
-    assert worst < LAG_BOUND_S, f"/health waited {worst * 1e3:.0f} ms behind 4 unauthenticated gzip bodies"
+    return _worst_health_while(server, send), answers
+
+
+def _lag_within_bound(server: ServerProcess, headers: dict[str, str], status: int) -> list[Any]:
+    """The bombs' answers, once /health's worst latency under them was within LAG_BOUND_S of its
+    worst under as many bytes sent plain and refused at once: up to three tries (a machine busy with
+    other work can push one over; aiohttp's inflation on the loop held it for seconds in every one)."""
+    tries = []
+    for _ in range(3):
+        baseline, _ = _four_at_once(server, b"x" * len(BOMB), {k: v for k, v in headers.items()
+                                                             if k != "Content-Encoding"})
+        worst, answers = _four_at_once(server, BOMB, headers)
+        assert [a[0] for a in answers] == [status] * 4, answers
+        tries.append((round(worst * 1e3), round(baseline * 1e3)))
+        if worst < baseline + LAG_BOUND_S:
+            return answers
+    pytest.fail(f"/health waited (ms, against the baseline's ms) {tries} behind four gzip bombs")
+
+
+def test_gzip_bombs_without_the_key_are_401_and_never_inflated(server: ServerProcess) -> None:
+    _lag_within_bound(server, {"Content-Encoding": "gzip"}, 401)
 
 
 def test_gzip_bombs_with_the_key_are_413_naming_the_limit_off_the_loop(server: ServerProcess) -> None:
-    answers: list[tuple[int, dict[str, object]]] = []
-    auth = {"Content-Encoding": "gzip", "Authorization": f"Bearer {KEY}"}
-
-    def send() -> None:
-        ts = [threading.Thread(target=lambda: answers.append(_post(server, BOMB, auth))) for _ in range(4)]
-        for th in ts:
-            th.start()
-        for th in ts:
-            th.join()
-
-    worst = _worst_health_while(server, send)
-    assert [a[0] for a in answers] == [413] * 4, answers
+    answers = _lag_within_bound(server, {"Content-Encoding": "gzip", "Authorization": f"Bearer {KEY}"}, 413)
     for _, body in answers:
         err = body["error"]
         assert isinstance(err, dict) and "--max-body-mb" in str(err["message"]), err
-    assert worst < LAG_BOUND_S, f"/health waited {worst * 1e3:.0f} ms behind 4 gzip bombs"
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate", "deflate-raw"])
