@@ -76,6 +76,20 @@ def test_a_panic_on_a_request_is_answered_in_the_envelope(tmp_path: Path) -> Non
         assert http(server.url + "/v1/embeddings", "POST", {"input": ["the lazy dog"]}).status == 200
 
 
+def test_a_panic_on_a_request_logs_a_line_not_a_backtrace(tmp_path: Path) -> None:
+    """Issue 36, L21: under RUST_BACKTRACE=1 each panicking request logged Rust's 73-line backtrace."""
+    path = _panicking(tmp_path / "xq.gguf", PANICS_ON_XQ)
+    server = server_process("-m", path, "--port", "0", env={"RUST_BACKTRACE": "1"})
+    with server as s:
+        for _ in range(3):
+            reply = http(s.url + "/v1/embeddings", "POST", {"input": ["xq" + "z" * 40]})
+            assert assert_envelope(reply, 503)["code"] == "tokenizer_failed"
+        proc = s
+    err = proc.stop()
+    assert "stack backtrace" not in err, err[-2000:]
+    assert len(err.splitlines()) < 40, err[-2000:]
+
+
 # -- memory: a long text is tokenized in bounded pieces, off the default executor -----------------
 
 

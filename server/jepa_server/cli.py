@@ -104,6 +104,10 @@ def _exit_now_if_stuck(rc: int) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    # A Rust panic inside HF tokenizers (a pathological tokenizer.json) is the file's fault and is
+    # answered 503 tokenizer_failed; under RUST_BACKTRACE=1 (a common developer setting) Rust's hook
+    # also printed a 73-line backtrace to stderr on every such request. Its message line stays.
+    os.environ["RUST_BACKTRACE"] = "0"
     if args[:1] == ["check"]:  # `jepa-server check ...`: the preflight (a systemd ExecStartPre)
         from .check import main as check
 
