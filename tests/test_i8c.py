@@ -152,18 +152,24 @@ def test_the_loader_refuses_a_matrix_without_its_scales_and_a_stray_scale(
         jepa.Model(str(tmp_path / "stray.gguf"))
 
 
-def test_ggml_path_refuses_i8c_with_a_message(demo_i8c: str) -> None:
-    """ggml has no product for int8 rows with scales: JEPA_GEMM=ggml refuses the file at load, naming
-    the matrix and why, and the process goes on."""
+def test_ggml_path_and_the_smallest_cpu_run_i8c(demo_i8c: str, tmp_path: Path) -> None:
+    """ggml has no product for int8 rows with scales: on JEPA_GEMM=ggml, and on a CPU below x86-64-v3
+    (where the f32 products are ggml's), i8c runs the engine's own product (portable: the same
+    products' bits, test_i8 on the ggml path), the rest of the graph ggml's ops as for every type
+    there: close to the engine's path, not its bits."""
+    x = np.random.default_rng(3).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    here = jepa.Model(demo_i8c).context(threads=2).encode(x)
     code = (
-        "import sys, jepa\n"
-        "try:\n"
-        f"    jepa.Model({demo_i8c!r})\n"
-        "except jepa.UnsupportedError as e:\n"
-        "    print(e); sys.exit(0)\n"
-        "sys.exit(3)\n"
+        "import sys, numpy as np, jepa\n"
+        f"x = np.load({str(tmp_path / 'x.npy')!r})\n"
+        f"np.save(sys.argv[1], jepa.Model({demo_i8c!r}).context(threads=2).encode(x))\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "JEPA_GEMM": "ggml"},
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "i8c" in r.stdout and "JEPA_GEMM=ggml" in r.stdout, r.stdout
+    for env in ({"JEPA_GEMM": "ggml"}, {"JEPA_CPU_FEATURES": "x86-64"}):
+        out = tmp_path / "out.npy"
+        r = subprocess.run([sys.executable, "-c", code, str(out)], env={**os.environ, **env},
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, (env, r.stderr[-2000:])
+        got = np.load(out)
+        assert got.shape == here.shape and np.isfinite(got).all(), env
+        assert _cos(got.mean(1), here.mean(1)) > 0.9999, env

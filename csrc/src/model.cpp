@@ -279,10 +279,6 @@ void refuse_unpacked_i8(Model & m) {
             fail(JEPA_ERR_UNSUPPORTED, "%s is i8c, which runs on the CPU only: load this model on the CPU, or "
                  "quantize it to q8_0 for this device", ggml_get_name(l.w));
         }
-        if (!cpu::selection().own()) {
-            fail(JEPA_ERR_UNSUPPORTED, "%s is i8c, which the engine's own kernels run: JEPA_GEMM=ggml has none",
-                 ggml_get_name(l.w));
-        }
         fail(JEPA_ERR_UNSUPPORTED, "%s is i8c with rows of %lld: the i8c product takes rows of a multiple of %lld up to %lld",
              ggml_get_name(l.w), (long long) l.w->ne[0], (long long) gemm::I8_K_STEP,
              (long long) gemm::I8_K_MAX);

@@ -84,7 +84,9 @@ void pack_pairs(uint16_t * data, int64_t N, int64_t K) {
 }  // namespace
 
 bool packable(const ggml_tensor * w) {
-    if (!own_f32()) return false;
+    // i8c has no product in ggml: it runs the engine's own (portable where the path has no ISA of its
+    // own), on every path, with the same bits; every other type follows the path.
+    if (!own_f32() && layout_of(w) != Layout::I8) return false;
     if (ggml_n_dims(w) > 2 || !ggml_is_contiguous(w)) return false;
     if (layout_of(w) == Layout::None) return false;
     if (layout_of(w) == Layout::Bf16Pairs && w->ne[0] % 2 != 0) return false;
