@@ -16,6 +16,8 @@
 #include <cstring>
 #include <random>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -119,6 +121,22 @@ inline std::vector<float> random_x(int64_t M, int64_t K, uint32_t seed) {
 }
 
 inline bool same_bits(const float * a, const float * b, size_t n) { return std::memcmp(a, b, n * 4) == 0; }
+
+// "" when y has want's bits, else where they first differ (" (first at i: bits, want bits)"). Any NaN
+// equals any NaN: its sign and payload are the hardware's (x86 makes 0xffc00000, ARM 0x7fc00000).
+inline std::string first_difference(const std::vector<float> & y, const std::vector<float> & want) {
+    for (size_t i = 0; i < y.size(); ++i) {
+        uint32_t u, v;
+        std::memcpy(&u, &y[i], 4);
+        std::memcpy(&v, &want[i], 4);
+        if (u != v && !(std::isnan(y[i]) && std::isnan(want[i]))) {
+            char buf[96];
+            std::snprintf(buf, sizeof buf, " (first at %zu: %08x, want %08x)", i, u, v);
+            return buf;
+        }
+    }
+    return "";
+}
 
 // The f32 kernel sets this CPU can run, whatever JEPA_GEMM says (the portable one always).
 inline std::vector<std::pair<const char *, const kd::KernelSet *>> isa_kernels() {

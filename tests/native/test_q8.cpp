@@ -174,16 +174,7 @@ void check_every_isa(int64_t M, int64_t K, int64_t N) {
             p.y = y.data();
             each_thread(nth, [&](int ith, int n) { entry.second(p, ith, n); });
             if (want.empty()) want = y;
-            std::string where;
-            for (size_t i = 0; i < y.size() && where.empty(); ++i) {
-                uint32_t u, v;
-                std::memcpy(&u, &y[i], 4);
-                std::memcpy(&v, &want[i], 4);
-                char buf[96];
-                std::snprintf(buf, sizeof buf, " (first at %zu: %08x, want %08x)", i, u, v);
-                // (a NaN's sign and payload are the hardware's: x86 makes 0xffc00000, ARM 0x7fc00000)
-                if (u != v && !(std::isnan(y[i]) && std::isnan(want[i]))) where = buf;
-            }
+            const std::string where = first_difference(y, want);
             check(where.empty(), name + ": " + isa + " threads " + std::to_string(nth) + " differs" + where);
         }
     }

@@ -33,41 +33,40 @@ const KernelSet & f32_kernels() {
 
 bool own_f32() { return cpu::selection().own(); }
 
-// AMX-INT8 tiles where the selection has them (with VNNI for row tails), VPDPBUSD on AVX-512 VNNI or
-// AVX-VNNI, else AVX2's VPMADDUBSW; SDOT on an ARM64 core with DotProd; else portable C++ (the same
-// bits on each, kernels_q8.inc).
-void run_q8(const Problem & p, int ith, int nth) {
+namespace {
+using Product = void (*)(const Problem &, int, int);
+struct Int8Products {
+    Product q8, i8;  // the q8_0 product (kernels_q8.inc) and the i8c one (kernels_i8.inc)
+};
+
+// The path's int8 products, one ISA for both: AMX-INT8 tiles where the selection has them (with VNNI
+// for row tails), VPDPBUSD on AVX-512 VNNI or AVX-VNNI, else AVX2's VPMADDUBSW; SDOT on an ARM64 core
+// with DotProd; else portable C++ (each type the same bits on every one).
+Int8Products int8_products() {
     const cpu::Selection & s = cpu::selection();
     switch (s.q8) {
 #ifndef JEPA_NO_X86_KERNELS
         case cpu::Q8::Avx512Vnni:
-            return s.amx_int8 ? avx512::amx::run_gemm_q8(p, ith, nth) : avx512::run_gemm_q8(p, ith, nth);
-        case cpu::Q8::AvxVnni: return avx2::vnni::run_gemm_q8(p, ith, nth);
-        case cpu::Q8::Avx2: return avx2::run_gemm_q8(p, ith, nth);
+            if (s.amx_int8) return {avx512::amx::run_gemm_q8, avx512::amx::run_gemm_i8};
+            return {avx512::run_gemm_q8, avx512::run_gemm_i8};
+        case cpu::Q8::AvxVnni: return {avx2::vnni::run_gemm_q8, avx2::vnni::run_gemm_i8};
+        case cpu::Q8::Avx2: return {avx2::run_gemm_q8, avx2::run_gemm_i8};
 #endif
 #if defined(__aarch64__) || defined(_M_ARM64)
-        case cpu::Q8::NeonDot: return neon::run_gemm_q8(p, ith, nth);
+        case cpu::Q8::NeonDot: return {neon::run_gemm_q8, neon::run_gemm_i8};
 #endif
-        default: return portable::run_gemm_q8(p, ith, nth);
+        default: return {portable::run_gemm_q8, portable::run_gemm_i8};
     }
 }
 
-// The i8c product on the same ISAs as q8_0's (kernels_i8.inc), AMX tiles summing the whole of k.
-void run_i8(const Problem & p, int ith, int nth) {
-    const cpu::Selection & s = cpu::selection();
-    switch (s.q8) {
-#ifndef JEPA_NO_X86_KERNELS
-        case cpu::Q8::Avx512Vnni:
-            return s.amx_int8 ? avx512::amx::run_gemm_i8(p, ith, nth) : avx512::run_gemm_i8(p, ith, nth);
-        case cpu::Q8::AvxVnni: return avx2::vnni::run_gemm_i8(p, ith, nth);
-        case cpu::Q8::Avx2: return avx2::run_gemm_i8(p, ith, nth);
-#endif
-#if defined(__aarch64__) || defined(_M_ARM64)
-        case cpu::Q8::NeonDot: return neon::run_gemm_i8(p, ith, nth);
-#endif
-        default: return portable::run_gemm_i8(p, ith, nth);
-    }
+const Int8Products & int8() {
+    static const Int8Products k = int8_products();  // the selection is fixed for the process
+    return k;
 }
+}  // namespace
+
+void run_q8(const Problem & p, int ith, int nth) { int8().q8(p, ith, nth); }
+void run_i8(const Problem & p, int ith, int nth) { int8().i8(p, ith, nth); }
 
 bool bf16_kernel() { return cpu::selection().bf16 == cpu::Bf16::Avx512Bf16; }
 bool amx_bf16() { return cpu::selection().amx_bf16; }
